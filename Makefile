@@ -1,0 +1,73 @@
+# galago — build, run and test. `make run` and `make test` are the two
+# set-up commands of the README: each installs what it needs on a fresh
+# Debian machine.
+
+GO       ?= go
+BIN      := bin/galago
+PKGS     := ./...
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+RUN_DIR  ?= /tmp/galago-run
+FUZZTIME ?= 5s
+
+# Debian packages the tests need: BPF toolchain (make generate), real
+# servers and tools for the privileged and end-to-end tiers.
+TEST_DEBS := clang llvm libbpf-dev bpftool prometheus iptables iproute2 runc busybox-static curl
+
+.PHONY: all build run test test-deps unit privileged e2e fuzz lint generate check-generated bench clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/galago
+	ln -sf galago bin/gopher-ctl
+
+# Builds galago and starts it on loopback (REST 127.0.0.1:9999, metrics
+# 127.0.0.1:8888) with the example probes.init that enables what exists.
+run: build
+	mkdir -p $(RUN_DIR)
+	GOPHER_PROBES_INIT="$$(cat examples/probes.init)" $(BIN) -c examples/galago-run.conf
+
+test-deps:
+	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+# Every tier: unit, privileged (real BPF, real /proc, real containers) and
+# end-to-end (the real binary with a real Prometheus). Needs root.
+test: test-deps check-generated lint unit fuzz e2e
+
+unit:
+	GALAGO_PRIVILEGED_TESTS=1 $(GO) test -race -count=1 $(PKGS)
+
+e2e: build
+	GALAGO_PRIVILEGED_TESTS=1 GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -v -timeout 15m ./test/e2e/... 2>&1 | tee /tmp/galago-e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' ; exit $${PIPESTATUS[0]}
+
+# Runs each fuzz target briefly on top of its committed seed corpus.
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+			echo "fuzz $$pkg $$f"; \
+			$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null; \
+		done; \
+	done
+
+GOLANGCI := $(shell $(GO) env GOPATH)/bin/golangci-lint
+GOLANGCI_VERSION := v2.15.0
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet $(PKGS)
+	@test -x $(GOLANGCI) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	$(GOLANGCI) run $(PKGS)
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+clean:
+	rm -rf bin
+
+-include Makefile.bpf

@@ -1,0 +1,3 @@
+package table
+
+//go:generate go run ./internal/metagen -o defs_gen.go meta
