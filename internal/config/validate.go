@@ -1,0 +1,219 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// maxKafkaTopic is gala-gopher's buffer for a topic name (32 bytes with the
+// terminator); it cuts longer names, we refuse them.
+const maxKafkaTopic = 31
+
+// maxSocketPath is the longest AF_UNIX path Linux accepts (sun_path is 108
+// bytes with the terminator).
+const maxSocketPath = 107
+
+// unsafeDirChars are refused in metric_dir and event_dir by gala-gopher,
+// which passes them to shell commands; kept for compatibility.
+const unsafeDirChars = "|;&$><()?*'`[]\\!\n"
+
+// Validate checks every value against gala-gopher's rules (see the package
+// doc for where they are stricter) and returns all violations, each
+// naming where the value came from, the key, and what is wrong.
+func (c *Config) Validate() error {
+	v := &validator{c: c}
+
+	v.nonEmpty("global.log_file_name", c.Global.LogFileName)
+	v.oneOf("global.log_level", strings.ToLower(c.Global.LogLevel), c.Global.LogLevel, "debug", "info", "warn", "error")
+
+	v.channel("metric", c.Metric.OutChannel, ChannelWebServer, ChannelLogs, ChannelJSON, ChannelKafka, ChannelOff)
+	v.channel("event", c.Event.OutChannel, ChannelLogs, ChannelKafka, ChannelOff)
+	v.channel("meta", c.Meta.OutChannel, ChannelLogs, ChannelKafka, ChannelOff)
+	v.topic("metric", c.Metric.OutChannel, c.Metric.KafkaTopic)
+	v.topic("event", c.Event.OutChannel, c.Event.KafkaTopic)
+	v.topic("meta", c.Meta.OutChannel, c.Meta.KafkaTopic)
+	v.intRange("event.timeout", c.Event.Timeout, 0, math.MaxInt32)
+
+	v.intRange("imdb.max_tables_num", c.IMDB.MaxTablesNum, 1, 4096)
+	v.intRange("imdb.max_records_num", c.IMDB.MaxRecordsNum, 1, math.MaxInt32)
+	v.intRange("imdb.max_metrics_num", c.IMDB.MaxMetricsNum, 1, 128)
+	v.intRange("imdb.record_timeout", c.IMDB.RecordTimeout, 1, math.MaxInt32)
+
+	if c.Metric.OutChannel == ChannelWebServer {
+		v.server("web_server", c.WebServer)
+	}
+	if c.Global.RestAPIOn {
+		v.server("rest_api_server", c.RestAPIServer)
+	}
+	if c.Metric.OutChannel == ChannelWebServer && c.Global.RestAPIOn &&
+		c.WebServer.Port == c.RestAPIServer.Port && c.WebServer.BindAddr == c.RestAPIServer.BindAddr {
+		v.fail("rest_api_server.port", "%s:%d is also web_server's address",
+			c.RestAPIServer.BindAddr, c.RestAPIServer.Port)
+	}
+
+	if c.Metric.OutChannel == ChannelKafka || c.Event.OutChannel == ChannelKafka || c.Meta.OutChannel == ChannelKafka {
+		v.brokers("kafka.kafka_broker", c.Kafka.Broker)
+		v.intRange("kafka.batch_num_messages", c.Kafka.BatchNumMessages, 1, math.MaxInt32)
+		v.oneOf("kafka.compression_codec", c.Kafka.CompressionCodec, c.Kafka.CompressionCodec, "none", "gzip", "snappy", "lz4", "zstd")
+		v.intRange("kafka.queue_buffering_max_messages", c.Kafka.QueueBufferingMaxMessages, 1, math.MaxInt32)
+		v.intRange("kafka.queue_buffering_max_kbytes", c.Kafka.QueueBufferingMaxKbytes, 1, math.MaxInt32)
+		v.intRange("kafka.queue_buffering_max_ms", c.Kafka.QueueBufferingMaxMs, 1, math.MaxInt32)
+	}
+
+	v.intRange("logs.metric_total_size", c.Logs.MetricTotalSize, 1, 1024)
+	v.logDir("logs.metric_dir", c.Logs.MetricDir, true)
+	v.logDir("logs.event_dir", c.Logs.EventDir, true)
+	v.logDir("logs.meta_dir", c.Logs.MetaDir, false)
+	v.logDir("logs.debug_dir", c.Logs.DebugDir, false)
+
+	v.nonEmpty("galago.pid_file", c.PIDFile)
+	v.nonEmpty("galago.probes_init", c.ProbesInitFile)
+	if v.nonEmpty("galago.cmd_socket", c.CmdSocket) && len(c.CmdSocket) > maxSocketPath {
+		v.fail("galago.cmd_socket", "%q is %d bytes, longer than a unix socket path may be (%d)",
+			c.CmdSocket, len(c.CmdSocket), maxSocketPath)
+	}
+	if !filepath.IsAbs(c.HostPath) {
+		v.fail("galago.host_path", "%q is not an absolute path", c.HostPath)
+	}
+	return errors.Join(v.errs...)
+}
+
+type validator struct {
+	c    *Config
+	errs []error
+}
+
+// fail records an error for key, prefixed with where its value came from.
+func (v *validator) fail(key, format string, args ...any) {
+	msg := key + ": " + fmt.Sprintf(format, args...)
+	if o := v.c.origin[key]; o != "" {
+		msg = o + ": " + msg
+	}
+	v.errs = append(v.errs, errors.New(msg))
+}
+
+func (v *validator) nonEmpty(key, val string) bool {
+	if val == "" {
+		v.fail(key, "must not be empty")
+		return false
+	}
+	return true
+}
+
+func (v *validator) intRange(key string, val, min, max int) {
+	if val < min || val > max {
+		v.fail(key, "%d out of range [%d, %d]", val, min, max)
+	}
+}
+
+// oneOf checks norm (val, normalised by the caller) against allowed.
+func (v *validator) oneOf(key, norm, val string, allowed ...string) {
+	for _, a := range allowed {
+		if norm == a {
+			return
+		}
+	}
+	q := make([]string, len(allowed))
+	for i, a := range allowed {
+		q[i] = strconv.Quote(a)
+	}
+	v.fail(key, "%q is not one of %s", val, strings.Join(q, ", "))
+}
+
+func (v *validator) channel(section string, ch Channel, allowed ...Channel) {
+	s := make([]string, len(allowed))
+	for i, a := range allowed {
+		s[i] = string(a)
+	}
+	v.oneOf(section+".out_channel", string(ch), string(ch), s...)
+}
+
+// topic checks a kafka topic when its channel is kafka: non-empty, within
+// gala-gopher's length, and in Kafka's legal characters.
+func (v *validator) topic(section string, ch Channel, topic string) {
+	if ch != ChannelKafka {
+		return
+	}
+	key := section + ".kafka_topic"
+	switch {
+	case topic == "":
+		v.fail(key, "must not be empty when %s.out_channel is kafka", section)
+	case len(topic) > maxKafkaTopic:
+		v.fail(key, "%q is %d characters, longer than gala-gopher's limit of %d", topic, len(topic), maxKafkaTopic)
+	case strings.Trim(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "":
+		v.fail(key, "%q: a Kafka topic may only contain letters, digits, '.', '_' and '-'", topic)
+	}
+}
+
+func (v *validator) server(section string, s HTTPServer) {
+	v.nonEmpty(section+".bind_addr", s.BindAddr)
+	v.intRange(section+".port", s.Port, 1024, 65535)
+	v.oneOf(section+".ssl_auth", s.SSLAuth, s.SSLAuth, "on", "off")
+	if !s.TLS() {
+		return
+	}
+	v.file(section+".private_key", s.PrivateKey, true)
+	v.file(section+".cert_file", s.CertFile, true)
+	v.file(section+".ca_file", s.CAFile, false)
+}
+
+// file checks that path names an existing regular file; an empty path is
+// an error only if required.
+func (v *validator) file(key, path string, required bool) {
+	if path == "" {
+		if required {
+			v.fail(key, "required when ssl_auth is on")
+		}
+		return
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		v.fail(key, "%v", err)
+	case !fi.Mode().IsRegular():
+		v.fail(key, "%s is not a regular file", path)
+	}
+}
+
+// brokers checks a comma-separated host:port list.
+func (v *validator) brokers(key, list string) {
+	if list == "" {
+		v.fail(key, "must not be empty when an out_channel is kafka")
+		return
+	}
+	for _, b := range strings.Split(list, ",") {
+		host, port, err := net.SplitHostPort(strings.TrimSpace(b))
+		if err != nil {
+			v.fail(key, "%q: want host:port", b)
+			continue
+		}
+		n, err := strconv.Atoi(port)
+		if host == "" || err != nil || n < 1 || n > 65535 {
+			v.fail(key, "%q: want host:port with a port in [1, 65535]", b)
+		}
+	}
+}
+
+// logDir checks a log directory; gala-gopher refuses shell
+// metacharacters in the metric and event dirs.
+func (v *validator) logDir(key, dir string, shellSafe bool) {
+	if !v.nonEmpty(key, dir) || !shellSafe {
+		return
+	}
+	if i := strings.IndexAny(dir, unsafeDirChars); i >= 0 {
+		v.fail(key, "%q contains %q, which gala-gopher refuses in log dirs", dir, dir[i:i+1])
+		return
+	}
+	for _, s := range []string{"./", "/."} {
+		if strings.Contains(dir, s) {
+			v.fail(key, "%q contains %q, which gala-gopher refuses in log dirs", dir, s)
+			return
+		}
+	}
+}
