@@ -11,7 +11,7 @@ import (
 // FuzzParse checks that Parse never panics and that whatever it accepts
 // survives Format and a second Parse unchanged.
 func FuzzParse(f *testing.F) {
-	files, _ := filepath.Glob("testdata/meta/*.meta")
+	files, _ := filepath.Glob("../table/meta/*.meta")
 	for _, name := range append(files, shippedConf) {
 		data, err := os.ReadFile(name)
 		if err != nil {

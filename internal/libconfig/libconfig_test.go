@@ -74,10 +74,11 @@ func TestShippedConf(t *testing.T) {
 }
 
 func TestAllMetaFiles(t *testing.T) {
-	files, err := filepath.Glob("testdata/meta/*.meta")
+	files, err := filepath.Glob("../table/meta/*.meta")
 	if err != nil {
 		t.Fatal(err)
 	}
+	files = append(files, "testdata/example.meta")
 	if len(files) != 26 {
 		t.Fatalf("found %d .meta files, want the 26 of gala-gopher", len(files))
 	}
@@ -124,7 +125,7 @@ func TestAllMetaFiles(t *testing.T) {
 }
 
 func TestExampleMeta(t *testing.T) {
-	data, err := os.ReadFile("testdata/meta/example.meta")
+	data, err := os.ReadFile("testdata/example.meta")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +380,7 @@ func TestFormatRoundTrip(t *testing.T) {
 		 s = "q\"\\\n\r\t\f\x01\x7f end"; arr = [1, 2]; sa = ["x", "y"]; ea = []; el = ();
 		 grp = { in = { deep = (1, { x = "y"; }, [1.5], ()); }; };`,
 	}
-	files, _ := filepath.Glob("testdata/meta/*.meta")
+	files, _ := filepath.Glob("../table/meta/*.meta")
 	files = append(files, shippedConf)
 	for _, f := range files {
 		data, err := os.ReadFile(f)
