@@ -1,0 +1,174 @@
+/* common.h: what every galago BPF program shares.
+ *
+ * Include it after nothing else:  #include "common.h"
+ * Opt-in parts, enabled by a define before the include:
+ *   GALAGO_RINGBUF  the lost_events counter map, GALAGO_RB_RESERVE (a
+ *                   reserve that counts its failures) and galago_rb_flags()
+ *                   (batched wake-ups). internal/bpfrt.Reader consumes both.
+ *   GALAGO_FILTER   the snooper filter maps (filter_mode, filter_tgids,
+ *                   filter_cgroups) and galago_observed(). internal/bpfrt.FilterSync
+ *                   keeps them equal to a probe's snoop.Targets.
+ * Map and variable names here are an ABI with internal/bpfrt: change both. */
+#ifndef GALAGO_COMMON_H
+#define GALAGO_COMMON_H
+
+#include "vmlinux.h"
+#include "bpf/bpf_helpers.h"
+#include "bpf/bpf_tracing.h"
+#include "bpf/bpf_core_read.h"
+#include "bpf/bpf_endian.h"
+
+/* Several helpers (bpf_probe_read_kernel, ring buffer, cgroup id) are GPL-only. */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define GALAGO_TASK_COMM_LEN 16
+
+#ifndef likely
+#define likely(x) __builtin_expect(!!(x), 1)
+#endif
+#ifndef unlikely
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#endif
+
+/* Forces a type into the object's BTF so bpf2go -type can generate it even
+ * when no map or program mentions it directly. */
+#define GALAGO_EXPORT_TYPE(T, name) const T *__galago_export_##name __attribute__((unused))
+
+#ifdef GALAGO_RINGBUF
+
+/* lost_events[0], per CPU: ring buffer reservations that failed (ring
+ * full). The reader sums the CPUs and reports the growth as lost events. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost_events SEC(".maps");
+
+/* Wake the reader only when at least this many bytes wait in the ring (set
+ * by the loader before load: N records, or a fill fraction of the ring,
+ * whichever is smaller). 0 keeps the kernel's default (wake when the reader
+ * has caught up). The Go reader also polls on a deadline, so records below
+ * the threshold are never stranded. */
+const volatile __u64 galago_rb_wakeup_bytes = 0;
+
+static __always_inline void galago_count_lost(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&lost_events, &zero);
+
+	if (n)
+		*n += 1; /* per-CPU slot: no atomic needed */
+}
+
+/* GALAGO_RB_RESERVE(&ring, struct ev) reserves one record and counts a
+ * failure in lost_events; evaluates to the record pointer or NULL. */
+#define GALAGO_RB_RESERVE(rb, type)                                            \
+	({                                                                     \
+		type *__rec = bpf_ringbuf_reserve((rb), sizeof(type), 0);      \
+		if (!__rec)                                                    \
+			galago_count_lost();                                   \
+		__rec;                                                         \
+	})
+
+/* Flags for bpf_ringbuf_submit: no wake-up until enough data is pending. */
+static __always_inline __u64 galago_rb_flags(void *rb)
+{
+	__u64 threshold = galago_rb_wakeup_bytes;
+
+	if (!threshold)
+		return 0;
+	if (bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) >= threshold)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+/* GALAGO_RB_SUBMIT(&ring, rec) submits with batched wake-ups. */
+#define GALAGO_RB_SUBMIT(rb, rec) bpf_ringbuf_submit((rec), galago_rb_flags(rb))
+
+#endif /* GALAGO_RINGBUF */
+
+#ifdef GALAGO_FILTER
+
+enum galago_filter_mode {
+	GALAGO_FILTER_OFF = 0,       /* observe everything */
+	GALAGO_FILTER_WHITELIST = 1, /* only listed tgids / cgroups */
+	GALAGO_FILTER_BLACKLIST = 2, /* everything except listed ones */
+};
+
+/* filter_mode[0] is an enum galago_filter_mode; a run-time map, not a
+ * const, because snoopers change while the probe runs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} filter_mode SEC(".maps");
+
+#ifndef GALAGO_FILTER_MAX_TGIDS
+#define GALAGO_FILTER_MAX_TGIDS 10240
+#endif
+#ifndef GALAGO_FILTER_MAX_CGROUPS
+#define GALAGO_FILTER_MAX_CGROUPS 4096
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GALAGO_FILTER_MAX_TGIDS);
+	__type(key, __u32);  /* tgid */
+	__type(value, __u8); /* 1 */
+} filter_tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GALAGO_FILTER_MAX_CGROUPS);
+	__type(key, __u64);  /* cgroup2 id (inode of the cgroup2 directory) */
+	__type(value, __u8); /* 1 */
+} filter_cgroups SEC(".maps");
+
+static __always_inline __u32 galago_filter_mode_get(void)
+{
+	__u32 zero = 0;
+	__u32 *mode = bpf_map_lookup_elem(&filter_mode, &zero);
+
+	return mode ? *mode : GALAGO_FILTER_OFF;
+}
+
+static __always_inline bool galago_tgid_listed(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&filter_tgids, &tgid) != NULL;
+}
+
+static __always_inline bool galago_cgroup_listed(__u64 cgid)
+{
+	return bpf_map_lookup_elem(&filter_cgroups, &cgid) != NULL;
+}
+
+/* galago_observed_in: is process tgid, running in cgroup cgid, observed? */
+static __always_inline bool galago_observed_in(__u32 tgid, __u64 cgid)
+{
+	__u32 mode = galago_filter_mode_get();
+
+	if (mode == GALAGO_FILTER_OFF)
+		return true;
+	bool listed = galago_tgid_listed(tgid) || galago_cgroup_listed(cgid);
+	return mode == GALAGO_FILTER_WHITELIST ? listed : !listed;
+}
+
+/* galago_observed: the filter check where the current task is the one acted
+ * on (syscalls, most tracepoints, uprobes); in softirq or scheduler context
+ * use galago_observed_in with the target's tgid and cgroup id. The cgroup id
+ * is only fetched when the tgid is not listed. */
+static __always_inline bool galago_observed(__u32 tgid)
+{
+	__u32 mode = galago_filter_mode_get();
+
+	if (mode == GALAGO_FILTER_OFF)
+		return true;
+	bool listed = galago_tgid_listed(tgid) || galago_cgroup_listed(bpf_get_current_cgroup_id());
+	return mode == GALAGO_FILTER_WHITELIST ? listed : !listed;
+}
+
+#endif /* GALAGO_FILTER */
+
+#endif /* GALAGO_COMMON_H */

@@ -1,0 +1,446 @@
+package bpfrt_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/bpfrt/bpfrttest"
+	"github.com/galago-project/galago/internal/snoop"
+)
+
+const childEnv = "GALAGO_BPFRT_TEST_GETPPID"
+
+// TestMain doubles as the child process of the filter test: it calls
+// getppid the number of times in childEnv and exits.
+func TestMain(m *testing.M) {
+	if n := os.Getenv(childEnv); n != "" {
+		k, _ := strconv.Atoi(n)
+		for range k {
+			unix.Getppid()
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// load loads bpfrttest with a ring of ringSize bytes and the given wake-up
+// threshold (bytes; 0 = kernel default).
+func load(t *testing.T, ringSize uint32, wakeup uint64) *bpfrttest.Objects {
+	t.Helper()
+	spec, err := bpfrttest.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Maps["events"].MaxEntries = ringSize
+	if err := spec.Variables[bpfrt.WakeupBytesVar].Set(wakeup); err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.Variables["target_syscall"].Set(uint64(unix.SYS_GETPPID)); err != nil {
+		t.Fatal(err)
+	}
+	var objs bpfrttest.Objects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { objs.Close() })
+	return &objs
+}
+
+func emit(t *testing.T, objs *bpfrttest.Objects, n int) {
+	t.Helper()
+	for range n {
+		if _, err := objs.TestEmit.Run(&ebpf.RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// collector gathers decoded records from a Reader.
+type collector struct {
+	mu   sync.Mutex
+	recs []bpfrttest.Event
+	lost uint64
+}
+
+func (c *collector) handle(raw []byte) error {
+	var e bpfrttest.Event
+	if len(raw) != 56 {
+		return fmt.Errorf("record of %d bytes", len(raw))
+	}
+	e.Seq = leU64(raw[0:])
+	e.Tgid = uint32(leU64(raw[8:]))
+	e.CgroupId = leU64(raw[16:])
+	c.mu.Lock()
+	c.recs = append(c.recs, e)
+	c.mu.Unlock()
+	return nil
+}
+
+func leU64(b []byte) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+func (c *collector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.recs)
+}
+
+func newReader(t *testing.T, objs *bpfrttest.Objects, c *collector, flush time.Duration) *bpfrt.Reader {
+	t.Helper()
+	rd, err := bpfrt.NewReader(bpfrt.ReaderConfig{
+		Ring: objs.Events, Lost: objs.LostEvents, Handle: c.handle,
+		OnLost:        func(n uint64) { c.lost += n },
+		OnError:       func(err error) { t.Error(err) },
+		FlushInterval: flush,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close() })
+	return rd
+}
+
+// TestRingLossPrivileged fills a one-page ring without reading it: every
+// record that did not fit must be counted lost, exactly.
+func TestRingLossPrivileged(t *testing.T) {
+	bpfrttest.RequirePrivileged(t)
+	page := os.Getpagesize()
+	objs := load(t, uint32(page), 0)
+	var c collector
+	rd := newReader(t, objs, &c, time.Second)
+
+	const triggered = 1000
+	emit(t, objs, triggered)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Run drains what is there and returns
+	if err := rd.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// 56-byte records + 8-byte header; the kernel refuses a reservation
+	// that would make the pending data reach the ring size (> mask).
+	capacity := (page - 1) / 64
+	if len(c.recs) != capacity {
+		t.Errorf("delivered %d, want the ring's capacity %d", len(c.recs), capacity)
+	}
+	if c.lost != uint64(triggered-len(c.recs)) {
+		t.Errorf("lost %d, want triggered %d - delivered %d = %d", c.lost, triggered, len(c.recs), triggered-len(c.recs))
+	}
+	total, err := rd.LostTotal()
+	if err != nil || total != c.lost {
+		t.Errorf("LostTotal %d (%v), reported %d", total, err, c.lost)
+	}
+	for i, r := range c.recs {
+		if r.Seq != uint64(i+1) || r.Tgid != uint32(os.Getpid()) {
+			t.Fatalf("record %d: seq %d tgid %d, want seq %d tgid %d", i, r.Seq, r.Tgid, i+1, os.Getpid())
+		}
+	}
+	var runs uint64
+	if err := objs.Runs.Lookup(uint32(0), &runs); err != nil || runs != triggered {
+		t.Errorf("BPF saw %d runs (%v), want %d", runs, err, triggered)
+	}
+
+	// The space is free again: the next records are delivered, the loss
+	// reported so far is not reported twice.
+	c.lost, c.recs = 0, nil
+	emit(t, objs, 3)
+	if err := rd.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.recs) != 3 || c.lost != 0 {
+		t.Errorf("after drain: delivered %d lost %d, want 3 and 0", len(c.recs), c.lost)
+	}
+}
+
+// TestRingWakeupPrivileged: below the threshold the BPF side does not wake
+// the reader; reaching it does; and the deadline poll delivers what sits
+// below it.
+func TestRingWakeupPrivileged(t *testing.T) {
+	bpfrttest.RequirePrivileged(t)
+	objs := load(t, 1<<16, 5*64) // wake at 5 pending records
+	var c collector
+	rd := newReader(t, objs, &c, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rd.Run(ctx) }()
+
+	emit(t, objs, 4)
+	time.Sleep(300 * time.Millisecond)
+	if n := c.count(); n != 0 {
+		t.Errorf("reader woken below the threshold: %d records", n)
+	}
+	emit(t, objs, 1)
+	waitCount(t, &c, 5)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// Never woken, but polled every 20ms.
+	objs = load(t, 1<<16, 1<<30)
+	c = collector{}
+	rd = newReader(t, objs, &c, 20*time.Millisecond)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go func() { done <- rd.Run(ctx) }()
+	emit(t, objs, 7)
+	waitCount(t, &c, 7)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitCount(t *testing.T, c *collector, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.count() < want && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := c.count(); n != want {
+		t.Fatalf("delivered %d, want %d", n, want)
+	}
+}
+
+// TestStatsPrivileged: the kernel's run count of a program equals the
+// number of times the test ran it.
+func TestStatsPrivileged(t *testing.T) {
+	bpfrttest.RequirePrivileged(t)
+	objs := load(t, 1<<16, 0)
+	s := bpfrt.NewStats()
+	if err := s.Register("bpfrttest", map[string]*ebpf.Program{"test_emit": objs.TestEmit}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Unregister("bpfrttest")
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	emit(t, objs, 250)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["probe"] != "bpfrttest" || labels["program"] != "test_emit" {
+				t.Errorf("%s has labels %v", mf.GetName(), labels)
+			}
+			got[mf.GetName()] = m.GetCounter().GetValue()
+		}
+	}
+	if len(got) != 2 || got["galago_bpf_run_count_total"] != 250 {
+		t.Errorf("metrics %v, want galago_bpf_run_count_total 250", got)
+	}
+	if secs := got["galago_bpf_run_seconds_total"]; secs <= 0 || secs > 1 {
+		t.Errorf("run time %vs for 250 runs of a tiny program", secs)
+	}
+}
+
+// targets is a snoop.Targets the test changes.
+type targets struct {
+	mu      sync.Mutex
+	mode    snoop.Mode
+	pids    []int
+	cgroups []uint64
+	ch      chan struct{}
+}
+
+func (t *targets) Mode() snoop.Mode { t.mu.Lock(); defer t.mu.Unlock(); return t.mode }
+func (t *targets) Observed(pid int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Contains(t.pids, pid) == (t.mode == snoop.Whitelist)
+}
+func (t *targets) PIDs() []int { t.mu.Lock(); defer t.mu.Unlock(); return slices.Clone(t.pids) }
+func (t *targets) CgroupIDs() []uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.cgroups)
+}
+func (t *targets) Labels(int) map[string]string { return nil }
+func (t *targets) Changed() <-chan struct{}     { return t.ch }
+
+func (t *targets) set(mode snoop.Mode, pids []int, cgroups []uint64) {
+	t.mu.Lock()
+	t.mode, t.pids, t.cgroups = mode, pids, cgroups
+	t.mu.Unlock()
+	select {
+	case t.ch <- struct{}{}:
+	default:
+	}
+}
+
+// TestFilterPrivileged drives getppid from this process and from a child
+// (alone in a new cgroup) under each filter setting, and counts what the
+// BPF side let through per process.
+func TestFilterPrivileged(t *testing.T) {
+	bpfrttest.RequirePrivileged(t)
+	objs := load(t, 1<<16, 0)
+	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_enter", Program: objs.TestSysEnter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fs, err := bpfrt.NewFilterSync(objs.FilterMode, objs.FilterTgids, objs.FilterCgroups)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	mnt, err := bpfrt.HaveCgroup2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgDir := filepath.Join(mnt, fmt.Sprintf("galago-bpfrt-test-%d", os.Getpid()))
+	if err := os.Mkdir(cgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(cgDir)
+	var st unix.Stat_t
+	if err := unix.Stat(cgDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	childCgroup := st.Ino
+	self := os.Getpid()
+
+	const calls = 20
+	for _, tc := range []struct {
+		name        string
+		targets     snoop.Targets
+		self, child int
+	}{
+		{"whitelist self", &targets{mode: snoop.Whitelist, pids: []int{self}}, calls, 0},
+		{"blacklist self", &targets{mode: snoop.Blacklist, pids: []int{self}}, 0, calls},
+		{"whitelist child cgroup", &targets{mode: snoop.Whitelist, cgroups: []uint64{childCgroup}}, 0, calls},
+		{"blacklist child cgroup", &targets{mode: snoop.Blacklist, cgroups: []uint64{childCgroup}}, calls, 0},
+		{"whitelist nothing", &targets{mode: snoop.Whitelist}, 0, 0},
+		{"off", nil, calls, calls},
+		{"whitelist both", &targets{mode: snoop.Whitelist, pids: []int{self}, cgroups: []uint64{childCgroup}}, calls, calls},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := fs.Sync(tc.targets); err != nil {
+				t.Fatal(err)
+			}
+			var c collector
+			rd := newReader(t, objs, &c, 10*time.Millisecond)
+
+			for range calls {
+				unix.Getppid()
+			}
+			child := runChild(t, cgDir, calls)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := rd.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rd.Close()
+			got := map[uint32]int{}
+			for _, r := range c.recs {
+				got[r.Tgid]++
+				if r.Tgid == uint32(child) && r.CgroupId != childCgroup {
+					t.Errorf("child record in cgroup %d, want %d", r.CgroupId, childCgroup)
+				}
+			}
+			if got[uint32(self)] != tc.self || got[uint32(child)] != tc.child {
+				t.Errorf("self %d child %d records, want %d and %d", got[uint32(self)], got[uint32(child)], tc.self, tc.child)
+			}
+			if c.lost != 0 {
+				t.Errorf("lost %d", c.lost)
+			}
+		})
+	}
+}
+
+// runChild runs this test binary as a child in cgroup dir, calling getppid
+// n times, and returns its pid once it has exited.
+func runChild(t *testing.T, dir string, n int) int {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", childEnv, n))
+	cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v: %s", err, out)
+	}
+	return cmd.Process.Pid
+}
+
+// TestFilterSyncRunPrivileged: Run follows Changed, writing only the diff.
+func TestFilterSyncRunPrivileged(t *testing.T) {
+	bpfrttest.RequirePrivileged(t)
+	objs := load(t, 1<<16, 0)
+	fs, err := bpfrt.NewFilterSync(objs.FilterMode, objs.FilterTgids, objs.FilterCgroups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &targets{mode: snoop.Whitelist, pids: []int{1, 2, 3}, cgroups: []uint64{7}, ch: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fs.Run(ctx, tg) }()
+	waitMaps(t, objs, 1, []uint32{1, 2, 3}, []uint64{7})
+
+	tg.set(snoop.Blacklist, []int{3, 4}, nil)
+	waitMaps(t, objs, 2, []uint32{3, 4}, nil)
+	tg.set(snoop.Whitelist, []int{4}, []uint64{8, 9})
+	waitMaps(t, objs, 1, []uint32{4}, []uint64{8, 9})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitMaps(t *testing.T, objs *bpfrttest.Objects, mode uint32, tgids []uint32, cgroups []uint64) {
+	t.Helper()
+	var gotMode uint32
+	var gotT []uint32
+	var gotC []uint64
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		gotT, gotC = keys[uint32](objs.FilterTgids), keys[uint64](objs.FilterCgroups)
+		_ = objs.FilterMode.Lookup(uint32(0), &gotMode)
+		if gotMode == mode && slices.Equal(gotT, tgids) && slices.Equal(gotC, cgroups) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("maps: mode %d tgids %v cgroups %v; want %d %v %v", gotMode, gotT, gotC, mode, tgids, cgroups)
+}
+
+func keys[K uint32 | uint64](m *ebpf.Map) []K {
+	var out []K
+	var k K
+	var v uint8
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

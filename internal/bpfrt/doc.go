@@ -1,0 +1,13 @@
+// Package bpfrt is the run time every BPF probe shares: the ring buffer
+// reader with loss accounting and batched wake-ups, BPF run-time statistics
+// as Prometheus metrics, feature probing for hooks (with one clear log line
+// when a hook is missing), and the in-kernel snooper filter kept in sync with
+// a probe's snoop.Targets.
+//
+// Its BPF half is bpf/include/common.h: the map and variable names there
+// (lost_events, galago_rb_wakeup_bytes, filter_mode, filter_tgids,
+// filter_cgroups) are the interface between the two.
+//
+// Limits: little-endian hosts only (amd64, arm64), as the generated objects
+// are; one ring buffer and one loss counter per BPF object.
+package bpfrt
