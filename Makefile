@@ -26,7 +26,8 @@ build:
 # 127.0.0.1:8888) with the example probes.init that enables what exists.
 run: build
 	mkdir -p $(RUN_DIR)
-	GOPHER_PROBES_INIT="$$(cat examples/probes.init)" $(BIN) -c examples/galago-run.conf
+	test -f $(RUN_DIR)/probes.init || cp examples/probes.init $(RUN_DIR)/probes.init
+	$(BIN) -c examples/galago-run.conf
 
 test-deps:
 	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -2,6 +2,7 @@ package output
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -96,4 +97,10 @@ func (w *rotatingFile) Close() error {
 	err := w.f.Close()
 	w.f = nil
 	return err
+}
+
+// OpenRotating opens an append-only file that keeps one .1 backup and
+// rotates before it would pass maxBytes (the daemon's debug log uses it).
+func OpenRotating(path string, maxBytes int64) (io.WriteCloser, error) {
+	return openRotating(path, maxBytes)
 }

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/api"
+	"github.com/galago-project/galago/internal/config"
+	"github.com/galago-project/galago/internal/identity"
+	"github.com/galago-project/galago/internal/output"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/baseinfo"
+	"github.com/galago-project/galago/internal/probe/custom"
+	"github.com/galago-project/galago/internal/procfs"
+	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/table"
+)
+
+// runDaemon builds every component from cfg, runs until SIGINT or SIGTERM,
+// then stops every probe, saves the running probe configuration to
+// probes.init and removes its pid file and socket.
+func runDaemon(cfg *config.Config) error {
+	log, closeLog, err := newLogger(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	for _, w := range cfg.Warnings() {
+		log.Debug("config", "note", w)
+	}
+
+	unlock, err := lockPIDFile(cfg.PIDFile)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	host, err := identity.Host(cfg.HostPath)
+	if err != nil {
+		return fmt.Errorf("host identity: %w", err)
+	}
+	log.Info("galago starting", "version", version, "machine_id", host.MachineID(), "host_path", cfg.HostPath)
+
+	ids := identity.NewResolver(cfg.HostPath)
+	store := table.NewStore(table.Limits{
+		MaxTables:  cfg.IMDB.MaxTablesNum,
+		MaxRecords: cfg.IMDB.MaxRecordsNum,
+		MaxMetrics: cfg.IMDB.MaxMetricsNum,
+		Timeout:    time.Duration(cfg.IMDB.RecordTimeout) * time.Second,
+	}, identity.NewEnricher(ids, host), nil)
+
+	exporter, err := output.NewExporter(store, log)
+	if err != nil {
+		return err
+	}
+	pipe := output.NewPipeline(output.PipelineConfig{
+		Store:        store,
+		Exporter:     exporter,
+		EventTimeout: time.Duration(cfg.Event.Timeout) * time.Second,
+		Log:          log,
+	})
+	if err := addSinks(cfg, pipe, host); err != nil {
+		return err
+	}
+	defer pipe.Close()
+
+	resolver := snoop.NewResolver(cfg.HostPath, ids, os.Getpid(), log)
+	defer resolver.Close()
+	mgr := probe.NewManager(ctx, log, pipe, watcher{resolver})
+	fsys := procfs.FS{Root: cfg.HostPath}
+	mgr.Register(baseinfo.Name, func() probe.Probe { return baseinfo.New(fsys, baseinfo.WithIdentity(ids)) })
+	if err := addCustomProbes(cfg, mgr); err != nil {
+		return err
+	}
+	if err := exporter.Register(pipe, mgr); err != nil {
+		return err
+	}
+
+	go pipe.RunExpiry(ctx)
+	go pipe.RunMeta(ctx, mgr.Tables)
+
+	servers, err := startServers(cfg, exporter, mgr, log)
+	if err != nil {
+		mgr.StopAll()
+		return err
+	}
+
+	applyProbesInit(cfg, mgr, log)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	var serveErr error
+	select {
+	case s := <-sigs:
+		log.Info("galago stopping", "signal", s.String())
+	case serveErr = <-servers.failed:
+		log.Error("server failed; stopping", "err", serveErr)
+	}
+
+	saveProbesInit(cfg, mgr, log)
+	mgr.StopAll()
+	servers.shutdown(log)
+	cancel()
+	log.Info("galago stopped")
+	return serveErr
+}
+
+// watcher adapts the snoop resolver to the Manager's Watcher.
+type watcher struct{ r *snoop.Resolver }
+
+func (w watcher) Watch(sel snoop.Selectors, mode snoop.Mode) probe.WatchedTargets {
+	return w.r.Watch(sel, mode)
+}
+
+// addSinks adds the metric, event and metadata channels of the config.
+// Kafka arrives with its own issue; until then a kafka channel is refused at
+// start rather than silently dropping data.
+func addSinks(cfg *config.Config, pipe *output.Pipeline, host output.Host) error {
+	switch cfg.Metric.OutChannel {
+	case config.ChannelLogs:
+		s, err := output.NewMetricTextSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
+		if err != nil {
+			return err
+		}
+		pipe.AddMetricSink("logs", s)
+	case config.ChannelJSON:
+		s, err := output.NewMetricJSONSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
+		if err != nil {
+			return err
+		}
+		pipe.AddMetricSink("json", s)
+	case config.ChannelKafka:
+		return errors.New("metric.out_channel = \"kafka\": the Kafka channel is not supported in this version")
+	}
+	switch cfg.Event.OutChannel {
+	case config.ChannelLogs:
+		s, err := output.NewEventLogSink(cfg.Logs.EventDir, host, time.Local)
+		if err != nil {
+			return err
+		}
+		pipe.AddEventSink("logs", s)
+	case config.ChannelKafka:
+		return errors.New("event.out_channel = \"kafka\": the Kafka channel is not supported in this version")
+	}
+	switch cfg.Meta.OutChannel {
+	case config.ChannelLogs:
+		s, err := output.NewMetaLogSink(cfg.Logs.MetaDir)
+		if err != nil {
+			return err
+		}
+		pipe.AddMetaSink("logs", s)
+	case config.ChannelKafka:
+		return errors.New("meta.out_channel = \"kafka\": the Kafka channel is not supported in this version")
+	}
+	return nil
+}
+
+// addCustomProbes declares the third-party probes of gala-gopher-custom.json;
+// like gala-gopher, an invalid declaration stops start-up.
+func addCustomProbes(cfg *config.Config, mgr *probe.Manager) error {
+	feats, err := custom.LoadDecls(cfg.CustomJSONFile)
+	if err != nil {
+		return err
+	}
+	for _, f := range feats {
+		factory, err := custom.Factory(f)
+		if err != nil {
+			return err
+		}
+		if err := mgr.AddCustom(f, factory); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// servers are the listening endpoints of the daemon.
+type servers struct {
+	metrics *output.Server
+	rest    *api.Server
+	ctl     *api.CtlServer
+	failed  chan error
+}
+
+func (s *servers) shutdown(log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if s.rest != nil {
+		if err := s.rest.Shutdown(ctx); err != nil {
+			log.Warn("rest api shutdown", "err", err)
+		}
+	}
+	if s.metrics != nil {
+		if err := s.metrics.Shutdown(ctx); err != nil {
+			log.Warn("metrics server shutdown", "err", err)
+		}
+	}
+	if err := s.ctl.Shutdown(ctx); err != nil {
+		log.Warn("control socket shutdown", "err", err)
+	}
+}
+
+// startServers binds every endpoint before returning, so a busy port stops
+// start-up with a clear error.
+func startServers(cfg *config.Config, exp *output.Exporter, mgr *probe.Manager, log *slog.Logger) (*servers, error) {
+	s := &servers{failed: make(chan error, 3)}
+	s.ctl = api.NewCtlServer(cfg.CmdSocket, mgr, log)
+	if err := s.ctl.Listen(); err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := s.ctl.Serve(); err != nil {
+			s.failed <- fmt.Errorf("control socket: %w", err)
+		}
+	}()
+	if cfg.Metric.OutChannel == config.ChannelWebServer {
+		tlsCfg, err := serverTLS(cfg.WebServer)
+		if err != nil {
+			return nil, fmt.Errorf("web_server: %w", err)
+		}
+		addr := net.JoinHostPort(cfg.WebServer.BindAddr, strconv.Itoa(cfg.WebServer.Port))
+		if s.metrics, err = output.StartServer(addr, exp.Handler(), tlsCfg, log); err != nil {
+			return nil, fmt.Errorf("web_server: %w", err)
+		}
+	}
+	if cfg.Global.RestAPIOn {
+		tlsCfg, err := serverTLS(cfg.RestAPIServer)
+		if err != nil {
+			return nil, fmt.Errorf("rest_api_server: %w", err)
+		}
+		addr := net.JoinHostPort(cfg.RestAPIServer.BindAddr, strconv.Itoa(cfg.RestAPIServer.Port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("rest_api_server: %w", err)
+		}
+		s.rest = api.NewServer(api.ServerConfig{Addr: addr, TLS: tlsCfg}, mgr, log)
+		go func() {
+			if err := s.rest.Serve(ln); err != nil {
+				s.failed <- fmt.Errorf("rest api: %w", err)
+			}
+		}()
+	}
+	return s, nil
+}
+
+func serverTLS(s config.HTTPServer) (*tls.Config, error) {
+	if !s.TLS() {
+		return nil, nil
+	}
+	return output.ServerTLSConfig(s.CertFile, s.PrivateKey, s.CAFile)
+}
+
+// applyProbesInit applies probes.init through the same path as gopher-ctl.
+// A bad line is logged and skipped: the others still apply.
+func applyProbesInit(cfg *config.Config, mgr *probe.Manager, log *slog.Logger) {
+	lines, err := cfg.ProbesInit()
+	if err != nil {
+		log.Error("probes.init not applied", "err", err)
+		return
+	}
+	for _, l := range lines {
+		if err := mgr.Put(l.Feature, []byte(l.JSON)); err != nil {
+			log.Error("probes.init line refused", "feature", l.Feature, "err", err)
+			continue
+		}
+		log.Info("probes.init applied", "feature", l.Feature)
+	}
+}
+
+// saveProbesInit writes the running configuration back to probes.init, as
+// gala-gopher's init_probes.sh --save does on stop: one line per configured
+// feature, from the same GET answer the REST API gives.
+func saveProbesInit(cfg *config.Config, mgr *probe.Manager, log *slog.Logger) {
+	var lines []config.InitLine
+	for _, name := range mgr.Names() {
+		b, err := mgr.Get(name)
+		if err != nil {
+			continue
+		}
+		b = bytes.TrimSpace(b)
+		if string(b) == "{}" {
+			continue
+		}
+		lines = append(lines, config.InitLine{Feature: name, JSON: string(b)})
+	}
+	var buf bytes.Buffer
+	buf.WriteString("# Written by galago on stop: the running probe configuration.\n# Format: <feature> <json>, applied at start as PUT /<feature>.\n")
+	if err := config.WriteProbesInit(&buf, lines); err != nil {
+		log.Error("probes.init not saved", "err", err)
+		return
+	}
+	if err := writeFileAtomic(cfg.ProbesInitFile, buf.Bytes(), 0o640); err != nil {
+		log.Error("probes.init not saved", "err", err)
+		return
+	}
+	log.Info("probes.init saved", "path", cfg.ProbesInitFile, "features", len(lines))
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".probes.init-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// lockPIDFile takes gala-gopher's singleton lock: an exclusive flock on the
+// pid file, which holds our pid. The returned func releases and removes it.
+func lockPIDFile(path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("pid file: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("pid file: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("another instance (pid %s) holds %s: %w", bytes.TrimSpace(holder), path, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("pid file: %w", err)
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("pid file: %w", err)
+	}
+	return func() {
+		os.Remove(path)
+		f.Close()
+	}, nil
+}
