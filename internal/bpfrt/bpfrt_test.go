@@ -69,7 +69,7 @@ func TestHookErrorAndMissingHooks(t *testing.T) {
 		t.Error("HookError hides its cause")
 	}
 	for range 3 {
-		if got := m.Report(err, "retran_packets", "tcp_abnormal"); got != err {
+		if got := m.Report(err, "retran_packets", "tcp_abnormal"); !errors.Is(got, err) {
 			t.Errorf("Report returned %v", got)
 		}
 	}

@@ -30,10 +30,10 @@ func TestDecode(t *testing.T) {
 	// An exec record of /bin/true with the values of a real run (pid 24627, parent 24600, cgroup2 root).
 	captured, _ := hex.DecodeString(strings.Join([]string{
 		"02000000", "33600000", "33600000", "18600000", // type exec, pid, tgid, ppid
-		"0100000000000000",                             // cgroup id 1
-		"c6b8e59a75000000",                             // timestamp
-		"00000000", "00000000",                         // exit code, pad
-		"7472756500000000", "0000000000000000",         // "true"
+		"0100000000000000",     // cgroup id 1
+		"c6b8e59a75000000",     // timestamp
+		"00000000", "00000000", // exit code, pad
+		"7472756500000000", "0000000000000000", // "true"
 	}, ""))
 	tests := []struct {
 		name string

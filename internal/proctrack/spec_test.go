@@ -2,16 +2,36 @@ package proctrack
 
 import (
 	"bytes"
+	"os"
 	"testing"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
 )
 
-// TestSpec checks the embedded object without loading it: the programs and
-// their hooks, the maps, and the record layout Go decodes.
+// TestSpec checks the embedded object and the other architecture's without
+// loading them: the programs and their hooks, the maps, and the record
+// layout Go decodes.
 func TestSpec(t *testing.T) {
-	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(_ProctrackBytes))
+	for _, obj := range []string{"proctrack_x86_bpfel.o", "proctrack_arm64_bpfel.o"} {
+		t.Run(obj, func(t *testing.T) {
+			b, err := os.ReadFile(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSpec(t, b)
+		})
+	}
+	// The embedded object is one of them.
+	x86, _ := os.ReadFile("proctrack_x86_bpfel.o")
+	arm, _ := os.ReadFile("proctrack_arm64_bpfel.o")
+	if !bytes.Equal(_ProctrackBytes, x86) && !bytes.Equal(_ProctrackBytes, arm) {
+		t.Error("embedded object is neither committed object")
+	}
+}
+
+func checkSpec(t *testing.T, obj []byte) {
+	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(obj))
 	if err != nil {
 		t.Fatal(err)
 	}
