@@ -272,8 +272,8 @@ func serverTLS(s config.HTTPServer) (*tls.Config, error) {
 func applyProbesInit(cfg *config.Config, mgr *probe.Manager, log *slog.Logger) {
 	lines, err := cfg.ProbesInit()
 	if err != nil {
-		log.Error("probes.init not applied", "err", err)
-		return
+		// The good lines still apply; each bad one is named.
+		log.Error("probes.init lines skipped", "err", err)
 	}
 	for _, l := range lines {
 		if err := mgr.Put(l.Feature, []byte(l.JSON)); err != nil {

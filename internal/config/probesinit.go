@@ -40,9 +40,11 @@ func (e *InitError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e
 // JSON strings too (so "my app" becomes "myapp", as in gala-gopher). Unlike
 // the script, which stops at the first bad line, a line without JSON or
 // whose JSON is not an object is an *InitError naming the line, and so is a
-// 31st probe line.
+// 31st probe line; the good lines are still returned, so one typo does not
+// keep every probe from starting. Several bad lines give a joined error.
 func ParseProbesInit(r io.Reader) ([]InitLine, error) {
 	var out []InitLine
+	var errs []error
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, maxInitLine)
 	n := 0
@@ -54,24 +56,26 @@ func ParseProbesInit(r io.Reader) ([]InitLine, error) {
 		}
 		feature, rest, _ := strings.Cut(strings.Map(tabToSpace, line), " ")
 		body := stripSpace(rest)
-		if body == "" {
-			return nil, &InitError{n, fmt.Sprintf("feature %q has no JSON after it", feature)}
+		switch {
+		case body == "":
+			errs = append(errs, &InitError{n, fmt.Sprintf("feature %q has no JSON after it", feature)})
+		case len(out) == MaxProbesInitLines:
+			errs = append(errs, &InitError{n, fmt.Sprintf("more than %d probe lines", MaxProbesInitLines)})
+		default:
+			if err := checkObject([]byte(body)); err != nil {
+				errs = append(errs, &InitError{n, fmt.Sprintf("%s: %v", feature, err)})
+				continue
+			}
+			out = append(out, InitLine{Feature: feature, JSON: body})
 		}
-		if err := checkObject([]byte(body)); err != nil {
-			return nil, &InitError{n, fmt.Sprintf("%s: %v", feature, err)}
-		}
-		if len(out) == MaxProbesInitLines {
-			return nil, &InitError{n, fmt.Sprintf("more than %d probe lines", MaxProbesInitLines)}
-		}
-		out = append(out, InitLine{Feature: feature, JSON: body})
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, &InitError{n + 1, fmt.Sprintf("longer than %d bytes", maxInitLine)}
+			err = &InitError{n + 1, fmt.Sprintf("longer than %d bytes", maxInitLine)}
 		}
-		return nil, err
+		errs = append(errs, err)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // WriteProbesInit writes lines in the format ParseProbesInit reads. The
@@ -103,14 +107,12 @@ func WriteProbesInit(w io.Writer, lines []InitLine) error {
 }
 
 // ProbesInit returns the start-up probe settings: ProbesInitContent when
-// set, else the ProbesInitFile, whose absence means none.
+// set, else the ProbesInitFile, whose absence means none. As with
+// ParseProbesInit, the good lines come back even when some are bad.
 func (c *Config) ProbesInit() ([]InitLine, error) {
 	if c.ProbesInitContent != "" {
 		lines, err := ParseProbesInit(strings.NewReader(c.ProbesInitContent))
-		if err != nil {
-			return nil, fmt.Errorf("env GOPHER_PROBES_INIT: %w", err)
-		}
-		return lines, nil
+		return lines, prefixInitErrors("env GOPHER_PROBES_INIT: line %d: %s", "env GOPHER_PROBES_INIT", err)
 	}
 	f, err := os.Open(c.ProbesInitFile)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -121,14 +123,30 @@ func (c *Config) ProbesInit() ([]InitLine, error) {
 	}
 	defer f.Close()
 	lines, err := ParseProbesInit(f)
-	var ie *InitError
-	switch {
-	case errors.As(err, &ie):
-		return nil, fmt.Errorf("%s:%d: %s", c.ProbesInitFile, ie.Line, ie.Msg)
-	case err != nil:
-		return nil, fmt.Errorf("%s: %w", c.ProbesInitFile, err)
+	return lines, prefixInitErrors(c.ProbesInitFile+":%d: %s", c.ProbesInitFile, err)
+}
+
+// prefixInitErrors rewrites each *InitError of a (joined) error with format,
+// which takes the line number and the message; other errors get the prefix
+// other.
+func prefixInitErrors(format, other string, err error) error {
+	if err == nil {
+		return nil
 	}
-	return lines, nil
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	}
+	out := make([]error, 0, len(list))
+	for _, e := range list {
+		var ie *InitError
+		if errors.As(e, &ie) {
+			out = append(out, fmt.Errorf(format, ie.Line, ie.Msg))
+		} else {
+			out = append(out, fmt.Errorf("%s: %w", other, e))
+		}
+	}
+	return errors.Join(out...)
 }
 
 func tabToSpace(r rune) rune {
