@@ -2,13 +2,27 @@
 // start time from /proc, and the container and pod a process runs in, read
 // from cgroup paths and the container runtimes' state files (no CLI calls).
 // Every read is rooted at the host path (GOPHER_HOST_PATH in a container).
+// It also reads the host's identity (machine_id) and computes the
+// enrichment labels of records (Enricher).
+//
+// Limits: container ids are recognised only as 64-hex cgroup path segments
+// (docker, containerd, CRI-O, podman, Kubernetes; a containerd `ctr`
+// container named by hand is not one). Names, images and pods come from
+// runc state (CRI annotations) or docker's config.v2.json; a container
+// known only from its cgroup has an id and no name, and Kubernetes pod
+// labels are not available there (they live in the API server and
+// containerd's metadata store). Cgroup ids (the inode under the cgroup2
+// mount) need galago in the host's cgroup namespace: in a private one the
+// paths in /proc/<pid>/cgroup are relative to galago's own cgroup, so ids
+// are 0 (container and pod ids are still found in them).
 package identity
 
 // Process is what galago knows of one process.
 type Process struct {
 	PID  int
 	PPID int
-	// Comm is the task name (/proc/<pid>/comm, at most 15 bytes).
+	// Comm is the task name, at most 15 bytes: /proc/<pid>/comm, as found
+	// in /proc/<pid>/stat.
 	Comm string
 	// Cmdline is /proc/<pid>/cmdline with NULs turned into spaces, at most
 	// 4096 bytes: what proc_name's cmdline substring is matched against.

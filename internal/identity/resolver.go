@@ -1,0 +1,315 @@
+package identity
+
+import (
+	"container/list"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of a CachingResolver.
+const (
+	DefaultMaxProcesses  = 8192
+	DefaultMaxContainers = 1024
+	// DefaultRefresh is how long a process's cmdline and cgroup are trusted
+	// before they are read again (an exec that keeps the comm, or a move to
+	// another cgroup, is seen within this time).
+	DefaultRefresh = 10 * time.Second
+	// DefaultMissTTL is how long "no runtime knows this container" is
+	// remembered, so a container whose state appears late is found soon.
+	DefaultMissTTL = 5 * time.Second
+	// DefaultContainerTTL is how long a found container is trusted.
+	DefaultContainerTTL = time.Minute
+)
+
+// CachingResolver implements Resolver over a host root, with bounded LRU
+// caches. A cached process is checked against /proc/<pid>/stat on every
+// lookup: a different start time (the pid was reused) or comm (the process
+// exec'd) reloads it.
+type CachingResolver struct {
+	root         string
+	cgroup2      string
+	cr           containerReader
+	maxProcs     int
+	maxConts     int
+	refresh      time.Duration
+	missTTL      time.Duration
+	containerTTL time.Duration
+	now          func() time.Time
+
+	mu    sync.Mutex
+	procs lru[int, procEntry]
+	conts lru[string, contEntry]
+	// seen remembers, per container id seen in a process's cgroup, the
+	// cgroup2 id and pod uid of that process, for containers whose runtime
+	// state does not say (or cannot be read).
+	seen lru[string, seenContainer]
+}
+
+type procEntry struct {
+	p      Process
+	loaded time.Time
+}
+
+type contEntry struct {
+	c      Container
+	ok     bool
+	loaded time.Time
+}
+
+type seenContainer struct {
+	cgroupID uint64
+	podID    string
+}
+
+// Option configures a CachingResolver.
+type Option func(*CachingResolver)
+
+// WithCgroup2Mount sets where the cgroup2 hierarchy is (default: found under
+// root by FindCgroup2Mount). Tests point it at a fixture directory.
+func WithCgroup2Mount(dir string) Option { return func(r *CachingResolver) { r.cgroup2 = dir } }
+
+// WithStateDirs replaces the runc state roots searched for <id>/state.json
+// (paths relative to root, "*" allowed). The default covers runc and CRI-O
+// (/run/runc), containerd (/run/containerd/runc/<namespace>) and dockerd
+// (/run/docker/runtime-runc/moby); docker's config.v2.json is always read.
+func WithStateDirs(dirs ...string) Option {
+	return func(r *CachingResolver) { r.cr.stateDirs = dirs }
+}
+
+// WithCacheSize bounds the process and container caches.
+func WithCacheSize(processes, containers int) Option {
+	return func(r *CachingResolver) { r.maxProcs, r.maxConts = processes, containers }
+}
+
+// WithRefresh sets how long a process's cmdline and cgroup are trusted.
+func WithRefresh(d time.Duration) Option { return func(r *CachingResolver) { r.refresh = d } }
+
+// WithClock replaces time.Now.
+func WithClock(now func() time.Time) Option { return func(r *CachingResolver) { r.now = now } }
+
+// NewResolver returns a resolver reading through root ("/" on the host, the
+// GOPHER_HOST_PATH mount in a container).
+func NewResolver(root string, opts ...Option) *CachingResolver {
+	r := &CachingResolver{
+		root:         root,
+		cr:           containerReader{root: root, stateDirs: defaultStateDirs},
+		maxProcs:     DefaultMaxProcesses,
+		maxConts:     DefaultMaxContainers,
+		refresh:      DefaultRefresh,
+		missTTL:      DefaultMissTTL,
+		containerTTL: DefaultContainerTTL,
+		now:          time.Now,
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.cgroup2 == "" {
+		r.cgroup2, _ = FindCgroup2Mount(root)
+	}
+	r.procs.init(r.maxProcs)
+	r.conts.init(r.maxConts)
+	r.seen.init(r.maxConts)
+	return r
+}
+
+// Process returns what is known of pid; false when the process does not
+// exist, has exited and waits to be reaped (a zombie), or /proc cannot be
+// read.
+func (r *CachingResolver) Process(pid int) (Process, bool) {
+	if pid <= 0 {
+		return Process{}, false
+	}
+	st, err := ReadStat(r.root, pid)
+	if err != nil || st.State == 'Z' || st.State == 'X' {
+		r.Forget(pid)
+		return Process{}, false
+	}
+	now := r.now()
+	r.mu.Lock()
+	if e, ok := r.procs.get(pid); ok && e.p.StartTime == st.StartTime && e.p.Comm == st.Comm &&
+		now.Sub(e.loaded) < r.refresh {
+		e.p.PPID = st.PPID
+		r.procs.put(pid, e)
+		r.mu.Unlock()
+		return e.p, true
+	}
+	r.mu.Unlock()
+
+	p, ok := r.load(pid, st)
+	if !ok {
+		r.Forget(pid)
+		return Process{}, false
+	}
+	r.mu.Lock()
+	r.procs.put(pid, procEntry{p: p, loaded: now})
+	if p.ContainerID != "" {
+		if s, ok := r.seen.get(p.ContainerID); !ok || s.cgroupID == 0 && p.CgroupID != 0 || s.podID == "" && p.PodID != "" {
+			r.seen.put(p.ContainerID, seenContainer{cgroupID: p.CgroupID, podID: p.PodID})
+			if e, ok := r.conts.get(p.ContainerID); ok && !e.ok {
+				r.conts.remove(p.ContainerID) // now known to exist
+			}
+		}
+	}
+	r.mu.Unlock()
+	return p, true
+}
+
+// load reads a process's cmdline and cgroup.
+func (r *CachingResolver) load(pid int, st Stat) (Process, bool) {
+	p := Process{PID: pid, PPID: st.PPID, Comm: st.Comm, StartTime: st.StartTime}
+	b, err := readCapped(procPath(r.root, pid, "cmdline"), maxCmdline)
+	if err != nil {
+		return Process{}, false
+	}
+	var args []string
+	p.Cmdline, args = ParseCmdline(b)
+	if st.Comm == "java" {
+		p.MainClass = JavaMainClass(args)
+	}
+	b, err = os.ReadFile(procPath(r.root, pid, "cgroup"))
+	if err != nil {
+		return Process{}, false
+	}
+	lines := ParseCgroup(b)
+	p.ContainerID, p.PodID = ContainerFromCgroup(lines)
+	// A path with ".." is relative to galago's cgroup namespace, not to
+	// the mount: its directory cannot be found.
+	if u := unifiedPath(lines); u != "" && r.cgroup2 != "" && !strings.Contains(u, "/..") {
+		p.CgroupID = inode(filepath.Join(r.cgroup2, u))
+	}
+	return p, true
+}
+
+// Forget drops pid from the cache (the process exited).
+func (r *CachingResolver) Forget(pid int) {
+	r.mu.Lock()
+	r.procs.remove(pid)
+	r.mu.Unlock()
+}
+
+// Container returns what the runtimes say of a container; id may be the
+// full id or an abbreviation of it. False when no runtime knows it and no
+// process was seen in it.
+func (r *CachingResolver) Container(id string) (Container, bool) {
+	id = strings.ToLower(id)
+	if !IsContainerID(id) {
+		return Container{}, false
+	}
+	now := r.now()
+	r.mu.Lock()
+	if e, ok := r.conts.get(id); ok {
+		ttl := r.containerTTL
+		if !e.ok {
+			ttl = r.missTTL
+		}
+		if now.Sub(e.loaded) < ttl {
+			r.mu.Unlock()
+			return e.c, e.ok
+		}
+	}
+	full := id
+	if len(id) < 64 {
+		full = r.expandLocked(id)
+	}
+	r.mu.Unlock()
+
+	if len(full) < 64 {
+		full = r.cr.fullID(id)
+	}
+	var c Container
+	ok := false
+	if full != "" {
+		c, ok = r.cr.read(full)
+		r.mu.Lock()
+		seen, haveSeen := r.seen.get(full)
+		r.mu.Unlock()
+		if haveSeen {
+			// A process was seen in this container's cgroup: it exists
+			// even if no runtime state could be read.
+			ok = true
+			if c.CgroupID == 0 {
+				c.CgroupID = seen.cgroupID
+			}
+			if c.PodID == "" {
+				c.PodID = seen.podID
+			}
+		}
+	}
+	e := contEntry{c: c, ok: ok, loaded: now}
+	r.mu.Lock()
+	r.conts.put(id, e)
+	if full != id && full != "" {
+		r.conts.put(full, e)
+	}
+	r.mu.Unlock()
+	return c, ok
+}
+
+// expandLocked maps an abbreviated id to the one full id seen in a process
+// cgroup that starts with it; it returns prefix unchanged if none or
+// several.
+func (r *CachingResolver) expandLocked(prefix string) string {
+	found := ""
+	for id := range r.seen.m {
+		if strings.HasPrefix(id, prefix) {
+			if found != "" {
+				return prefix
+			}
+			found = id
+		}
+	}
+	if found == "" {
+		return prefix
+	}
+	return found
+}
+
+// lru is a map bounded by least-recent use. Not safe for concurrent use.
+type lru[K comparable, V any] struct {
+	max   int
+	m     map[K]*list.Element
+	order list.List // front = most recent
+}
+
+type lruItem[K comparable, V any] struct {
+	k K
+	v V
+}
+
+func (c *lru[K, V]) init(max int) {
+	c.max = max
+	c.m = map[K]*list.Element{}
+}
+
+func (c *lru[K, V]) get(k K) (V, bool) {
+	if e, ok := c.m[k]; ok {
+		c.order.MoveToFront(e)
+		return e.Value.(*lruItem[K, V]).v, true
+	}
+	var zero V
+	return zero, false
+}
+
+func (c *lru[K, V]) put(k K, v V) {
+	if e, ok := c.m[k]; ok {
+		e.Value.(*lruItem[K, V]).v = v
+		c.order.MoveToFront(e)
+		return
+	}
+	c.m[k] = c.order.PushFront(&lruItem[K, V]{k, v})
+	for c.max > 0 && len(c.m) > c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.m, last.Value.(*lruItem[K, V]).k)
+	}
+}
+
+func (c *lru[K, V]) remove(k K) {
+	if e, ok := c.m[k]; ok {
+		c.order.Remove(e)
+		delete(c.m, k)
+	}
+}
