@@ -71,4 +71,4 @@ bench:
 clean:
 	rm -rf bin
 
--include Makefile.bpf
+include Makefile.bpf

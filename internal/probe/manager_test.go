@@ -1,0 +1,304 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/galago-project/galago/internal/event"
+	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/table"
+)
+
+type fakeProbe struct {
+	name        string
+	starts      *atomic.Int32
+	stops       *atomic.Int32
+	reconfigs   *atomic.Int32
+	panicOnce   *atomic.Bool // the first run's goroutine panics
+	lastCfg     *atomic.Pointer[Config]
+	emitRecords bool
+}
+
+func (p *fakeProbe) Name() string { return p.name }
+func (p *fakeProbe) Start(ctx context.Context, cfg Config, rt Runtime) error {
+	p.starts.Add(1)
+	p.lastCfg.Store(&cfg)
+	rt.Go(func(ctx context.Context) error {
+		if p.panicOnce.CompareAndSwap(true, false) {
+			panic("boom")
+		}
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+				if p.emitRecords {
+					r := table.SystemOs.NewRecord(time.Now(), time.Second)
+					r.SetStr(0, "x")
+					rt.Record(r)
+				}
+			}
+		}
+	})
+	return nil
+}
+func (p *fakeProbe) Stop() error { p.stops.Add(1); return nil }
+func (p *fakeProbe) Reconfigure(cfg Config) error {
+	p.reconfigs.Add(1)
+	p.lastCfg.Store(&cfg)
+	return nil
+}
+
+type countingPipe struct{ records atomic.Int64 }
+
+func (c *countingPipe) Record(*table.Record, *table.Source) { c.records.Add(1) }
+func (c *countingPipe) Event(event.Event)                   {}
+
+type fakeTargets struct{ closed atomic.Bool }
+
+func (*fakeTargets) Mode() snoop.Mode             { return snoop.Whitelist }
+func (*fakeTargets) Observed(int) bool            { return true }
+func (*fakeTargets) PIDs() []int                  { return nil }
+func (*fakeTargets) CgroupIDs() []uint64          { return nil }
+func (*fakeTargets) Labels(int) map[string]string { return nil }
+func (*fakeTargets) Changed() <-chan struct{}     { return nil }
+func (t *fakeTargets) Close()                     { t.closed.Store(true) }
+func (w *fakeWatcher) Watch(snoop.Selectors, snoop.Mode) WatchedTargets {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := &fakeTargets{}
+	w.all = append(w.all, t)
+	return t
+}
+
+type fakeWatcher struct {
+	mu  sync.Mutex
+	all []*fakeTargets
+}
+
+type harness struct {
+	m    *Manager
+	fake map[string]*fakeProbe
+	pipe *countingPipe
+	w    *fakeWatcher
+}
+
+func newHarness(t *testing.T, names ...string) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{pipe: &countingPipe{}, w: &fakeWatcher{}, fake: map[string]*fakeProbe{}}
+	h.m = NewManager(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), h.pipe, h.w)
+	for _, n := range names {
+		fp := &fakeProbe{name: n, starts: new(atomic.Int32), stops: new(atomic.Int32), reconfigs: new(atomic.Int32),
+			panicOnce: new(atomic.Bool), lastCfg: new(atomic.Pointer[Config]), emitRecords: true}
+		h.fake[n] = fp
+		h.m.Register(n, func() Probe { return fp })
+	}
+	t.Cleanup(func() { h.m.StopAll(); cancel() })
+	return h
+}
+
+func (h *harness) put(t *testing.T, feature, body string) error {
+	t.Helper()
+	return h.m.Put(feature, []byte(body))
+}
+
+func (h *harness) get(t *testing.T, feature string) string {
+	t.Helper()
+	b, err := h.m.Get(feature)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestPutErrors covers every error message of gala-gopher's reference.
+func TestPutErrors(t *testing.T) {
+	h := newHarness(t, "tcp", "baseinfo", "io")
+	cases := []struct{ feature, body, want string }{
+		{"haproxy", `{}`, "invalid probe name haproxy"},
+		{"l7", `{"state":"running"}`, "not supported in the current version"},
+		{"tcp", `not json`, "invalid json format"},
+		{"tcp", `[1,2]`, "invalid json format"},
+		{"tcp", `{"cmd":{}}`, "Bad request"},
+		{"tcp", `{"cmd":{"probe":"tcp_rtt"}}`, "Bad request"},
+		{"tcp", `{"cmd":{"probe":["tcp_nope"]}}`, "unsupported probe range: tcp_nope."},
+		{"tcp", `{"params":{}}`, "Bad request"},
+		{"tcp", `{"params":{"metrics_type":["raw"]}}`, "Bad request"},
+		{"tcp", `{"params":{"report_period":"5"}}`, "params.report_period invalid data type"},
+		{"tcp", `{"params":{"report_period":4}}`, "params.report_period invalid value 4, must be in [5, 600]"},
+		{"tcp", `{"params":{"report_period":601}}`, "params.report_period invalid value 601, must be in [5, 600]"},
+		{"tcp", `{"params":{"latency_thr":0}}`, "params.latency_thr invalid value 0, must be in [10, 100000]"},
+		{"tcp", `{"params":{"ringbuf_map_size":3}}`, "params.ringbuf_map_size invalid value 3, must be a power of 2"},
+		{"tcp", `{"params":{"l7_protocol":"http"}}`, "params.l7_protocol invalid data type"},
+		{"tcp", `{"params":{"l7_protocol":["gopher"]}}`, "params.l7_protocol invalid value gopher, must be one of http, dns, redis, mysql, pgsql, kafka, mongo, crpc"},
+		{"tcp", `{"params":{"dev_name":"0123456789012345678901234567890123"}}`, "params.dev_name value is too long, len must be less than 32"},
+		{"tcp", `{"params":{"elf_path":"/tmp/a;rm"}}`, "params.elf_path contains unsafe characters"},
+		{"tcp", `{"state":"paused"}`, "invalid state paused: must be running or stopped"},
+		{"tcp", `{"state":"running"}`, "invalid probe ranges: at least one must be set"},
+		{"tcp", `{"cmd":{"probe":["tcp_rtt"]},"state":"running"}`, "the snooper for tcp cannot be empty"},
+		{"tcp", `{"cmd":{"probe":["tcp_rtt"]},"snoopers":{"proc_id":[1]},"blacklist":{"proc_id":[2]}}`, "snoopers and blacklist are mutually exclusive"},
+		{"tcp", `{"snoopers":{"proc_id":["x"]}}`, "Error occurs when parsing snooper proc_id"},
+		{"tcp", `{"snoopers":{"proc_name":[{"comm":"("}]}}`, "Error occurs when parsing snooper proc_name"},
+	}
+	for _, c := range cases {
+		err := h.put(t, c.feature, c.body)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("PUT /%s %s: got %v, want %q", c.feature, c.body, err, c.want)
+		}
+	}
+	if _, err := h.m.Get("haproxy"); !errors.Is(err, ErrUnknownFeature) {
+		t.Errorf("GET unknown: %v", err)
+	}
+	if got := h.get(t, "tcp"); got != "{}\n" {
+		t.Errorf("failed PUTs configured tcp: %q", got)
+	}
+	if h.fake["tcp"].starts.Load() != 0 {
+		t.Error("a failed PUT started the probe")
+	}
+}
+
+func TestPutMergeRollbackAndGet(t *testing.T) {
+	h := newHarness(t, "tcp")
+	ok := func(body string) {
+		t.Helper()
+		if err := h.put(t, "TCP", body); err != nil {
+			t.Fatalf("PUT %s: %v", body, err)
+		}
+	}
+	ok(`{"cmd":{"probe":["tcp_rtt","tcp_stats"]},"snoopers":{"proc_id":[101],"proc_name":[{"comm":"^java$","cmdline":"x","label":{"app":"a"}}]},"params":{"report_period":5,"drops_thr":10},"state":"running"}`)
+	got := h.get(t, "tcp")
+	exp := `{"cmd":{"bin":"","probe":["tcp_rtt","tcp_stats"]},"params":{"cluster_ip_backend":0,"dev_name":"","drops_thr":10,"report_cport":0,"report_event":0,"report_period":5,"res_lower_thr":0,"res_upper_thr":0,"ringbuf_map_size":1,"sample_period":5000},"snoopers":{"container_id":[],"container_name":[],"pod_id":[],"proc_id":[101],"proc_name":[{"cmdline":"x","comm":"^java$"}]},"state":"running"}` + "\n"
+	if got != exp {
+		t.Fatalf("GET:\n got %s\nwant %s", got, exp)
+	}
+	fp := h.fake["tcp"]
+	if fp.starts.Load() != 1 {
+		t.Fatalf("starts = %d", fp.starts.Load())
+	}
+	// params merge key by key; a running probe is reconfigured, not restarted.
+	ok(`{"params":{"report_event":1}}`)
+	if fp.starts.Load() != 1 || fp.reconfigs.Load() != 1 {
+		t.Fatalf("starts %d reconfigs %d", fp.starts.Load(), fp.reconfigs.Load())
+	}
+	if c := fp.lastCfg.Load(); c.Params.ReportPeriod != 5 || c.Params.ReportEvent != 1 || c.Params.DropsThr != 10 {
+		t.Fatalf("merged params %+v", c.Params)
+	}
+	// Rollback: a valid cmd followed by an invalid param changes nothing.
+	before := h.get(t, "tcp")
+	if err := h.put(t, "tcp", `{"cmd":{"probe":["tcp_abnormal"]},"params":{"report_period":1}}`); err == nil {
+		t.Fatal("invalid params accepted")
+	}
+	if after := h.get(t, "tcp"); after != before {
+		t.Fatalf("rollback failed:\n%s\n%s", before, after)
+	}
+	// ringbuf_map_size only changes while stopped.
+	if err := h.put(t, "tcp", `{"params":{"ringbuf_map_size":2}}`); err == nil || err.Error() != "params.ringbuf_map_size can only be changed while the probe is stopped" {
+		t.Fatalf("ringbuf change while running: %v", err)
+	}
+	// New snoopers: new targets, the old ones closed.
+	ok(`{"snoopers":{"proc_id":[202]}}`)
+	h.w.mu.Lock()
+	if n := len(h.w.all); n != 2 || !h.w.all[0].closed.Load() || h.w.all[1].closed.Load() {
+		t.Fatalf("targets: %d, first closed %v", n, h.w.all[0].closed.Load())
+	}
+	h.w.mu.Unlock()
+	// Blacklist mode is echoed as "blacklist"; "{}" observes everything.
+	ok(`{"blacklist":{}}`)
+	if got := h.get(t, "tcp"); !contains(got, `"blacklist":{}`) || contains(got, `"snoopers"`) {
+		t.Fatalf("blacklist GET: %s", got)
+	}
+	ok(`{"state":"stopped"}`)
+	if fp.stops.Load() != 1 {
+		t.Fatalf("stops = %d", fp.stops.Load())
+	}
+	if got := h.get(t, "tcp"); !contains(got, `"state":"stopped"`) {
+		t.Fatalf("GET after stop: %s", got)
+	}
+}
+
+func contains(s, sub string) bool {
+	return len(s) >= len(sub) && (len(sub) == 0 || indexOf(s, sub) >= 0)
+}
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestFaultIsolation: a probe whose goroutine panics is restarted with
+// backoff while another probe keeps emitting.
+func TestFaultIsolation(t *testing.T) {
+	h := newHarness(t, "tcp", "io")
+	h.fake["tcp"].panicOnce.Store(true)
+	if err := h.put(t, "io", `{"cmd":{"probe":["io_count"]},"state":"running"}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.put(t, "tcp", `{"cmd":{"probe":["tcp_rtt"]},"blacklist":{},"state":"running"}`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.fake["tcp"].starts.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if h.fake["tcp"].starts.Load() != 2 {
+		t.Fatalf("tcp not restarted: starts=%d", h.fake["tcp"].starts.Load())
+	}
+	var tcp, io ProbeStatus
+	for _, st := range h.m.Statuses() {
+		switch st.Name {
+		case "tcp":
+			tcp = st
+		case "io":
+			io = st
+		}
+	}
+	if tcp.Restarts != 1 || tcp.Errors != 1 || tcp.Status != StatusRunning || !contains(tcp.LastError, "") {
+		t.Fatalf("tcp status %+v", tcp)
+	}
+	if io.Status != StatusRunning || io.Restarts != 0 || h.fake["io"].starts.Load() != 1 {
+		t.Fatalf("io disturbed: %+v", io)
+	}
+	n := h.pipe.records.Load()
+	time.Sleep(50 * time.Millisecond)
+	if h.pipe.records.Load() <= n {
+		t.Fatal("records stopped flowing")
+	}
+	h.m.StopAll()
+	if h.fake["tcp"].stops.Load() != 2 || h.fake["io"].stops.Load() != 1 {
+		t.Fatalf("stops tcp=%d io=%d", h.fake["tcp"].stops.Load(), h.fake["io"].stops.Load())
+	}
+	if err := h.put(t, "io", `{"state":"running"}`); err == nil {
+		t.Fatal("PUT accepted after shutdown")
+	}
+}
+
+// A probe whose Start panics fails the PUT and leaves the daemon running.
+func TestStartPanic(t *testing.T) {
+	h := newHarness(t)
+	h.m.Register("virt", func() Probe { return panicky{} })
+	err := h.put(t, "virt", `{"state":"running"}`)
+	if err == nil || !contains(err.Error(), "failed to start probe: panic: start exploded") {
+		t.Fatalf("err = %v", err)
+	}
+	if got := h.get(t, "virt"); got != "{}\n" {
+		t.Fatalf("config kept after failed start: %q", got)
+	}
+}
+
+type panicky struct{}
+
+func (panicky) Name() string                                 { return "virt" }
+func (panicky) Start(context.Context, Config, Runtime) error { panic("start exploded") }
+func (panicky) Stop() error                                  { return nil }
