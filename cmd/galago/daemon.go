@@ -12,9 +12,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/api"
@@ -25,6 +27,7 @@ import (
 	"github.com/galago-project/galago/internal/probe/baseinfo"
 	"github.com/galago-project/galago/internal/probe/custom"
 	"github.com/galago-project/galago/internal/procfs"
+	"github.com/galago-project/galago/internal/proctrack"
 	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -82,6 +85,9 @@ func runDaemon(cfg *config.Config) error {
 
 	resolver := snoop.NewResolver(cfg.HostPath, ids, os.Getpid(), log)
 	defer resolver.Close()
+	if stop := trackProcesses(ctx, resolver, exporter, log); stop != nil {
+		defer stop()
+	}
 	mgr := probe.NewManager(ctx, log, pipe, watcher{resolver})
 	fsys := procfs.FS{Root: cfg.HostPath}
 	mgr.Register(baseinfo.Name, func() probe.Probe { return baseinfo.New(fsys, baseinfo.WithIdentity(ids)) })
@@ -120,6 +126,44 @@ func runDaemon(cfg *config.Config) error {
 	cancel()
 	log.Info("galago stopped")
 	return serveErr
+}
+
+// trackProcesses feeds process starts and exits from the sched_process_*
+// tracepoints to the snooper resolver, so a matching process is observed at
+// exec time rather than at the next /proc scan. Without BPF the resolver's
+// /proc scan (every 250 ms) still finds it; that is logged once.
+func trackProcesses(ctx context.Context, r *snoop.Resolver, exp *output.Exporter, log *slog.Logger) func() {
+	var lost atomic.Uint64
+	t, err := proctrack.Open(proctrack.Options{Log: log, OnLost: func(n uint64) { lost.Add(n) }})
+	if err != nil {
+		log.Warn("process lifecycle tracepoints unavailable: snoopers follow processes by scanning /proc only", "err", err)
+		return nil
+	}
+	if err := exp.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "galago_proctrack_events_lost_total",
+		Help: "Process lifecycle events (fork, exec, exit) lost to a full ring buffer; the /proc scan still catches those processes.",
+	}, func() float64 { return float64(lost.Load()) })); err != nil {
+		log.Warn("proctrack self-metric", "err", err)
+	}
+	t.Subscribe(func(e proctrack.Event) {
+		switch e.Type {
+		case proctrack.Exec, proctrack.Fork:
+			r.Notify(int(e.TGID))
+		case proctrack.Exit:
+			r.NotifyExit(int(e.TGID))
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := t.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("process lifecycle tracking stopped", "err", err)
+		}
+	}()
+	return func() {
+		t.Close()
+		<-done
+	}
 }
 
 // watcher adapts the snoop resolver to the Manager's Watcher.
