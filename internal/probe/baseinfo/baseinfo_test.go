@@ -459,13 +459,7 @@ func TestVmallocFallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(dir, "proc", f)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, filepath.Join(dir, "proc", f), string(b))
 	}
 	h.p.fs = procfs.FS{Root: dir}
 	h.p.collect(t1)

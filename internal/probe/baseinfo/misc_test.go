@@ -23,15 +23,7 @@ func TestContainerDirSize(t *testing.T) {
 		t.Skip("du (coreutils) not installed")
 	}
 	dir := t.TempDir()
-	write := func(name string, n int) {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, make([]byte, n), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name string, n int) { writeFile(t, filepath.Join(dir, name), string(make([]byte, n))) }
 	write("a", 1000)
 	write("sub/b", 123457)
 	write("sub/deeper/c", 7)
@@ -66,12 +58,7 @@ func TestContainerDirSize(t *testing.T) {
 // on the host.
 func TestContainerDirSizeStaysInRoot(t *testing.T) {
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "data", "logs"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "data", "logs", "x"), make([]byte, 5000), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, filepath.Join(root, "data", "logs", "x"), string(make([]byte, 5000)))
 	// /var -> /data inside the "container".
 	if err := os.Symlink("/data", filepath.Join(root, "var")); err != nil {
 		t.Fatal(err)
@@ -89,17 +76,20 @@ func TestContainerDirSizeStaysInRoot(t *testing.T) {
 	}
 }
 
+// writeFile creates path, and its directories, holding s.
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestOSVersion(t *testing.T) {
 	root := t.TempDir()
-	write := func(p, s string) {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, s string) { writeFile(t, filepath.Join(root, p), s) }
 	write("etc/os-release", "NAME=\"openEuler\"\nID=\"openEuler\"\nPRETTY_NAME=\"openEuler 22.03 (LTS-SP1)\"\n")
 	write("etc/openEuler-latest", "openeulerversion=openEuler-22.03-LTS-SP1\ncompiletime=2022-12-30-01-32-34\n")
 	v, err := osVersion(procfs.FS{Root: root})
@@ -114,15 +104,7 @@ func TestOSVersion(t *testing.T) {
 
 func TestHostType(t *testing.T) {
 	root := t.TempDir()
-	write := func(p, s string) {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, s string) { writeFile(t, filepath.Join(root, p), s) }
 	fs := procfs.FS{Root: root}
 	write("proc/cpuinfo", "processor\t: 0\nflags\t\t: fpu sse2\n")
 	write("sys/class/dmi/id/sys_vendor", "Dell Inc.\n")
