@@ -65,8 +65,10 @@ lint:
 	@test -x $(GOLANGCI) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 	$(GOLANGCI) run $(PKGS)
 
-bench:
-	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+# Benchmarks of every package, and of the real daemon (footprint, REST
+# round trip); numbers and how to read them are in BENCHMARKS.md.
+bench: build
+	GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
 clean:
 	rm -rf bin

@@ -32,7 +32,7 @@ var (
 
 // requireE2E skips outside the end-to-end tier; inside it, a missing
 // prerequisite is a failure, never a skip.
-func requireE2E(t *testing.T) {
+func requireE2E(t testing.TB) {
 	t.Helper()
 	if os.Getenv("GALAGO_E2E") != "1" {
 		t.Skip("end-to-end tier: set GALAGO_E2E=1 (make e2e)")
@@ -43,7 +43,7 @@ func requireE2E(t *testing.T) {
 }
 
 // binary returns the galago binary under test.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv("GALAGO_BIN"); b != "" {
 		return b
@@ -67,7 +67,7 @@ func binary(t *testing.T) string {
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -79,7 +79,7 @@ func freePort(t *testing.T) int {
 
 // daemon is one running galago.
 type daemon struct {
-	t          *testing.T
+	t          testing.TB
 	dir        string
 	conf       string
 	metricPort int
@@ -115,7 +115,7 @@ type daemonOpts struct {
 }
 
 // writeConfig writes a galago config whose every path lives in dir.
-func writeConfig(t *testing.T, dir string, metricPort, restPort int, o daemonOpts) string {
+func writeConfig(t testing.TB, dir string, metricPort, restPort int, o daemonOpts) string {
 	t.Helper()
 	imdb := o.imdb
 	if imdb == "" {
@@ -156,7 +156,7 @@ galago = {
 }
 
 // startDaemon starts galago and waits until its control socket answers.
-func startDaemon(t *testing.T, o daemonOpts) *daemon {
+func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	t.Helper()
 	dir := t.TempDir()
 	d := &daemon{t: t, dir: dir, metricPort: freePort(t), restPort: freePort(t), stderr: &syncBuffer{}, exited: make(chan error, 1)}
@@ -248,7 +248,7 @@ func (d *daemon) get(feature string) (int, string) {
 	return do(d.t, req)
 }
 
-func do(t *testing.T, req *http.Request) (int, string) {
+func do(t testing.TB, req *http.Request) (int, string) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -290,7 +290,7 @@ func samples(expo, name string) []string {
 	return out
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
