@@ -57,7 +57,7 @@ func binary(t testing.TB) string {
 		builtBin = filepath.Join(dir, "galago")
 		out, err := exec.Command("go", "build", "-o", builtBin, "../../cmd/galago").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
