@@ -1,0 +1,506 @@
+package socket
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/table"
+)
+
+func privileged(t *testing.T) {
+	t.Helper()
+	if os.Getenv("GALAGO_PRIVILEGED_TESTS") != "1" {
+		t.Skip("set GALAGO_PRIVILEGED_TESTS=1 (root) to run")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("GALAGO_PRIVILEGED_TESTS=1 needs root")
+	}
+}
+
+// netns is a network namespace the test owns, with loopback up.
+type netns struct {
+	name string
+	fd   int
+}
+
+func newNetns(t *testing.T) *netns {
+	t.Helper()
+	name := fmt.Sprintf("galago-socket-%d-%d", os.Getpid(), time.Now().UnixNano()%100000)
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up: %v: %s", err, out)
+	}
+	fd, err := unix.Open("/var/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return &netns{name: name, fd: fd}
+}
+
+// do runs fn on a thread inside the namespace; sockets created there stay
+// in it. The thread is discarded afterwards (never unlocked).
+func (n *netns) do(fn func() error) error {
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Setns(n.fd, unix.CLONE_NEWNET); err != nil {
+			ch <- err
+			return
+		}
+		ch <- fn()
+	}()
+	return <-ch
+}
+
+// counters reads the namespace's /proc/net/snmp and netstat as "Tcp:ActiveOpens" etc.
+func (n *netns) counters(t *testing.T) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	err := n.do(func() error {
+		for _, f := range []string{"/proc/thread-self/net/snmp", "/proc/thread-self/net/netstat"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			parseSNMP(string(b), out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func parseSNMP(s string, out map[string]int64) {
+	sc := bufio.NewScanner(strings.NewReader(s))
+	var hdr []string
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		if hdr == nil || hdr[0] != f[0] {
+			hdr = f
+			continue
+		}
+		for i := 1; i < len(f) && i < len(hdr); i++ {
+			v, _ := strconv.ParseInt(f[i], 10, 64)
+			out[strings.TrimSuffix(f[0], ":")+":"+hdr[i]] = v
+		}
+		hdr = nil
+	}
+}
+
+func tcpSocket(n *netns) (int, error) {
+	var fd int
+	err := n.do(func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		return err
+	})
+	return fd, err
+}
+
+func listenOn(n *netns, port, backlog int) (int, error) {
+	fd, err := tcpSocket(n)
+	if err != nil {
+		return -1, err
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return -1, err
+	}
+	return fd, unix.Listen(fd, backlog)
+}
+
+var loopback = [4]byte{127, 0, 0, 1}
+
+// startProbe starts a probe with fast periods; stop via the returned func.
+func startProbe(t *testing.T, cfg probe.Config) (*Probe, *fakeRT, func()) {
+	t.Helper()
+	p := New(withInterval(300 * time.Millisecond))
+	rt := newFakeRT()
+	if err := p.Start(rt.ctx, cfg, rt); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		rt.stop()
+		if err := p.Stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		if len(rt.goErrs) > 0 {
+			t.Errorf("probe goroutines failed: %v", rt.goErrs)
+		}
+	}
+	t.Cleanup(stop)
+	return p, rt, stop
+}
+
+func defaultCfg() probe.Config {
+	params := probe.DefaultParams()
+	params.ReportEvent = 1
+	return probe.Config{SubItems: bitTCP | bitUDP, Params: params}
+}
+
+// sums adds up the numeric fields of the records of tbl that match keys.
+func sums(recs []*table.Record, tbl *table.Table, keys map[string]string) (map[string]float64, uint64, int) {
+	out := map[string]float64{}
+	var histCount uint64
+	n := 0
+	for _, r := range recs {
+		if r.Table != tbl {
+			continue
+		}
+		match := true
+		for k, v := range keys {
+			if r.Str(k) != v {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		n++
+		for i, f := range tbl.Fields {
+			v := r.Values[i]
+			if !v.Set {
+				continue
+			}
+			switch f.Kind {
+			case table.KindGauge, table.KindCounter:
+				out[f.Name] += v.Num
+			case table.KindHistogram:
+				histCount += v.Hist.Count()
+			}
+		}
+	}
+	return out, histCount, n
+}
+
+// settle waits for the ring buffer and a few periods to pass.
+func settle() { time.Sleep(time.Second) }
+
+func TestPrivilegedTCP(t *testing.T) {
+	privileged(t)
+	ns := newNetns(t)
+	pid := strconv.Itoa(os.Getpid())
+	_, rt, stop := startProbe(t, defaultCfg())
+
+	before := ns.counters(t)
+
+	// 1. Connects to a closed port are refused: each is a failed active open.
+	const refused = 5
+	for i := 0; i < refused; i++ {
+		fd, err := tcpSocket(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = unix.Connect(fd, &unix.SockaddrInet4{Port: 1, Addr: loopback})
+		unix.Close(fd)
+		if !errors.Is(err, unix.ECONNREFUSED) {
+			t.Fatalf("connect to closed port: %v", err)
+		}
+	}
+
+	// 2. Accepted connections.
+	const conns = 4
+	const okPort = 18080
+	lfd, err := listenOn(ns, okPort, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []int
+	for i := 0; i < conns; i++ {
+		fd, err := tcpSocket(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: okPort, Addr: loopback}); err != nil {
+			t.Fatal(err)
+		}
+		afd, _, err := unix.Accept(lfd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep = append(keep, fd, afd)
+	}
+
+	// 3. A listener that never accepts: backlog 1, then more connects.
+	const ovPort = 18081
+	const attempts = 6
+	ofd, err := listenOn(ns, ovPort, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending []int
+	for i := 0; i < attempts; i++ {
+		fd, err := tcpSocket(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.SetNonblock(fd, true)
+		err = unix.Connect(fd, &unix.SockaddrInet4{Port: ovPort, Addr: loopback})
+		if err != nil && !errors.Is(err, unix.EINPROGRESS) {
+			t.Fatal(err)
+		}
+		pending = append(pending, fd)
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Let the SYN retransmission timer (1 s) fire once.
+	time.Sleep(1500 * time.Millisecond)
+	for _, fd := range pending {
+		unix.Close(fd)
+	}
+	unix.Close(ofd)
+	for _, fd := range keep {
+		unix.Close(fd)
+	}
+	unix.Close(lfd)
+	time.Sleep(100 * time.Millisecond)
+	after := ns.counters(t)
+	settle()
+	stop()
+	recs, evs := rt.take()
+	d := func(k string) float64 { return float64(after[k] - before[k]) }
+	t.Logf("kernel deltas: ActiveOpens %v PassiveOpens %v AttemptFails %v ListenOverflows %v ListenDrops %v TCPSynRetrans %v",
+		d("Tcp:ActiveOpens"), d("Tcp:PassiveOpens"), d("Tcp:AttemptFails"), d("TcpExt:ListenOverflows"), d("TcpExt:ListenDrops"), d("TcpExt:TCPSynRetrans"))
+
+	tcp := table.EndpointTcp
+	closed, _, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "client", "server_port": "1"})
+	if closed["active_open_failed"] != refused || closed["syn_sent"] != refused || closed["active_open"] != 0 {
+		t.Errorf("closed port client: %v, want active_open_failed=syn_sent=%d", closed, refused)
+	}
+
+	okc, okcLat, n := sums(recs, tcp, map[string]string{"tgid": pid, "role": "client", "server_port": strconv.Itoa(okPort)})
+	t.Logf("ok client (%d records): %v latency count %d", n, okc, okcLat)
+	if okc["active_open"] != conns || okc["syn_sent"] != conns || okcLat != conns {
+		t.Errorf("ok client: active_open %v syn_sent %v estab_latency count %d, want %d each", okc["active_open"], okc["syn_sent"], okcLat, conns)
+	}
+	oks, oksLat, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "server_port": strconv.Itoa(okPort)})
+	t.Logf("ok server: %v latency count %d", oks, oksLat)
+	if oks["passive_open"] != conns || oksLat != conns || oks["synack_sent"] != conns || oks["passive_open_failed"] != 0 {
+		t.Errorf("ok server: passive_open %v estab_latency count %d synack_sent %v, want %d each", oks["passive_open"], oksLat, oks["synack_sent"], conns)
+	}
+
+	ovs, _, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "server_port": strconv.Itoa(ovPort)})
+	ovc, _, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "client", "server_port": strconv.Itoa(ovPort)})
+	t.Logf("overflow server: %v", ovs)
+	t.Logf("overflow client: %v", ovc)
+	if ovs["accept_overflow"] != d("TcpExt:ListenOverflows") || ovs["accept_overflow"] == 0 {
+		t.Errorf("accept_overflow = %v, kernel ListenOverflows delta %v", ovs["accept_overflow"], d("TcpExt:ListenOverflows"))
+	}
+	if ovs["listendrop"] != d("TcpExt:ListenDrops") {
+		t.Errorf("listendrop = %v, kernel ListenDrops delta %v", ovs["listendrop"], d("TcpExt:ListenDrops"))
+	}
+	// Every passive open in the namespace went through our two listeners.
+	if got := oks["passive_open"] + ovs["passive_open"]; got != d("Tcp:PassiveOpens") {
+		t.Errorf("passive_open total %v, kernel PassiveOpens %v", got, d("Tcp:PassiveOpens"))
+	}
+	allc, _, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "client"})
+	if allc["syn_sent"] != d("Tcp:ActiveOpens") {
+		t.Errorf("syn_sent total %v, kernel ActiveOpens %v", allc["syn_sent"], d("Tcp:ActiveOpens"))
+	}
+	if got := allc["retran_syn"] + ovs["retran_synacks"] + oks["retran_synacks"]; got != d("TcpExt:TCPSynRetrans") {
+		t.Errorf("retran_syn+retran_synacks %v, kernel TCPSynRetrans %v", got, d("TcpExt:TCPSynRetrans"))
+	}
+	if ovc["syn_sent"] != attempts {
+		t.Errorf("overflow client syn_sent %v, want %d", ovc["syn_sent"], attempts)
+	}
+
+	// Events: one per nonzero metric of the overflowing listener.
+	var sawOverflow bool
+	for _, e := range evs {
+		if e.Metric == "accept_overflow" {
+			sawOverflow = true
+			if !strings.HasPrefix(e.Message, "TCP accept queue overflow(") || e.Entity != "endpoint_tcp" ||
+				!strings.HasPrefix(e.EntityID, pid+"_127.0.0.1_127.0.0.1_18081_1") || e.IP != "Client 127.0.0.1, Server 127.0.0.1:18081" {
+				t.Errorf("bad event %+v", e)
+			}
+		}
+		if e.Metric == "listendrop" && !strings.HasPrefix(e.Message, "TCP listen drops(") {
+			t.Errorf("bad event %+v", e)
+		}
+	}
+	if !sawOverflow {
+		t.Errorf("no accept_overflow event in %+v", evs)
+	}
+	if rt.lost != 0 {
+		t.Errorf("lost %d events", rt.lost)
+	}
+}
+
+func TestPrivilegedUDP(t *testing.T) {
+	privileged(t)
+	ns := newNetns(t)
+	pid := strconv.Itoa(os.Getpid())
+	_, rt, stop := startProbe(t, defaultCfg())
+
+	udpSock := func() int {
+		var fd int
+		if err := ns.do(func() (err error) {
+			fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	const port = 19090
+	const size = 100
+	const sent = 200
+	rfd := udpSock()
+	defer unix.Close(rfd)
+	if err := unix.SetsockoptInt(rfd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(rfd, &unix.SockaddrInet4{Port: port, Addr: loopback}); err != nil {
+		t.Fatal(err)
+	}
+	sfd := udpSock()
+	defer unix.Close(sfd)
+	before := ns.counters(t)
+	payload := make([]byte, size)
+	for i := 0; i < sent; i++ {
+		if err := unix.Sendto(sfd, payload, 0, &unix.SockaddrInet4{Port: port, Addr: loopback}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := ns.counters(t)
+	unix.SetNonblock(rfd, true)
+	received := 0
+	buf := make([]byte, 2048)
+	for {
+		n, _, err := unix.Recvfrom(rfd, buf, 0)
+		if err != nil {
+			break
+		}
+		received += n
+	}
+	settle()
+	stop()
+	recs, _ := rt.take()
+	drops := after["Udp:RcvbufErrors"] - before["Udp:RcvbufErrors"]
+	inerr := after["Udp:InErrors"] - before["Udp:InErrors"]
+	t.Logf("RcvbufErrors %d InErrors %d received bytes %d", drops, inerr, received)
+	if drops == 0 || drops != inerr {
+		t.Fatalf("test setup: want RcvbufErrors == InErrors > 0, got %d, %d", drops, inerr)
+	}
+	u := table.EndpointUdp
+	recv, _, _ := sums(recs, u, map[string]string{"tgid": pid, "local_port": strconv.Itoa(port)})
+	if recv["udp_rcv_drops"] != float64(drops*size) {
+		t.Errorf("udp_rcv_drops %v bytes, kernel %d drops of %d bytes", recv["udp_rcv_drops"], drops, size)
+	}
+	if recv["bind_rcvs"] != float64(received) || int64(received) != (sent-drops)*size {
+		t.Errorf("bind_rcvs %v, received %d", recv["bind_rcvs"], received)
+	}
+	all, _, _ := sums(recs, u, map[string]string{"tgid": pid})
+	if all["bind_sends"] != sent*size {
+		t.Errorf("bind_sends %v, want %d", all["bind_sends"], sent*size)
+	}
+}
+
+func TestPrivilegedSnoopers(t *testing.T) {
+	privileged(t)
+	for _, tc := range []struct {
+		name string
+		tgt  snoop.Targets
+		want bool
+	}{
+		{"whitelist-other", fakeTargets{mode: snoop.Whitelist, pids: []int{1}}, false},
+		{"whitelist-self", fakeTargets{mode: snoop.Whitelist, pids: []int{os.Getpid()}}, true},
+		{"blacklist-self", fakeTargets{mode: snoop.Blacklist, pids: []int{os.Getpid()}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNetns(t)
+			cfg := defaultCfg()
+			cfg.Targets = tc.tgt
+			_, rt, stop := startProbe(t, cfg)
+			for i := 0; i < 3; i++ {
+				fd, err := tcpSocket(ns)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = unix.Connect(fd, &unix.SockaddrInet4{Port: 1, Addr: loopback})
+				unix.Close(fd)
+			}
+			settle()
+			stop()
+			recs, _ := rt.take()
+			got, _, n := sums(recs, table.EndpointTcp, map[string]string{"tgid": strconv.Itoa(os.Getpid()), "server_port": "1"})
+			if tc.want && got["active_open_failed"] != 3 {
+				t.Errorf("observed: active_open_failed %v, want 3", got["active_open_failed"])
+			}
+			if !tc.want && n != 0 {
+				t.Errorf("not observed, yet %d series: %v", n, got)
+			}
+		})
+	}
+}
+
+func TestPrivilegedRestartLeavesNothing(t *testing.T) {
+	privileged(t)
+	for i := 0; i < 2; i++ {
+		p, _, stop := startProbe(t, defaultCfg())
+		var progIDs []ebpf.ProgramID
+		for name, prog := range p.coll.Programs {
+			info, err := prog.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, ok := info.ID()
+			if !ok {
+				t.Fatalf("no id for %s", name)
+			}
+			progIDs = append(progIDs, id)
+		}
+		var linkIDs []uint32
+		for _, l := range p.links {
+			info, err := l.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			linkIDs = append(linkIDs, uint32(info.ID))
+		}
+		if len(linkIDs) != len(hooks) {
+			t.Errorf("%d links attached, want %d", len(linkIDs), len(hooks))
+		}
+		stop()
+		time.Sleep(50 * time.Millisecond)
+		for _, id := range progIDs {
+			if prog, err := ebpf.NewProgramFromID(id); err == nil {
+				prog.Close()
+				t.Errorf("program %d still loaded after Stop", id)
+			}
+		}
+		for _, id := range linkIDs {
+			if l, err := link.NewFromID(link.ID(id)); err == nil {
+				l.Close()
+				t.Errorf("link %d still exists after Stop", id)
+			}
+		}
+	}
+}
