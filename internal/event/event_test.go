@@ -44,7 +44,7 @@ func TestDedupBounded(t *testing.T) {
 	d := NewDedup(time.Second)
 	t0 := time.Unix(0, 0)
 	for i := 0; i < 5000; i++ {
-		d.Allow(Event{Time: t0, Entity: "e", EntityID: string(rune('a' + i%26)) + time.Duration(i).String(), Metric: "m"})
+		d.Allow(Event{Time: t0, Entity: "e", EntityID: string(rune('a'+i%26)) + time.Duration(i).String(), Metric: "m"})
 	}
 	d.Allow(Event{Time: t0.Add(2 * time.Second), Entity: "e", EntityID: "late", Metric: "m"})
 	if n := len(d.last); n > 4097 {
