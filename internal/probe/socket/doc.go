@@ -1,2 +1,81 @@
-// Package socket is galago's socket feature (gala-gopher's endpoint probe).
+// Package socket is galago's socket feature, gala-gopher's endpoint probe:
+// per-process TCP endpoint statistics (endpoint_tcp: listeners and
+// connecting clients) and UDP socket statistics (endpoint_udp), collected
+// without kprobes or fentry, from tracepoints (tp_btf), cgroup_skb
+// programs at the cgroup2 root and cgroup post_bind programs.
+//
+// Sub-items: tcp_socket (endpoint_tcp) and udp_socket (endpoint_udp); each
+// attaches only its own hooks, and Reconfigure attaches or detaches them.
+// Snoopers are applied in the kernel (bpfrt.FilterSync) to the socket's
+// owner: the process that called listen() or connect() (accepted sockets
+// inherit their listener's owner; see bpf/include/sockowner.h), or for UDP
+// the process that bound, sent or received.
+//
+// # endpoint_tcp
+//
+// One row per (tgid, comm, role, client_ip, server_ip, server_port,
+// protocol), as gala-gopher keys it: the client port is not a key, so all
+// connections from one client IP to one server port of a process share a
+// row. role is "server" for a listener's rows and "client" for connect()
+// rows; protocol is the address family number (2 IPv4, 10 IPv6) as
+// gala-gopher prints it. Counters are per report period.
+//
+//	field               source
+//	listendrop          accept_overflow + SYN-time syn queue drops (syncookies off) + ACK-time
+//	                    child creation failures (kfree_skb reason TCP_LISTEN_OVERFLOW on the listener)
+//	accept_overflow     SYN arriving at a listener whose accept queue is full (cgroup_skb ingress,
+//	                    tcp_conn_request's own check, retransmitted SYNs of a pending request
+//	                    excluded with bpf_skc_lookup_tcp) + ACK-time overflow (kfree_skb reason
+//	                    TCP_LISTEN_OVERFLOW with the accept queue full). Equals TcpExtListenOverflows.
+//	syn_overflow        SYN arriving at a listener whose SYN queue is over sk_max_ack_backlog
+//	                    (whether the kernel then drops it or answers with a cookie)
+//	passive_open        accepted children SYN_RECV -> ESTABLISHED (inet_sock_set_state)
+//	passive_open_failed accepted children SYN_RECV -> anything else
+//	retran_synacks      tcp:tcp_retransmit_synack of the listener
+//	retran_syn          tcp:tcp_retransmit_skb of a SYN_SENT socket, sent successfully
+//	req_drops           NOT MEASURED: a request dropped when its SYN/ACK retries run out or its
+//	                    listener closes leaves no tracepoint or drop reason (gala-gopher used a
+//	                    kprobe on inet_csk_reqsk_queue_drop_and_put); the field is left unset and
+//	                    its event never fires
+//	active_open         SYN_SENT -> ESTABLISHED
+//	active_open_failed  SYN_SENT -> CLOSE (refused, timed out, reset, closed while connecting)
+//	syn_sent            CLOSE -> SYN_SENT, i.e. connect(); equals TcpActiveOpens
+//	syn_drop            a SYN of a connecting socket freed by the local stack on transmit
+//	                    (kfree_skb without rx_sk: no neighbour, qdisc or netfilter drop)
+//	synack_sent         SYN/ACK segments a listener sends, retransmissions included, as
+//	                    gala-gopher counts them (cgroup_skb egress)
+//	estab_latency       client: connect() to ESTABLISHED; server: the SYN/ACK to ACK time, the
+//	                    kernel's first RTT sample of the child (srtt_us, µs resolution), absent
+//	                    when the SYN/ACK was retransmitted (Karn's rule: no sample). In ns, buckets
+//	                    3, 10, 50, 100, 500, 1000, 10000 ms as gala-gopher.
+//	toa_client_ip       NOT MEASURED (TOA is an out-of-tree kernel module); unset
+//	multi               NOT MEASURED (gala-gopher's pgid folding of pre-forked servers); unset
+//
+// Events (report_event=1), at the end of a period with a nonzero value:
+// listendrop, accept_overflow, syn_overflow and retran_synacks with
+// gala-gopher's messages, entity id <tgid>_<client>_<server>_<port>_<role>
+// (role 0 client, 1 server) and IP "Client %s, Server %s:%u".
+//
+// # endpoint_udp
+//
+// One row per (tgid, local_ip, local_port, remote_ip, remote_port,
+// protocol); remote_ip and remote_port are unset for unconnected sockets
+// (the destination of each sendto is not seen). Values are bytes per
+// period, as the meta describes them:
+//
+//	udp_rcv_drops  payload bytes of datagrams the receive queue refused
+//	               (udp:udp_fail_queue_rcv_skb; one per Udp InErrors from the queue)
+//	bind_sends     bytes sendmsg() passed to the socket (sock:sock_send_length)
+//	bind_rcvs      bytes recvmsg() returned, MSG_PEEK excluded (sock:sock_recv_length)
+//
+// # Limits
+//
+// Listeners and UDP sockets created before the probe started have no
+// recorded owner until a task_file walk is added, so their rows appear only
+// for sockets created (or, for UDP, used) while it runs. SYN-time queue
+// checks are evaluated by the ingress program just before
+// tcp_conn_request runs; a racing accept() between the two can shift one
+// count. IPv6 SYNs with extension headers are not inspected. Endpoints
+// without events for ten minutes are forgotten. Records lost to a full ring
+// buffer are reported through Runtime.Lost.
 package socket

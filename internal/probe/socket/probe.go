@@ -158,21 +158,18 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		p.missing = bpfrt.NewMissingHooks(p.log)
 	}
 	if err := p.load(cfg); err != nil {
-		p.closeLocked()
-		return err
+		return errors.Join(err, p.closeLocked())
 	}
 	p.cfg, p.rt = cfg, rt
 	p.agg = newAggregator()
 	p.kick = make(chan struct{}, 1)
 	if err := p.syncLinks(cfg.SubItems); err != nil {
-		p.closeLocked()
 		p.rt = nil
-		return err
+		return errors.Join(err, p.closeLocked())
 	}
 	if err := p.filter.Sync(cfg.Targets); err != nil {
-		p.closeLocked()
 		p.rt = nil
-		return fmt.Errorf("socket: %w", err)
+		return errors.Join(fmt.Errorf("socket: %w", err), p.closeLocked())
 	}
 	if p.stats != nil {
 		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
@@ -251,8 +248,7 @@ func (p *Probe) runtime() probe.Runtime {
 }
 
 // syncLinks attaches the hooks of the enabled sub-items and detaches the
-// others. The tcp state hook also serves nothing else, so each sub-item's
-// hooks come and go together.
+// others; each sub-item's hooks come and go together.
 func (p *Probe) syncLinks(sub uint32) error {
 	for _, h := range hooks {
 		want := sub&h.sub != 0 && !p.absent[h.prog]
