@@ -1,0 +1,498 @@
+package tcp
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/galago-project/galago/internal/event"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/table"
+)
+
+// Histogram bounds. gala-gopher's reference does not give bounds for the
+// tcp_link histograms, so these are galago's choice: roughly logarithmic,
+// covering loopback to intercontinental RTTs and the kernel's default
+// buffer and window ranges. An observation above the last bound lands in
+// +Inf; Max keeps its exact value.
+var (
+	// µs: srtt, rcv_rtt, syn_srtt.
+	rttBounds = []float64{50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000}
+	// segments: snd_cwnd, reordering.
+	segBounds = []float64{1, 2, 4, 8, 10, 16, 32, 64, 128, 256, 512, 1024}
+	// bytes: windows, unsent/unacked data, socket buffers.
+	byteBounds = []float64{0, 1024, 4096, 16384, 65536, 131072, 262144, 524288, 1048576, 2097152, 4194304, 8388608, 16777216}
+	// ms: rto, ato.
+	msBounds = []float64{1, 5, 10, 40, 100, 200, 500, 1000, 3000, 10000, 60000, 120000}
+)
+
+// connID identifies one connection: a socket can carry several in turn
+// (connect after tcp_disconnect), which the generation tells apart.
+type connID struct {
+	cookie uint64
+	gen    uint32
+}
+
+// linkKey is one tcp_metric row.
+type linkKey struct {
+	tgid       uint32
+	comm       string
+	role       uint8 // roleClient or roleServer
+	clientIP   string
+	serverIP   string
+	clientPort int // -1 when report_cport is off
+	serverPort uint16
+	family     uint16
+}
+
+// cumulative are the counters that only grow during a connection.
+type cumulative struct {
+	bytesAcked, bytesReceived                     uint64
+	segsIn, segsOut, retrans, skDrops             uint64
+	sendRsts, recvRsts, backlogDrops, filterDrops uint64
+	sndBufLimit, rmemScheduls                     uint64
+}
+
+func cumulativeOf(r *tcpTcpConn) cumulative {
+	return cumulative{
+		bytesAcked: r.BytesAcked, bytesReceived: r.BytesReceived,
+		segsIn: uint64(r.SegsIn), segsOut: uint64(r.SegsOut), retrans: uint64(r.TotalRetrans), skDrops: uint64(r.SkDrops),
+		sendRsts: uint64(r.C.SendRsts), recvRsts: uint64(r.C.ReceiveRsts),
+		backlogDrops: uint64(r.C.BacklogDrops), filterDrops: uint64(r.C.FilterDrops),
+		sndBufLimit: uint64(r.C.SndBufLimit), rmemScheduls: uint64(r.C.RmemScheduls),
+	}
+}
+
+func sub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+func (a cumulative) minus(b cumulative) cumulative {
+	return cumulative{
+		sub(a.bytesAcked, b.bytesAcked), sub(a.bytesReceived, b.bytesReceived),
+		sub(a.segsIn, b.segsIn), sub(a.segsOut, b.segsOut), sub(a.retrans, b.retrans), sub(a.skDrops, b.skDrops),
+		sub(a.sendRsts, b.sendRsts), sub(a.recvRsts, b.recvRsts), sub(a.backlogDrops, b.backlogDrops),
+		sub(a.filterDrops, b.filterDrops), sub(a.sndBufLimit, b.sndBufLimit), sub(a.rmemScheduls, b.rmemScheduls),
+	}
+}
+
+func (a *cumulative) add(b cumulative) {
+	a.bytesAcked += b.bytesAcked
+	a.bytesReceived += b.bytesReceived
+	a.segsIn += b.segsIn
+	a.segsOut += b.segsOut
+	a.retrans += b.retrans
+	a.skDrops += b.skDrops
+	a.sendRsts += b.sendRsts
+	a.recvRsts += b.recvRsts
+	a.backlogDrops += b.backlogDrops
+	a.filterDrops += b.filterDrops
+	a.sndBufLimit += b.sndBufLimit
+	a.rmemScheduls += b.rmemScheduls
+}
+
+// connState is what the aggregator remembers of one connection.
+type connState struct {
+	key         linkKey
+	last        cumulative
+	lostMax     uint64 // max lost_out seen this period
+	sackedMax   uint64
+	synObserved bool
+	closed      bool
+	// seen is the sample number of the last snapshot or close record.
+	seen uint64
+}
+
+// linkAgg accumulates one row over a period.
+type linkAgg struct {
+	sum                   cumulative
+	lostOut, sackedOut    uint64
+	srtt, rcvRTT, synSRTT *table.Histogram
+	synMax                float64
+	synSeen               bool
+	cwnd, notsent, notack *table.Histogram
+	reordering            *table.Histogram
+	sndWnd, rcvWnd, avl   *table.Histogram
+	rto, ato              *table.Histogram
+	rcvbuf, sndbuf        *table.Histogram
+}
+
+func newLinkAgg() *linkAgg {
+	return &linkAgg{
+		srtt: table.NewHistogram(rttBounds), rcvRTT: table.NewHistogram(rttBounds), synSRTT: table.NewHistogram(rttBounds),
+		cwnd: table.NewHistogram(segBounds), reordering: table.NewHistogram(segBounds),
+		notsent: table.NewHistogram(byteBounds), notack: table.NewHistogram(byteBounds),
+		sndWnd: table.NewHistogram(byteBounds), rcvWnd: table.NewHistogram(byteBounds), avl: table.NewHistogram(byteBounds),
+		rto: table.NewHistogram(msBounds), ato: table.NewHistogram(msBounds),
+		rcvbuf: table.NewHistogram(byteBounds), sndbuf: table.NewHistogram(byteBounds),
+	}
+}
+
+// hooksAvail says which optional hooks are attached; the fields they feed
+// stay unset otherwise.
+type hooksAvail struct {
+	resets     bool // tcp_send_reset and tcp_receive_reset
+	dropReason bool // kfree_skb with reason and rx socket
+	bufLimit   bool // sock_exceed_buf_limit
+	hz         bool // CONFIG_HZ known: rto, ato
+}
+
+// aggregator turns snapshots and close records into per-period rows. It is
+// pure (no BPF): the probe feeds it under its lock.
+type aggregator struct {
+	conns  map[connID]*connState
+	links  map[linkKey]*linkAgg
+	sample uint64
+	// reportCport keeps client ports in the key (params report_cport).
+	reportCport bool
+	observed    func(tgid uint32) bool
+}
+
+func newAggregator() *aggregator {
+	return &aggregator{conns: map[connID]*connState{}, links: map[linkKey]*linkAgg{}}
+}
+
+// keyOf builds the row key of a connection; role unknown (a socket that
+// existed before the probe) is inferred from the listeners: a connection
+// whose local port is listened on in its namespace was accepted.
+func (a *aggregator) keyOf(c *conn, listeners map[listenKey]bool) (linkKey, bool) {
+	role := c.raw.Role
+	if role == roleUnknown {
+		role = roleClient
+		if listeners[listenKey{c.raw.Netns, c.raw.Sport}] {
+			role = roleServer
+		}
+	}
+	k := linkKey{tgid: c.raw.Tgid, comm: c.comm, role: role, family: c.family, clientPort: -1}
+	switch role {
+	case roleClient:
+		k.clientIP, k.serverIP, k.serverPort = c.local.String(), c.remot.String(), c.raw.Dport
+		if a.reportCport {
+			k.clientPort = int(c.raw.Sport)
+		}
+	case roleServer:
+		k.clientIP, k.serverIP, k.serverPort = c.remot.String(), c.local.String(), c.raw.Sport
+		if a.reportCport {
+			k.clientPort = int(c.raw.Dport)
+		}
+	default:
+		return k, false
+	}
+	return k, true
+}
+
+type listenKey struct {
+	netns uint32
+	port  uint16
+}
+
+func (a *aggregator) link(k linkKey) *linkAgg {
+	l := a.links[k]
+	if l == nil {
+		l = newLinkAgg()
+		a.links[k] = l
+	}
+	return l
+}
+
+// observe adds the instantaneous values of one sample of a connection.
+func (l *linkAgg) observe(r *tcpTcpConn, h hooksAvail) {
+	l.srtt.Observe(float64(r.SrttUs))
+	if r.RcvRttUs > 0 { // 0: the receiver has not measured yet
+		l.rcvRTT.Observe(float64(r.RcvRttUs))
+	}
+	l.cwnd.Observe(float64(r.SndCwnd))
+	l.notsent.Observe(float64(r.NotsentBytes))
+	l.notack.Observe(float64(r.NotackBytes))
+	l.reordering.Observe(float64(r.Reordering))
+	l.sndWnd.Observe(float64(r.SndWnd))
+	l.rcvWnd.Observe(float64(r.RcvWnd))
+	l.avl.Observe(float64(r.AvlSndWnd))
+	if h.hz && r.RtoUs != unsetU32 && r.AtoUs != unsetU32 {
+		l.rto.Observe(float64(r.RtoUs) / 1000)
+		l.ato.Observe(float64(r.AtoUs) / 1000)
+	}
+	l.rcvbuf.Observe(float64(r.SkRcvbuf))
+	l.sndbuf.Observe(float64(r.SkSndbuf))
+}
+
+// update applies one snapshot or close record to its connection.
+func (a *aggregator) update(c *conn, key linkKey, h hooksAvail, baseline bool) {
+	id := connID{c.raw.Cookie, c.raw.Gen}
+	st := a.conns[id]
+	if st == nil {
+		st = &connState{key: key}
+		a.conns[id] = st
+		if baseline {
+			// Existed before the probe: count from now on, and its SYN RTT
+			// belongs to a period the probe did not see.
+			st.last = cumulativeOf(&c.raw)
+			st.synObserved = true
+			st.seen = a.sample
+			return
+		}
+	}
+	if st.closed {
+		return // a snapshot read before the close record was handled
+	}
+	st.seen = a.sample
+	if baseline {
+		st.last = cumulativeOf(&c.raw)
+		return
+	}
+	cur := cumulativeOf(&c.raw)
+	l := a.link(st.key)
+	l.sum.add(cur.minus(st.last))
+	st.last = cur
+	l.observe(&c.raw, h)
+	if v := uint64(c.raw.LostOut); v > st.lostMax {
+		st.lostMax = v
+	}
+	if v := uint64(c.raw.SackedOut); v > st.sackedMax {
+		st.sackedMax = v
+	}
+	if !st.synObserved && c.raw.C.SynSrttUs > 0 {
+		st.synObserved = true
+		v := float64(c.raw.C.SynSrttUs)
+		l.synSRTT.Observe(v)
+		if !l.synSeen || v > l.synMax {
+			l.synMax = v
+		}
+		l.synSeen = true
+	}
+	if c.raw.Type == recClose {
+		st.closed = true
+	}
+}
+
+// snapshot applies one iterator pass. baseline marks the pass at start:
+// it only records where each existing connection's counters stand.
+func (a *aggregator) snapshot(recs []conn, h hooksAvail, baseline bool) {
+	a.sample++
+	listeners := map[listenKey]bool{}
+	for i := range recs {
+		if recs[i].raw.Type == recListen {
+			listeners[listenKey{recs[i].raw.Netns, recs[i].raw.Sport}] = true
+		}
+	}
+	for i := range recs {
+		c := &recs[i]
+		if c.raw.Type != recSnapshot || !a.isObserved(c.raw.Tgid) {
+			continue
+		}
+		key, ok := a.keyOf(c, listeners)
+		if !ok {
+			continue
+		}
+		a.update(c, key, h, baseline)
+	}
+	a.expire()
+}
+
+// closed applies a close record (from the ring buffer).
+func (a *aggregator) closed(c *conn, h hooksAvail) {
+	if !a.isObserved(c.raw.Tgid) {
+		return
+	}
+	key, ok := a.keyOf(c, nil)
+	if !ok {
+		return
+	}
+	a.update(c, key, h, false)
+}
+
+// late applies a LATE record: a counter that grew after the connection
+// closed (the reset tcp_disconnect sends). Returns false when the
+// connection is unknown (it closed before the probe saw it).
+func (a *aggregator) late(c *conn) bool {
+	st := a.conns[connID{c.raw.Cookie, c.raw.Gen}]
+	if st == nil {
+		return false
+	}
+	a.link(st.key).sum.add(cumulative{
+		sendRsts: uint64(c.raw.C.SendRsts), recvRsts: uint64(c.raw.C.ReceiveRsts),
+		backlogDrops: uint64(c.raw.C.BacklogDrops), filterDrops: uint64(c.raw.C.FilterDrops),
+		sndBufLimit: uint64(c.raw.C.SndBufLimit), rmemScheduls: uint64(c.raw.C.RmemScheduls),
+	})
+	return true
+}
+
+func (a *aggregator) isObserved(tgid uint32) bool {
+	return a.observed == nil || a.observed(tgid)
+}
+
+// expire forgets connections not seen for a few samples: closed ones once
+// late records and stale snapshots can no longer refer to them, live ones
+// that vanished without a close record (lost to a full ring buffer).
+func (a *aggregator) expire() {
+	for id, st := range a.conns {
+		if a.sample-st.seen > 3 {
+			if st.lostMax > 0 || st.sackedMax > 0 {
+				l := a.link(st.key)
+				l.lostOut += st.lostMax
+				l.sackedOut += st.sackedMax
+			}
+			delete(a.conns, id)
+		}
+	}
+}
+
+// flush moves the period's lost_out/sacked_out maxima into their rows and
+// returns the rows, starting a new period.
+func (a *aggregator) flush() map[linkKey]*linkAgg {
+	for _, st := range a.conns {
+		if st.lostMax > 0 || st.sackedMax > 0 {
+			l := a.link(st.key)
+			l.lostOut += st.lostMax
+			l.sackedOut += st.sackedMax
+		}
+		st.lostMax, st.sackedMax = 0, 0
+	}
+	out := a.links
+	a.links = map[linkKey]*linkAgg{}
+	return out
+}
+
+// Field indexes of table.TcpMetric.
+var (
+	fTgid, fComm, fRole, fClientIP, fServerIP   = idx("tgid"), idx("comm"), idx("role"), idx("client_ip"), idx("server_ip")
+	fClientPort, fServerPort, fProtocol         = idx("client_port"), idx("server_port"), idx("protocol")
+	fRx, fTx, fSegsIn, fSegsOut                 = idx("rx_bytes"), idx("tx_bytes"), idx("segs_in"), idx("segs_out")
+	fSrtt, fRcvRTT                              = idx("srtt"), idx("rcv_rtt")
+	fCwnd, fNotsent, fNotack, fReord            = idx("snd_cwnd"), idx("notsent_bytes"), idx("notack_bytes"), idx("reordering")
+	fSndWnd, fRcvWnd, fAvl                      = idx("snd_wnd"), idx("rcv_wnd"), idx("avl_snd_wnd")
+	fRto, fAto, fSyn, fSynMax, fRcvbuf, fSndbuf = idx("rto"), idx("ato"), idx("syn_srtt"), idx("syn_srtt_max"), idx("sk_rcvbuf"), idx("sk_sndbuf")
+	fRetran, fBacklog, fSkDrops, fLost          = idx("retran_packets"), idx("backlog_drops"), idx("sk_drops"), idx("lost_out")
+	fSacked, fFilter, fSndBufLim, fRmem         = idx("sacked_out"), idx("filter_drops"), idx("snd_buf_limit_count"), idx("rmem_scheduls")
+	fSendRst, fRecvRst, fRetransRatio           = idx("send_rsts"), idx("receive_rsts"), idx("retrans_ratio")
+)
+
+func idx(name string) int { return table.TcpMetric.MustIndex(name) }
+
+func roleName(r uint8) string {
+	if r == roleServer {
+		return "server"
+	}
+	return "client"
+}
+
+func setHist(r *table.Record, i int, h *table.Histogram) {
+	if h.Count() > 0 {
+		r.SetHist(i, h)
+	}
+}
+
+// record renders one row. Sub-items not enabled and fields this kernel or
+// galago cannot measure stay unset.
+func record(k linkKey, l *linkAgg, cfg probe.Config, h hooksAvail, end time.Time, period time.Duration) *table.Record {
+	r := table.TcpMetric.NewRecord(end, period)
+	r.SetStr(fTgid, strconv.FormatUint(uint64(k.tgid), 10))
+	r.SetStr(fComm, k.comm)
+	r.SetStr(fRole, roleName(k.role))
+	r.SetStr(fClientIP, k.clientIP)
+	r.SetStr(fServerIP, k.serverIP)
+	if k.clientPort >= 0 {
+		r.SetStr(fClientPort, strconv.Itoa(k.clientPort))
+	}
+	r.SetStr(fServerPort, strconv.Itoa(int(k.serverPort)))
+	r.SetStr(fProtocol, strconv.Itoa(int(k.family)))
+	s := &l.sum
+	if cfg.Has(bitStats) {
+		r.SetNum(fRx, float64(s.bytesReceived))
+		r.SetNum(fTx, float64(s.bytesAcked))
+		r.SetNum(fSegsIn, float64(s.segsIn))
+		r.SetNum(fSegsOut, float64(s.segsOut))
+	}
+	if cfg.Has(bitRTT) {
+		setHist(r, fSrtt, l.srtt)
+		setHist(r, fRcvRTT, l.rcvRTT)
+	}
+	if cfg.Has(bitWindows) {
+		setHist(r, fCwnd, l.cwnd)
+		setHist(r, fNotsent, l.notsent)
+		setHist(r, fNotack, l.notack)
+		setHist(r, fReord, l.reordering)
+		setHist(r, fSndWnd, l.sndWnd)
+		setHist(r, fRcvWnd, l.rcvWnd)
+		setHist(r, fAvl, l.avl)
+	}
+	if cfg.Has(bitRate) && h.hz {
+		setHist(r, fRto, l.rto)
+		setHist(r, fAto, l.ato)
+	}
+	if cfg.Has(bitSRTT) && l.synSeen {
+		setHist(r, fSyn, l.synSRTT)
+		r.SetNum(fSynMax, l.synMax)
+	}
+	if cfg.Has(bitSockbuf) {
+		setHist(r, fRcvbuf, l.rcvbuf)
+		setHist(r, fSndbuf, l.sndbuf)
+	}
+	if cfg.Has(bitAbnormal) {
+		r.SetNum(fRetran, float64(s.retrans))
+		r.SetNum(fSkDrops, float64(s.skDrops))
+		r.SetNum(fLost, float64(l.lostOut))
+		r.SetNum(fSacked, float64(l.sackedOut))
+		if s.segsOut > 0 {
+			r.SetNum(fRetransRatio, float64(s.retrans)/float64(s.segsOut))
+		}
+		if h.dropReason {
+			r.SetNum(fBacklog, float64(s.backlogDrops))
+			r.SetNum(fFilter, float64(s.filterDrops))
+		}
+		if h.bufLimit {
+			r.SetNum(fSndBufLim, float64(s.sndBufLimit))
+			r.SetNum(fRmem, float64(s.rmemScheduls))
+		}
+		if h.resets {
+			r.SetNum(fSendRst, float64(s.sendRsts))
+			r.SetNum(fRecvRst, float64(s.recvRsts))
+		}
+	}
+	return r
+}
+
+// events are gala-gopher's tcp_link abnormal events for one row (only with
+// report_event=1; the caller checks). Entity id and messages as
+// gala-gopher's tcpprobe prints them.
+func events(k linkKey, l *linkAgg, cfg probe.Config, h hooksAvail, now time.Time) []event.Event {
+	if !cfg.Has(bitAbnormal) && !cfg.Has(bitSRTT) {
+		return nil
+	}
+	p := cfg.Params
+	id := fmt.Sprintf("%d_%s_%s_%s_%d_%d", k.tgid, roleName(k.role), k.clientIP, k.serverIP, k.serverPort, k.family)
+	ip := fmt.Sprintf("CIP(%s), SIP(%s:%d)", k.clientIP, k.serverIP, k.serverPort)
+	var out []event.Event
+	add := func(metric, msg string) {
+		out = append(out, event.Event{
+			Time: now, Entity: table.TcpMetric.Entity, EntityID: id, Metric: metric,
+			PID: int(k.tgid), Comm: k.comm, IP: ip, Severity: event.SeverityWarn, Message: msg,
+		})
+	}
+	thr := uint64(max(p.DropsThr, 0))
+	if cfg.Has(bitAbnormal) {
+		if h.dropReason && l.sum.backlogDrops > thr {
+			add("backlog_drops", fmt.Sprintf("TCP backlog queue drops(%d).", l.sum.backlogDrops))
+		}
+		if h.dropReason && l.sum.filterDrops > thr {
+			add("filter_drops", fmt.Sprintf("TCP filter drops(%d).", l.sum.filterDrops))
+		}
+		if l.sum.skDrops > thr {
+			add("sk_drops", fmt.Sprintf("Number of lost packets in the TCP protocol stack(%d).", l.sum.skDrops))
+		}
+		if l.lostOut > thr {
+			add("lost_out", fmt.Sprintf("Number of lost segments estimated by TCP congestion(%d).", l.lostOut))
+		}
+		if l.sackedOut > thr {
+			add("sacked_out", fmt.Sprintf("Number of out-of-order TCP packets (SACK) or number of repeated TCP ACKs (NO SACK)(%d).", l.sackedOut))
+		}
+	}
+	// gala-gopher compares the SYN RTT (µs) with latency_thr (ms) << 3.
+	if cfg.Has(bitSRTT) && l.synSeen && p.LatencyThr > 0 && l.synMax > float64(uint64(p.LatencyThr)<<3) {
+		add("syn_srtt_max", fmt.Sprintf("TCP connection establish timed out(%d us).", uint64(l.synMax)))
+	}
+	return out
+}

@@ -1,0 +1,543 @@
+package tcp
+
+// Privileged tier: real BPF, real TCP traffic between two network
+// namespaces the test creates (10.231.1.0/24 and fd00:231::/64 on a veth
+// pair). Runs when GALAGO_PRIVILEGED_TESTS=1, as root, with iproute2 and
+// iptables installed (`apt-get install -y iptables`); with the variable set,
+// anything missing is a failure, not a skip.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/galago-project/galago/internal/event"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/table"
+)
+
+func requirePrivileged(t *testing.T) {
+	t.Helper()
+	if os.Getenv("GALAGO_PRIVILEGED_TESTS") != "1" {
+		t.Skip("set GALAGO_PRIVILEGED_TESTS=1 (as root) to run")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("GALAGO_PRIVILEGED_TESTS=1 but not root")
+	}
+	for _, bin := range []string{"ip", "iptables"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s missing: %v", bin, err)
+		}
+	}
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+type netPair struct{ cns, sns string }
+
+const (
+	clientV4, serverV4 = "10.231.1.1", "10.231.1.2"
+	clientV6, serverV6 = "fd00:231::1", "fd00:231::2"
+)
+
+// setupNetns creates a client and a server namespace joined by a veth pair.
+func setupNetns(t *testing.T) netPair {
+	t.Helper()
+	id := strconv.Itoa(os.Getpid() % 100000)
+	n := netPair{cns: "gtcpc" + id, sns: "gtcps" + id}
+	vc, vs := "gtc"+id, "gts"+id
+	run(t, "ip", "netns", "add", n.cns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.cns).Run() })
+	run(t, "ip", "netns", "add", n.sns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.sns).Run() })
+	run(t, "ip", "link", "add", vc, "type", "veth", "peer", "name", vs)
+	run(t, "ip", "link", "set", vc, "netns", n.cns)
+	run(t, "ip", "link", "set", vs, "netns", n.sns)
+	for _, x := range []struct{ ns, dev, v4, v6 string }{{n.cns, vc, clientV4, clientV6}, {n.sns, vs, serverV4, serverV6}} {
+		run(t, "ip", "-n", x.ns, "addr", "add", x.v4+"/24", "dev", x.dev)
+		run(t, "ip", "-n", x.ns, "addr", "add", x.v6+"/64", "dev", x.dev, "nodad")
+		run(t, "ip", "-n", x.ns, "link", "set", x.dev, "up")
+		run(t, "ip", "-n", x.ns, "link", "set", "lo", "up")
+	}
+	return n
+}
+
+type helper struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string
+	pid   int
+}
+
+func startHelper(t *testing.T, ns, mode, addr string, send, recv int) *helper {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], addr, strconv.Itoa(send), strconv.Itoa(recv))
+	cmd.Env = append(os.Environ(), "GALAGO_TCP_HELPER="+mode)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &helper{t: t, cmd: cmd, in: in, lines: make(chan string, 16), pid: cmd.Process.Pid}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			h.lines <- sc.Text()
+		}
+		close(h.lines)
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return h
+}
+
+func (h *helper) line() string {
+	h.t.Helper()
+	select {
+	case l, ok := <-h.lines:
+		if !ok {
+			h.t.Fatalf("helper %d exited", h.pid)
+		}
+		return l
+	case <-time.After(20 * time.Second):
+		h.t.Fatalf("helper %d: no output", h.pid)
+	}
+	return ""
+}
+
+func (h *helper) expect(want string) {
+	h.t.Helper()
+	if l := h.line(); l != want {
+		h.t.Fatalf("helper %d said %q, want %q", h.pid, l, want)
+	}
+}
+
+func (h *helper) do(cmd string) {
+	h.t.Helper()
+	if _, err := fmt.Fprintln(h.in, cmd); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *helper) info() tcpInfo {
+	h.t.Helper()
+	h.do("info")
+	var ti tcpInfo
+	if err := json.Unmarshal([]byte(h.line()), &ti); err != nil {
+		h.t.Fatal(err)
+	}
+	return ti
+}
+
+func (h *helper) wait() {
+	h.t.Helper()
+	_ = h.in.Close()
+	if err := h.cmd.Wait(); err != nil {
+		h.t.Fatalf("helper %d: %v", h.pid, err)
+	}
+}
+
+const (
+	testSample = 100 * time.Millisecond
+	testReport = 300 * time.Millisecond
+)
+
+func allItems() uint32 { return 0xff }
+
+func startProbe(t *testing.T, cfg probe.Config) (*Probe, *fakeRT) {
+	t.Helper()
+	p := New(withPeriods(testSample, testReport))
+	rt := newFakeRT()
+	if err := p.Start(context.Background(), cfg, rt); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		rt.stop()
+		if err := p.Stop(); err != nil {
+			t.Error(err)
+		}
+		if len(rt.goErr) > 0 || rt.lost > 0 {
+			t.Errorf("probe goroutine errors %v, lost %d", rt.goErr, rt.lost)
+		}
+	})
+	return p, rt
+}
+
+func defaultCfg() probe.Config {
+	return probe.Config{SubItems: allItems(), Params: probe.DefaultParams()}
+}
+
+// settle waits for two full report periods so that what happened so far
+// has been sampled and reported.
+func settle() { time.Sleep(2*testReport + testSample) }
+
+// rows are the records of one process.
+func rows(rt *fakeRT, tgid int) []*table.Record {
+	recs, _ := rt.snapshot()
+	var out []*table.Record
+	for _, r := range recs {
+		if r.Str("tgid") == strconv.Itoa(tgid) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func sum(recs []*table.Record, field string) float64 {
+	i := table.TcpMetric.MustIndex(field)
+	var s float64
+	for _, r := range recs {
+		if r.Values[i].Set {
+			s += r.Values[i].Num
+		}
+	}
+	return s
+}
+
+// oneKey checks every record of recs has the same key and these key values.
+func oneKey(t *testing.T, recs []*table.Record, want map[string]string) {
+	t.Helper()
+	if len(recs) == 0 {
+		t.Fatalf("no records, want %v", want)
+	}
+	for _, r := range recs {
+		if r.Key() != recs[0].Key() {
+			t.Fatalf("records under several keys: %q and %q", r.Key(), recs[0].Key())
+		}
+	}
+	for k, v := range want {
+		if got := recs[0].Str(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+}
+
+func checkSum(t *testing.T, recs []*table.Record, field string, want float64) {
+	t.Helper()
+	if got := sum(recs, field); got != want {
+		t.Errorf("sum(%s) = %v, want %v", field, got, want)
+	}
+}
+
+func TestPrivilegedTransfer(t *testing.T) {
+	requirePrivileged(t)
+	n := setupNetns(t)
+	_, rt := startProbe(t, defaultCfg())
+	const up, down = 1<<20 + 123, 4567
+	for i, fam := range []struct {
+		name, cip, sip, proto string
+		fmt                   string
+	}{{"ipv4", clientV4, serverV4, "2", "%s:%d"}, {"ipv6", clientV6, serverV6, "10", "[%s]:%d"}} {
+		t.Run(fam.name, func(t *testing.T) {
+			port := 20100 + i
+			addr := fmt.Sprintf(fam.fmt, fam.sip, port)
+			srv := startHelper(t, n.sns, "server", addr, down, up)
+			srv.expect("ready")
+			cli := startHelper(t, n.cns, "client", addr, up, down)
+			cli.expect("done")
+			srv.expect("done")
+			time.Sleep(300 * time.Millisecond) // last ACKs
+			ci, si := cli.info(), srv.info()
+			settle()
+			cr, sr := rows(rt, cli.pid), rows(rt, srv.pid)
+			keys := map[string]string{"client_ip": fam.cip, "server_ip": fam.sip, "server_port": strconv.Itoa(port),
+				"protocol": fam.proto, "comm": "tcp.test", "client_port": ""}
+			keys["role"] = "client"
+			oneKey(t, cr, keys)
+			keys["role"] = "server"
+			oneKey(t, sr, keys)
+			checkSum(t, cr, "tx_bytes", up)
+			checkSum(t, cr, "rx_bytes", down)
+			checkSum(t, sr, "tx_bytes", down)
+			checkSum(t, sr, "rx_bytes", up)
+			checkSum(t, cr, "segs_in", float64(ci.SegsIn))
+			checkSum(t, cr, "segs_out", float64(ci.SegsOut))
+			checkSum(t, sr, "segs_in", float64(si.SegsIn))
+			checkSum(t, sr, "segs_out", float64(si.SegsOut))
+			checkSum(t, cr, "retran_packets", float64(ci.TotalRetrans))
+			// Closing adds FIN segments but no data bytes.
+			cli.do("close")
+			cli.wait()
+			srv.do("close")
+			srv.wait()
+			settle()
+			cr, sr = rows(rt, cli.pid), rows(rt, srv.pid)
+			checkSum(t, cr, "tx_bytes", up)
+			checkSum(t, cr, "rx_bytes", down)
+			checkSum(t, sr, "tx_bytes", down)
+			checkSum(t, sr, "rx_bytes", up)
+			checkSum(t, cr, "send_rsts", 0)
+			checkSum(t, cr, "receive_rsts", 0)
+			// Histograms are real: one srtt observation per sample of the connection.
+			h := cr[0].Values[table.TcpMetric.MustIndex("srtt")].Hist
+			if h == nil || h.Count() == 0 {
+				t.Errorf("srtt histogram missing in %v", cr[0].Values)
+			}
+		})
+	}
+}
+
+func TestPrivilegedShortLived(t *testing.T) {
+	requirePrivileged(t)
+	n := setupNetns(t)
+	_, rt := startProbe(t, defaultCfg())
+	const size = 100000
+	addr := serverV4 + ":20200"
+	srv := startHelper(t, n.sns, "short-server", addr, 0, 0)
+	srv.expect("ready")
+	cli := startHelper(t, n.cns, "short-client", addr, size, 0)
+	srv.expect(strconv.Itoa(size))
+	cli.wait()
+	srv.wait()
+	settle()
+	cr, sr := rows(rt, cli.pid), rows(rt, srv.pid)
+	oneKey(t, cr, map[string]string{"role": "client", "server_port": "20200"})
+	oneKey(t, sr, map[string]string{"role": "server", "client_ip": clientV4})
+	checkSum(t, cr, "tx_bytes", size)
+	checkSum(t, sr, "rx_bytes", size)
+	checkSum(t, cr, "rx_bytes", 0)
+	checkSum(t, sr, "tx_bytes", 0)
+}
+
+func TestPrivilegedRetransmits(t *testing.T) {
+	requirePrivileged(t)
+	n := setupNetns(t)
+	cfg := defaultCfg()
+	cfg.Params.ReportEvent = 1
+	cfg.Params.DropsThr = 0
+	_, rt := startProbe(t, cfg)
+	const port = 20300
+	addr := fmt.Sprintf("%s:%d", serverV4, port)
+	srv := startHelper(t, n.sns, "server", addr, 10, 256<<10)
+	srv.expect("ready")
+	// Drop data segments (not the handshake) arriving at the server for a while.
+	rule := []string{"INPUT", "-p", "tcp", "--dport", strconv.Itoa(port), "-m", "length", "--length", "200:65535", "-j", "DROP"}
+	run(t, append([]string{"ip", "netns", "exec", n.sns, "iptables", "-A"}, rule...)...)
+	cli := startHelper(t, n.cns, "client", addr, 256<<10, 10)
+	time.Sleep(1500 * time.Millisecond)
+	run(t, append([]string{"ip", "netns", "exec", n.sns, "iptables", "-D"}, rule...)...)
+	cli.expect("done")
+	srv.expect("done")
+	time.Sleep(300 * time.Millisecond)
+	ci := cli.info()
+	if ci.TotalRetrans == 0 {
+		t.Fatalf("no retransmissions happened")
+	}
+	settle()
+	cr := rows(rt, cli.pid)
+	checkSum(t, cr, "retran_packets", float64(ci.TotalRetrans))
+	checkSum(t, cr, "tx_bytes", 256<<10)
+	_, evs := rt.snapshot()
+	var got *event.Event
+	for i := range evs {
+		if evs[i].PID == cli.pid && evs[i].Metric == "lost_out" {
+			got = &evs[i]
+		}
+	}
+	if got == nil {
+		t.Fatalf("no lost_out event for the client; events: %+v", evs)
+	}
+	wantID := fmt.Sprintf("%d_client_%s_%s_%d_2", cli.pid, clientV4, serverV4, port)
+	if got.EntityID != wantID || got.Entity != "tcp_link" || !strings.HasPrefix(got.Message, "Number of lost segments estimated by TCP congestion(") ||
+		got.IP != fmt.Sprintf("CIP(%s), SIP(%s:%d)", clientV4, serverV4, port) {
+		t.Errorf("event = %+v, want entity id %s", got, wantID)
+	}
+	cli.do("close")
+	srv.do("close")
+}
+
+func TestPrivilegedResets(t *testing.T) {
+	requirePrivileged(t)
+	n := setupNetns(t)
+	_, rt := startProbe(t, defaultCfg())
+	// Connecting to a closed port: the client receives a reset.
+	refused := startHelper(t, n.cns, "client", serverV4+":20401", 1, 1)
+	if l := refused.line(); !strings.HasPrefix(l, "dial:") {
+		t.Fatalf("connect to a closed port: %q", l)
+	}
+	refused.wait()
+	// Aborting with SO_LINGER 0: the aborting side sends a reset, the peer receives it.
+	addr := serverV4 + ":20402"
+	srv := startHelper(t, n.sns, "server", addr, 10, 10)
+	srv.expect("ready")
+	cli := startHelper(t, n.cns, "client", addr, 10, 10)
+	cli.expect("done")
+	srv.expect("done")
+	cli.do("abort")
+	cli.wait()
+	settle()
+	rr := rows(rt, refused.pid)
+	oneKey(t, rr, map[string]string{"role": "client", "server_port": "20401"})
+	checkSum(t, rr, "receive_rsts", 1)
+	checkSum(t, rr, "send_rsts", 0)
+	cr, sr := rows(rt, cli.pid), rows(rt, srv.pid)
+	checkSum(t, cr, "send_rsts", 1)
+	checkSum(t, cr, "receive_rsts", 0)
+	checkSum(t, sr, "receive_rsts", 1)
+	checkSum(t, sr, "send_rsts", 0)
+	checkSum(t, sr, "rx_bytes", 10)
+	srv.do("close")
+}
+
+func TestPrivilegedSnoopers(t *testing.T) {
+	requirePrivileged(t)
+	n := setupNetns(t)
+	for i, mode := range []snoop.Mode{snoop.Whitelist, snoop.Blacklist} {
+		addr := fmt.Sprintf("%s:%d", serverV4, 20500+i)
+		srv := startHelper(t, n.sns, "server", addr, 10, 1000)
+		srv.expect("ready")
+		cfg := defaultCfg()
+		// Whitelist: only the server; blacklist: all but the server.
+		cfg.Targets = fakeTargets{mode: mode, pids: []int{srv.pid}}
+		p, rt := startProbe(t, cfg)
+		cli := startHelper(t, n.cns, "client", addr, 1000, 10)
+		cli.expect("done")
+		srv.expect("done")
+		settle()
+		cr, sr := rows(rt, cli.pid), rows(rt, srv.pid)
+		if mode == snoop.Whitelist {
+			if len(cr) != 0 || len(sr) == 0 {
+				t.Errorf("whitelist of the server: %d client rows (want 0), %d server rows (want >0)", len(cr), len(sr))
+			}
+			checkSum(t, sr, "rx_bytes", 1000)
+		} else {
+			if len(sr) != 0 || len(cr) == 0 {
+				t.Errorf("blacklist of the server: %d server rows (want 0), %d client rows (want >0)", len(sr), len(cr))
+			}
+			checkSum(t, cr, "tx_bytes", 1000)
+		}
+		cli.do("close")
+		srv.do("close")
+		cli.wait()
+		srv.wait()
+		rt.stop()
+		_ = p.Stop()
+	}
+}
+
+func TestPrivilegedPreexisting(t *testing.T) {
+	requirePrivileged(t)
+	n := setupNetns(t)
+	addr := serverV4 + ":20600"
+	srv := startHelper(t, n.sns, "server", addr, 10, 1000)
+	srv.expect("ready")
+	cli := startHelper(t, n.cns, "client", addr, 1000, 10)
+	cli.expect("done")
+	srv.expect("done")
+	_, rt := startProbe(t, defaultCfg())
+	settle()
+	cr, sr := rows(rt, cli.pid), rows(rt, srv.pid)
+	oneKey(t, cr, map[string]string{"role": "client", "client_ip": clientV4, "server_ip": serverV4, "server_port": "20600", "comm": "tcp.test"})
+	oneKey(t, sr, map[string]string{"role": "server", "client_ip": clientV4, "server_ip": serverV4, "server_port": "20600", "comm": "tcp.test"})
+	// The transfer happened before the probe: nothing of it is counted.
+	checkSum(t, cr, "tx_bytes", 0)
+	checkSum(t, sr, "rx_bytes", 0)
+	cli.do("close")
+	srv.do("close")
+	cli.wait()
+	srv.wait()
+	settle()
+	checkSum(t, rows(rt, cli.pid), "tx_bytes", 0)
+	checkSum(t, rows(rt, srv.pid), "rx_bytes", 0)
+}
+
+// ourPrograms lists loaded BPF programs with this probe's names (other
+// processes may run programs of the same names: compare sets of ids).
+func ourPrograms(t *testing.T) map[ebpf.ProgramID]bool {
+	t.Helper()
+	names := map[string]bool{}
+	spec, err := loadTcp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range spec.Programs {
+		names[name] = true // Info().Name is the full name (from BTF)
+	}
+	ids := map[ebpf.ProgramID]bool{}
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			return ids
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = next
+		prog, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // unloaded meanwhile
+		}
+		info, err := prog.Info()
+		prog.Close()
+		if err == nil && names[info.Name] {
+			ids[id] = true
+		}
+	}
+}
+
+func newIDs(before, now map[ebpf.ProgramID]bool) int {
+	n := 0
+	for id := range now {
+		if !before[id] {
+			n++
+		}
+	}
+	return n
+}
+
+func TestPrivilegedNoLeftovers(t *testing.T) {
+	requirePrivileged(t)
+	before := ourPrograms(t)
+	for range 3 {
+		p := New(withPeriods(testSample, testReport))
+		rt := newFakeRT()
+		if err := p.Start(context.Background(), defaultCfg(), rt); err != nil {
+			t.Fatal(err)
+		}
+		if got := newIDs(before, ourPrograms(t)); got != 7 {
+			t.Fatalf("running: %d new programs, want 7", got)
+		}
+		time.Sleep(2 * testSample)
+		rt.stop()
+		if err := p.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stop(); err != nil { // idempotent
+			t.Fatal(err)
+		}
+	}
+	// The kernel frees programs through RCU once the last reference is
+	// gone: allow it a moment.
+	deadline := time.Now().Add(5 * time.Second)
+	for newIDs(before, ourPrograms(t)) != 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := newIDs(before, ourPrograms(t)); got != 0 {
+		t.Fatalf("after stop: %d of our programs left behind", got)
+	}
+}

@@ -1,0 +1,520 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/table"
+)
+
+// Name is the feature name.
+const Name = "tcp"
+
+// Sub-item bits, from probe.Builtin's tcp entry.
+var (
+	bitAbnormal = subItemBit("tcp_abnormal")
+	bitWindows  = subItemBit("tcp_windows")
+	bitRTT      = subItemBit("tcp_rtt")
+	bitStats    = subItemBit("tcp_stats")
+	bitSockbuf  = subItemBit("tcp_sockbuf")
+	bitRate     = subItemBit("tcp_rate")
+	bitSRTT     = subItemBit("tcp_srtt")
+	bitDelay    = subItemBit("tcp_delay")
+)
+
+func subItemBit(name string) uint32 {
+	bit, ok := probe.LookupBuiltin(Name).SubItemBit(name)
+	if !ok {
+		panic("tcp: no sub-item " + name)
+	}
+	return bit
+}
+
+// Probe is the tcp feature. See the package documentation.
+type Probe struct {
+	stats   *bpfrt.Stats
+	missing *bpfrt.MissingHooks
+	// sampleEvery and reportEvery, when set, replace sample_period and
+	// report_period (tests drive sub-second periods).
+	sampleEvery, reportEvery time.Duration
+	now                      func() time.Time
+
+	mu         sync.Mutex
+	cfg        probe.Config
+	rt         probe.Runtime
+	objs       *tcpObjects
+	links      []link.Link
+	iterOwners *link.Iter
+	iterTCP    *link.Iter
+	reader     *bpfrt.Reader
+	filter     *bpfrt.FilterSync
+	agg        *aggregator
+	hooks      hooksAvail
+	periodFrom time.Time
+	warnedLate bool
+	// cfgChanged wakes the loop to re-arm its timers and follow new targets.
+	cfgChanged chan struct{}
+}
+
+var (
+	_ probe.Probe        = (*Probe)(nil)
+	_ probe.Reconfigurer = (*Probe)(nil)
+	_ probe.Tables       = (*Probe)(nil)
+)
+
+// Option configures a Probe.
+type Option func(*Probe)
+
+// WithStats exports the probe's BPF run time through s.
+func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
+
+// WithMissingHooks reports missing hooks through m (one per daemon keeps
+// restarts quiet); without it the probe logs them through its own logger.
+func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.missing = m } }
+
+// withPeriods replaces sample_period and report_period (tests).
+func withPeriods(sample, report time.Duration) Option {
+	return func(p *Probe) { p.sampleEvery, p.reportEvery = sample, report }
+}
+
+// New returns a tcp probe.
+func New(opts ...Option) *Probe {
+	p := &Probe{now: time.Now, cfgChanged: make(chan struct{}, 1)}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Name implements probe.Probe.
+func (p *Probe) Name() string { return Name }
+
+// Tables implements probe.Tables. proc_flow_perf is declared (its metadata
+// is part of gala-gopher's surface) but never filled: see the package doc.
+func (p *Probe) Tables() []*table.Table { return []*table.Table{table.TcpMetric, table.ProcFlowPerf} }
+
+// optional hooks: the tracepoint, the program, what it feeds.
+type optHook struct {
+	tp       string
+	prog     string
+	disables []string
+}
+
+var optionalHooks = []optHook{
+	{"tcp_send_reset", "on_send_reset", []string{"send_rsts"}},
+	{"tcp_receive_reset", "on_receive_reset", []string{"receive_rsts"}},
+	{"kfree_skb", "on_kfree_skb", []string{"backlog_drops", "filter_drops"}},
+	{"sock_exceed_buf_limit", "on_exceed_buf_limit", []string{"snd_buf_limit_count", "rmem_scheduls"}},
+}
+
+// Start loads and attaches the BPF object, takes the baseline of existing
+// connections and starts the sample/report loop and the ring buffer reader.
+func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rt != nil {
+		return errors.New("tcp: started twice")
+	}
+	log := rt.Logger()
+	if p.missing == nil {
+		p.missing = bpfrt.NewMissingHooks(log)
+	}
+	defer func() {
+		if err != nil {
+			p.closeLocked()
+		}
+	}()
+	if err := p.missing.Report(bpfrt.HaveTPBTF("inet_sock_set_state"), "the tcp probe"); err != nil {
+		return fmt.Errorf("tcp: %w: %w", probe.ErrNotSupported, err)
+	}
+	spec, err := loadTcp()
+	if err != nil {
+		return fmt.Errorf("tcp: load spec: %w", err)
+	}
+	hz, hzErr := kernelHZ()
+	if hzErr != nil {
+		log.Warn("tcp: CONFIG_HZ unknown: rto and ato are not reported", "err", hzErr)
+	} else if err := spec.Variables["kernel_hz"].Set(hz); err != nil {
+		return fmt.Errorf("tcp: set kernel_hz: %w", err)
+	}
+	p.hooks = hooksAvail{hz: hzErr == nil}
+	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: recordSize, FillPercent: 25}); err != nil {
+		return fmt.Errorf("tcp: %w", err)
+	}
+	// Optional programs whose hook is missing are removed before load: one
+	// program the verifier cannot load would fail the whole collection.
+	attachOpt := map[string]bool{}
+	for _, h := range optionalHooks {
+		herr := bpfrt.HaveTPBTF(h.tp)
+		if herr == nil && h.tp == "kfree_skb" {
+			herr = kfreeSkbHasSocket()
+		}
+		if p.missing.Report(herr, h.disables...) != nil {
+			delete(spec.Programs, h.prog)
+			continue
+		}
+		attachOpt[h.prog] = true
+	}
+	objs := &tcpObjects{}
+	if err := spec.LoadAndAssign(objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			log.Error("tcp: verifier", "log", fmt.Sprintf("%+v", ve))
+		}
+		return fmt.Errorf("tcp: load BPF object: %w", err)
+	}
+	p.objs = objs
+	if p.filter, err = bpfrt.NewFilterSync(objs.FilterMode, objs.FilterTgids, objs.FilterCgroups); err != nil {
+		return fmt.Errorf("tcp: %w", err)
+	}
+	if err := p.filter.Sync(cfg.Targets); err != nil {
+		return fmt.Errorf("tcp: snooper filter: %w", err)
+	}
+	progs := map[string]*ebpf.Program{"on_set_state": objs.OnSetState, "dump_owners": objs.DumpOwners, "dump_tcp": objs.DumpTcp}
+	l, err := link.AttachTracing(link.TracingOptions{Program: objs.OnSetState})
+	if err != nil {
+		return fmt.Errorf("tcp: attach tp_btf/inet_sock_set_state: %w", err)
+	}
+	p.links = append(p.links, l)
+	for _, h := range optionalHooks {
+		if !attachOpt[h.prog] {
+			continue
+		}
+		prog := map[string]*ebpf.Program{
+			"on_send_reset": objs.OnSendReset, "on_receive_reset": objs.OnReceiveReset,
+			"on_kfree_skb": objs.OnKfreeSkb, "on_exceed_buf_limit": objs.OnExceedBufLimit,
+		}[h.prog]
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+		if err != nil {
+			p.missing.Report(&bpfrt.HookError{Hook: "tp_btf/" + h.tp, Err: err}, h.disables...)
+			attachOpt[h.prog] = false
+			continue
+		}
+		p.links = append(p.links, l)
+		progs[h.prog] = prog
+	}
+	p.hooks.resets = attachOpt["on_send_reset"] && attachOpt["on_receive_reset"]
+	p.hooks.dropReason = attachOpt["on_kfree_skb"]
+	p.hooks.bufLimit = attachOpt["on_exceed_buf_limit"]
+	if p.iterOwners, err = link.AttachIter(link.IterOptions{Program: objs.DumpOwners}); err != nil {
+		return fmt.Errorf("tcp: attach iter/task_file: %w", err)
+	}
+	if p.iterTCP, err = link.AttachIter(link.IterOptions{Program: objs.DumpTcp}); err != nil {
+		return fmt.Errorf("tcp: attach iter/tcp: %w", err)
+	}
+	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
+		Ring: objs.Events, Lost: objs.LostEvents,
+		Handle: p.handle, OnLost: rt.Lost,
+		OnError: func(err error) {
+			rt.Error()
+			log.Warn("tcp: bad ring buffer record", "err", err)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("tcp: %w", err)
+	}
+	if p.stats != nil {
+		if err := p.stats.Register(Name, progs); err != nil {
+			log.Warn("tcp: BPF run-time statistics unavailable", "err", err)
+		}
+	}
+	if cfg.Has(bitDelay) {
+		log.Warn("tcp: sub-item tcp_delay (proc_flow_perf sys_delay, net_delay) is not measured by galago: see the tcp package documentation")
+	}
+	p.cfg, p.rt = cfg, rt
+	p.agg = newAggregator()
+	p.applyCfgLocked()
+	// Baseline: who owns the existing sockets and where their counters
+	// stand, so the first period only counts what happens in it.
+	recs, err := p.iterate()
+	if err != nil {
+		return err
+	}
+	p.agg.snapshot(recs, p.hooks, true)
+	p.periodFrom = p.now()
+	rt.Go(p.reader.Run)
+	rt.Go(p.loop)
+	return nil
+}
+
+func (p *Probe) applyCfgLocked() {
+	p.agg.reportCport = p.cfg.Params.ReportCport == 1
+	t := p.cfg.Targets
+	if t == nil {
+		p.agg.observed = nil
+		return
+	}
+	p.agg.observed = func(tgid uint32) bool { return t.Observed(int(tgid)) }
+}
+
+// Reconfigure applies new parameters, sub-items and snoopers without
+// reloading: the in-kernel filter is synced now, timers are re-armed.
+func (p *Probe) Reconfigure(cfg probe.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rt == nil || p.objs == nil {
+		return errors.New("tcp: not started")
+	}
+	p.cfg = cfg
+	p.applyCfgLocked()
+	if err := p.filter.Sync(cfg.Targets); err != nil {
+		return fmt.Errorf("tcp: snooper filter: %w", err)
+	}
+	select {
+	case p.cfgChanged <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Stop detaches every program and releases the maps. Idempotent.
+func (p *Probe) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeLocked()
+	return nil
+}
+
+func (p *Probe) closeLocked() {
+	if p.stats != nil {
+		p.stats.Unregister(Name)
+	}
+	if p.reader != nil {
+		_ = p.reader.Close()
+		p.reader = nil
+	}
+	for _, it := range []*link.Iter{p.iterTCP, p.iterOwners} {
+		if it != nil {
+			_ = it.Close()
+		}
+	}
+	p.iterTCP, p.iterOwners = nil, nil
+	for i := len(p.links) - 1; i >= 0; i-- {
+		_ = p.links[i].Close()
+	}
+	p.links = nil
+	if p.objs != nil {
+		_ = p.objs.Close()
+		p.objs = nil
+	}
+}
+
+// kfreeSkbHasSocket checks that kfree_skb passes the drop reason and the
+// receiving socket (Linux 6.12+), which on_kfree_skb reads.
+func kfreeSkbHasSocket() error {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return &bpfrt.HookError{Hook: "tp_btf/kfree_skb", Err: err}
+	}
+	var td *btf.Typedef
+	if err := spec.TypeByName("btf_trace_kfree_skb", &td); err != nil {
+		return &bpfrt.HookError{Hook: "tp_btf/kfree_skb", Err: err}
+	}
+	ptr, ok := td.Type.(*btf.Pointer)
+	if ok {
+		if fp, ok := ptr.Target.(*btf.FuncProto); ok && len(fp.Params) >= 5 {
+			return nil
+		}
+	}
+	return &bpfrt.HookError{Hook: "tp_btf/kfree_skb", Err: errors.New("no drop reason and socket arguments (Linux 6.12+)")}
+}
+
+// iterate runs the owner walk, then the TCP iterator in every network
+// namespace that holds a socket, and decodes the output. It needs no lock:
+// the iterators are only closed by Stop, after the loop has returned.
+func (p *Probe) iterate() ([]conn, error) {
+	if _, err := readIter(p.iterOwners); err != nil {
+		return nil, fmt.Errorf("tcp: task_file iterator: %w", err)
+	}
+	nss, err := takeNetns(p.objs.NetnsSeen)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: read netns_seen: %w", err)
+	}
+	own, err := netnsOwn()
+	if err != nil {
+		return nil, fmt.Errorf("tcp: own network namespace: %w", err)
+	}
+	b, err := readIter(p.iterTCP)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: tcp iterator: %w", err)
+	}
+	out, err := decodeAll(b)
+	if err != nil {
+		return nil, err
+	}
+	for ns, tgid := range nss {
+		if ns == own {
+			continue
+		}
+		rc, err := openIterIn(p.iterTCP, tgid)
+		if err != nil {
+			// The process (or its namespace) went away since the walk.
+			continue
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("tcp: tcp iterator in netns %d: %w", ns, err)
+		}
+		recs, err := decodeAll(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
+}
+
+func readIter(it *link.Iter) ([]byte, error) {
+	rc, err := it.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// handle takes one ring buffer record (reader goroutine).
+func (p *Probe) handle(raw []byte) error {
+	c, err := decode(raw)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.agg == nil {
+		return nil
+	}
+	switch c.raw.Type {
+	case recClose:
+		p.agg.closed(&c, p.hooks)
+	case recLate:
+		if !p.agg.late(&c) && !p.warnedLate {
+			// The connection closed before the probe ever saw it (its
+			// close record was lost): nothing to charge the event to.
+			p.warnedLate = true
+			p.rt.Logger().Debug("tcp: event for an unknown closed connection dropped")
+		}
+	default:
+		return fmt.Errorf("tcp: unexpected record type %d in ring buffer", c.raw.Type)
+	}
+	return nil
+}
+
+func (p *Probe) periods() (sample, report time.Duration) {
+	params := p.cfg.Params
+	sample, report = p.sampleEvery, p.reportEvery
+	if report <= 0 {
+		report = params.Period()
+		if report <= 0 {
+			report = probe.DefaultParams().Period()
+		}
+	}
+	if sample <= 0 {
+		sample = time.Duration(params.SamplePeriod) * time.Millisecond
+		if sample <= 0 {
+			sample = time.Duration(probe.DefaultParams().SamplePeriod) * time.Millisecond
+		}
+	}
+	return min(sample, report), report
+}
+
+func (p *Probe) loop(ctx context.Context) error {
+	p.mu.Lock()
+	sampleEvery, reportEvery := p.periods()
+	targets := p.cfg.Targets
+	p.mu.Unlock()
+	sampleT := time.NewTicker(sampleEvery)
+	defer sampleT.Stop()
+	reportT := time.NewTicker(reportEvery)
+	defer reportT.Stop()
+	var changed <-chan struct{}
+	if targets != nil {
+		changed = targets.Changed()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sampleT.C:
+			if err := p.sample(); err != nil {
+				return err
+			}
+		case <-reportT.C:
+			if err := p.sample(); err != nil {
+				return err
+			}
+			p.report()
+		case <-changed:
+			p.syncFilter(targets)
+		case <-p.cfgChanged:
+			p.mu.Lock()
+			s, r := p.periods()
+			targets = p.cfg.Targets
+			p.mu.Unlock()
+			if s != sampleEvery || r != reportEvery {
+				sampleEvery, reportEvery = s, r
+				sampleT.Reset(s)
+				reportT.Reset(r)
+			}
+			changed = nil
+			if targets != nil {
+				changed = targets.Changed()
+			}
+		}
+	}
+}
+
+func (p *Probe) syncFilter(t snoop.Targets) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.filter == nil {
+		return
+	}
+	if err := p.filter.Sync(t); err != nil {
+		p.rt.Error()
+		p.rt.Logger().Warn("tcp: snooper filter sync failed", "err", err)
+	}
+}
+
+// sample runs one iterator pass into the current period.
+func (p *Probe) sample() error {
+	recs, err := p.iterate()
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.agg.snapshot(recs, p.hooks, false)
+	return nil
+}
+
+// report publishes the period's rows and, with report_event=1, its events.
+func (p *Probe) report() {
+	p.mu.Lock()
+	now := p.now()
+	period := now.Sub(p.periodFrom)
+	p.periodFrom = now
+	rows := p.agg.flush()
+	cfg, h, rt := p.cfg, p.hooks, p.rt
+	p.mu.Unlock()
+	for k, l := range rows {
+		rt.Record(record(k, l, cfg, h, now, period))
+		if cfg.Params.ReportEvent == 1 {
+			for _, e := range events(k, l, cfg, h, now) {
+				rt.Event(e)
+			}
+		}
+	}
+}

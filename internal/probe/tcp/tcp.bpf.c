@@ -1,0 +1,475 @@
+//go:build ignore
+
+/* tcp: per-connection TCP statistics for the tcp_metric (tcp_link) table.
+ *
+ * Cost model: the kernel already keeps most counters per socket (tcp_sock),
+ * so they are read, not recomputed: once per sample period by an iterator and
+ * once more when the socket closes. Only discrete, rare events (resets,
+ * drops with a reason, buffer-limit hits) have their own hooks. No hook runs
+ * per packet or per syscall.
+ *
+ * Programs:
+ *   iter/task_file          dump_owners: records which process holds each
+ *                           inet socket (sockowner.h); picks up sockets that
+ *                           existed before the probe and fixes owners of
+ *                           accepted sockets. Writes nothing to the seq file.
+ *   iter/tcp                dump_tcp: one struct tcp_conn (type SNAPSHOT) per
+ *                           observed full TCP socket, one (type LISTEN) per
+ *                           listener, written with bpf_seq_write.
+ *   tp_btf/inet_sock_set_state  owners at connect/listen/accept; SYN RTT at
+ *                           ESTABLISHED; a struct tcp_conn (type CLOSE) with
+ *                           the final counters at the transition to CLOSE, so
+ *                           connections shorter than a period count exactly.
+ *   tp_btf/tcp_send_reset, tp_btf/tcp_receive_reset   send_rsts, receive_rsts
+ *   tp_btf/kfree_skb        backlog_drops, filter_drops (drop reasons
+ *                           SOCKET_BACKLOG / SOCKET_FILTER with the rx socket)
+ *   tp_btf/sock_exceed_buf_limit  snd_buf_limit_count (SK_MEM_SEND),
+ *                           rmem_scheduls (SK_MEM_RECV)
+ * Maps: galago_sk_owners, galago_listen_owners (sockowner.h), tcp_counters
+ *   (sk storage: the event counters above), events (ring buffer: CLOSE and
+ *   LATE records), lost_events, filter_* (snooper filter, common.h).
+ * Kernel: 5.11+ (sk storage in tracing programs), 6.1+ for the drop reason
+ *   and rx socket arguments of kfree_skb (checked by the loader), BTF.
+ */
+#define GALAGO_RINGBUF
+#define GALAGO_FILTER
+#include "common.h"
+#include "sockowner.h"
+
+#ifndef IPPROTO_TCP
+#define IPPROTO_TCP 6
+#endif
+#define SK_MEM_SEND 0
+#define SK_MEM_RECV 1
+
+enum tcp_rec_type {
+	TCP_REC_SNAPSHOT = 1, /* iterator: a live connection */
+	TCP_REC_LISTEN = 2,   /* iterator: a listener (role inference) */
+	TCP_REC_CLOSE = 3,    /* final counters at the transition to CLOSE */
+	TCP_REC_LATE = 4,     /* an event on an already closed socket */
+};
+
+/* Value not available (e.g. CONFIG_HZ unknown for jiffies fields). */
+#define TCP_UNSET 0xffffffffu
+
+/* Per-socket event counters the kernel does not keep itself. */
+struct tcp_counters {
+	__u32 send_rsts;
+	__u32 receive_rsts;
+	__u32 backlog_drops;
+	__u32 filter_drops;
+	__u32 snd_buf_limit;
+	__u32 rmem_scheduls;
+	__u32 syn_srtt_us; /* smoothed RTT when the handshake completed; 0 unknown */
+	__u32 gen;         /* connections closed on this socket (tcp_disconnect reuse) */
+};
+
+/* One connection (or listener) as the iterator or the close hook sees it.
+ * Counters are cumulative since the connection started; the reader turns
+ * them into per-period deltas. */
+struct tcp_conn {
+	__u32 type; /* enum tcp_rec_type */
+	__u32 tgid;
+	__u64 cookie;    /* socket cookie: connection identity */
+	__u64 cgroup_id; /* owner's cgroup2 id */
+	char comm[GALAGO_TASK_COMM_LEN];
+	__u8 saddr[16]; /* local address (IPv4 in the first 4 bytes) */
+	__u8 daddr[16]; /* remote address */
+	__u16 sport;    /* local port, host order */
+	__u16 dport;    /* remote port, host order */
+	__u16 family;   /* AF_INET / AF_INET6 */
+	__u8 role;      /* enum galago_sk_role */
+	__u8 state;     /* TCP state at the time of the record */
+	__u32 netns;
+	__u32 gen;
+	/* cumulative counters */
+	__u64 bytes_acked;    /* data bytes acknowledged by the peer (tx) */
+	__u64 bytes_received; /* data bytes received (rx) */
+	__u32 segs_in;
+	__u32 segs_out;
+	__u32 total_retrans;
+	__u32 sk_drops;
+	/* instantaneous values */
+	__u32 lost_out;
+	__u32 sacked_out;
+	__u32 srtt_us;
+	__u32 rcv_rtt_us;
+	__u32 snd_cwnd;
+	__u32 notsent_bytes;
+	__u32 notack_bytes;
+	__u32 reordering;
+	__u32 snd_wnd;
+	__u32 rcv_wnd;
+	__u32 avl_snd_wnd;
+	__u32 rto_us; /* TCP_UNSET when CONFIG_HZ is unknown */
+	__u32 ato_us; /* TCP_UNSET when CONFIG_HZ is unknown */
+	__u32 sk_rcvbuf;
+	__u32 sk_sndbuf;
+	struct tcp_counters c; /* LATE records: the counter increments */
+	__u32 _pad;
+};
+
+GALAGO_EXPORT_TYPE(struct tcp_conn, tcp_conn);
+GALAGO_EXPORT_TYPE(enum tcp_rec_type, tcp_rec_type);
+GALAGO_EXPORT_TYPE(struct galago_sk_owner, sk_owner);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tcp_counters);
+} tcp_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1024 * 1024);
+} events SEC(".maps");
+
+/* Scratch record for the iterator (too large for the stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tcp_conn);
+} scratch SEC(".maps");
+
+/* CONFIG_HZ of the running kernel, set by the loader before load (from the
+ * kernel config); 0 when unknown, which leaves rto and ato unset. Not a
+ * __kconfig extern: a kernel without an accessible config would then fail
+ * to load the whole object. */
+const volatile __u32 kernel_hz = 0;
+
+static __always_inline __u32 jiffies_to_us(__u64 j)
+{
+	__u64 hz = kernel_hz;
+
+	if (!hz)
+		return TCP_UNSET;
+	return (__u32)(j * 1000000 / hz);
+}
+
+static __always_inline bool is_tcp(const struct sock *sk)
+{
+	return sk && sk->sk_protocol == IPPROTO_TCP &&
+	       (sk->__sk_common.skc_family == AF_INET || sk->__sk_common.skc_family == AF_INET6);
+}
+
+static __always_inline struct tcp_counters *counters(const struct sock *sk, bool create)
+{
+	return bpf_sk_storage_get(&tcp_counters, (struct sock *)sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+}
+
+static __always_inline bool owner_observed(const struct galago_sk_owner *o)
+{
+	return o && o->tgid && galago_observed_in(o->tgid, o->cgroup_id);
+}
+
+static __always_inline void fill_addrs(struct tcp_conn *e, const struct sock *sk)
+{
+	e->family = sk->__sk_common.skc_family;
+	e->sport = sk->__sk_common.skc_num;
+	e->dport = bpf_ntohs(sk->__sk_common.skc_dport);
+	e->netns = galago_sk_netns(sk);
+	e->state = sk->__sk_common.skc_state;
+	if (e->family == AF_INET) {
+		__builtin_memset(e->saddr, 0, sizeof(e->saddr));
+		__builtin_memset(e->daddr, 0, sizeof(e->daddr));
+		*(__u32 *)e->saddr = sk->__sk_common.skc_rcv_saddr;
+		*(__u32 *)e->daddr = sk->__sk_common.skc_daddr;
+	} else {
+		BPF_CORE_READ_INTO(&e->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&e->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	}
+}
+
+/* CO-RE flavours of 6.17+ fields, so the object builds against headers that
+ * predate them; relocations match them by name against the running kernel. */
+struct numa_drop_counters___galago {
+	atomic_t drops0;
+	atomic_t drops1;
+} __attribute__((preserve_access_index));
+
+struct sock___galago {
+	struct numa_drop_counters___galago *sk_drop_counters;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32 sk_drops_of(const struct sock *sk)
+{
+	__u32 n = BPF_CORE_READ(sk, sk_drops.counter);
+	struct sock___galago *s2 = (void *)sk;
+
+	/* 6.17+: some protocols spread drops over NUMA counters. */
+	if (bpf_core_field_exists(s2->sk_drop_counters)) {
+		struct numa_drop_counters___galago *nd = BPF_CORE_READ(s2, sk_drop_counters);
+		if (nd)
+			n += BPF_CORE_READ(nd, drops0.counter) + BPF_CORE_READ(nd, drops1.counter);
+	}
+	return n;
+}
+
+/* Data bytes only. bytes_acked and bytes_received advance with sequence
+ * numbers, and SYN and FIN each take one: an active opener's bytes_acked
+ * counts its SYN (a passive opener's counter starts after the handshake),
+ * an acknowledged FIN adds one to the sender's bytes_acked, a received FIN
+ * one to the receiver's bytes_received. state is the connection's state
+ * (for a close record: the state it left). */
+static __always_inline void data_bytes(struct tcp_conn *e, struct tcp_sock *tp, const struct galago_sk_owner *o,
+				       int state)
+{
+	const struct sock *sk = (const struct sock *)tp;
+	__u64 acked = tp->bytes_acked, received = tp->bytes_received;
+	__u64 nondata = 0;
+	bool fin_acked;
+
+	if (o->role == GALAGO_ROLE_CLIENT && acked > 0)
+		nondata++; /* SYN */
+	fin_acked = state == TCP_FIN_WAIT2 ||
+		    ((state == TCP_CLOSING || state == TCP_LAST_ACK) && tp->snd_una == tp->snd_nxt);
+	if (fin_acked)
+		nondata++;
+	e->bytes_acked = acked > nondata ? acked - nondata : 0;
+	/* SOCK_DONE is set by tcp_fin() only: a FIN was received. */
+	if ((sk->__sk_common.skc_flags & (1UL << bpf_core_enum_value(enum sock_flags, SOCK_DONE))) && received > 0)
+		received--;
+	e->bytes_received = received;
+}
+
+static __always_inline void fill_conn(struct tcp_conn *e, struct tcp_sock *tp, const struct galago_sk_owner *o,
+				      const struct tcp_counters *c, int state)
+{
+	const struct sock *sk = (const struct sock *)tp;
+	const struct inet_connection_sock *icsk = (const struct inet_connection_sock *)tp;
+	__u32 snd_una = tp->snd_una, snd_nxt = tp->snd_nxt, write_seq = tp->write_seq;
+	__u32 wnd_end = snd_una + tp->snd_wnd;
+
+	e->tgid = o->tgid;
+	e->cgroup_id = o->cgroup_id;
+	__builtin_memcpy(e->comm, o->comm, sizeof(e->comm));
+	e->role = o->role;
+	e->cookie = bpf_get_socket_cookie((void *)sk);
+	fill_addrs(e, sk);
+	data_bytes(e, tp, o, state);
+	e->segs_in = tp->segs_in;
+	e->segs_out = tp->segs_out;
+	e->total_retrans = tp->total_retrans;
+	e->sk_drops = sk_drops_of(sk);
+	e->lost_out = tp->lost_out;
+	e->sacked_out = tp->sacked_out;
+	e->srtt_us = tp->srtt_us >> 3;
+	e->rcv_rtt_us = tp->rcv_rtt_est.rtt_us >> 3;
+	e->snd_cwnd = tp->snd_cwnd;
+	e->notsent_bytes = (__s32)(write_seq - snd_nxt) > 0 ? write_seq - snd_nxt : 0;
+	e->notack_bytes = (__s32)(snd_nxt - snd_una) > 0 ? snd_nxt - snd_una : 0;
+	e->reordering = tp->reordering;
+	e->snd_wnd = tp->snd_wnd;
+	e->rcv_wnd = tp->rcv_wnd;
+	e->avl_snd_wnd = (__s32)(wnd_end - snd_nxt) > 0 ? wnd_end - snd_nxt : 0;
+	e->rto_us = jiffies_to_us(icsk->icsk_rto);
+	e->ato_us = jiffies_to_us(icsk->icsk_ack.ato);
+	e->sk_rcvbuf = sk->sk_rcvbuf;
+	e->sk_sndbuf = sk->sk_sndbuf;
+	if (c) {
+		e->c = *c;
+		e->gen = c->gen;
+	} else {
+		__builtin_memset(&e->c, 0, sizeof(e->c));
+		e->gen = 0;
+	}
+}
+
+/* Network namespaces that hold sockets, each with one process inside:
+ * iter/tcp only walks the namespace of the process that opens it, so the
+ * loader enters each of these in turn. Cleared by the loader after reading. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);   /* netns inode number */
+	__type(value, __u32); /* a tgid with a socket in it */
+} netns_seen SEC(".maps");
+
+SEC("iter/task_file")
+int dump_owners(struct bpf_iter__task_file *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct sock *sk = galago_owner_from_file(task, ctx->file);
+	__u32 ns, tgid;
+
+	if (!sk || !task)
+		return 0;
+	ns = galago_sk_netns(sk);
+	tgid = task->tgid;
+	bpf_map_update_elem(&netns_seen, &ns, &tgid, BPF_NOEXIST);
+	return 0;
+}
+
+SEC("iter/tcp")
+int dump_tcp(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct galago_sk_owner *o;
+	struct tcp_counters *c;
+	struct tcp_sock *tp;
+	struct tcp_conn *e;
+	__u32 zero = 0;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp) /* request and time-wait sockets: counted on their full socket */
+		return 0;
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	o = galago_owner_get((struct sock *)tp);
+	if (tp->inet_conn.icsk_inet.sk.__sk_common.skc_state == TCP_LISTEN) {
+		__builtin_memset(e, 0, sizeof(*e));
+		e->type = TCP_REC_LISTEN;
+		fill_addrs(e, (struct sock *)tp);
+		if (o) {
+			e->tgid = o->tgid;
+			__builtin_memcpy(e->comm, o->comm, sizeof(e->comm));
+		}
+		bpf_seq_write(ctx->meta->seq, e, sizeof(*e));
+		return 0;
+	}
+	if (!owner_observed(o))
+		return 0;
+	c = counters((struct sock *)tp, false);
+	e->type = TCP_REC_SNAPSHOT;
+	fill_conn(e, tp, o, c, tp->inet_conn.icsk_inet.sk.__sk_common.skc_state);
+	bpf_seq_write(ctx->meta->seq, e, sizeof(*e));
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(on_set_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	struct galago_sk_owner *o;
+	struct tcp_counters *c;
+	struct tcp_sock *tp;
+	struct tcp_conn *e;
+
+	if (!is_tcp(sk))
+		return 0;
+	o = galago_owner_on_state(sk, oldstate, newstate);
+	if (!owner_observed(o))
+		return 0;
+	if (newstate == TCP_ESTABLISHED) {
+		tp = bpf_skc_to_tcp_sock((void *)sk);
+		c = counters(sk, true);
+		if (tp && c)
+			c->syn_srtt_us = tp->srtt_us >> 3;
+		return 0;
+	}
+	if (newstate != TCP_CLOSE || oldstate == TCP_LISTEN)
+		return 0;
+	tp = bpf_skc_to_tcp_sock((void *)sk);
+	if (!tp)
+		return 0;
+	c = counters(sk, false);
+	e = GALAGO_RB_RESERVE(&events, struct tcp_conn);
+	if (e) {
+		e->type = TCP_REC_CLOSE;
+		fill_conn(e, tp, o, c, oldstate);
+		e->state = oldstate; /* the state the connection ended in */
+		GALAGO_RB_SUBMIT(&events, e);
+	}
+	/* A socket can connect again after tcp_disconnect: start afresh. */
+	if (c) {
+		__u32 gen = c->gen + 1;
+		__builtin_memset(c, 0, sizeof(*c));
+		c->gen = gen;
+	}
+	return 0;
+}
+
+/* count adds one to a counter of sk: in its storage while the connection
+ * lives, or as a LATE record when it has already closed (tcp_disconnect
+ * sends its reset after the transition to CLOSE). */
+static __always_inline void count(const struct sock *sk, int field)
+{
+	struct galago_sk_owner *o;
+	struct tcp_counters *c;
+	struct tcp_conn *e;
+
+	if (!is_tcp(sk))
+		return;
+	o = galago_owner_get(sk);
+	if (!owner_observed(o))
+		return;
+	if (sk->__sk_common.skc_state == TCP_CLOSE) {
+		e = GALAGO_RB_RESERVE(&events, struct tcp_conn);
+		if (!e)
+			return;
+		__builtin_memset(e, 0, sizeof(*e));
+		e->type = TCP_REC_LATE;
+		e->tgid = o->tgid;
+		e->cookie = bpf_get_socket_cookie((void *)sk);
+		c = counters(sk, false);
+		/* The closed connection is the previous generation. */
+		e->gen = c && c->gen ? c->gen - 1 : 0;
+		switch (field) {
+		case 0: e->c.send_rsts = 1; break;
+		case 1: e->c.receive_rsts = 1; break;
+		case 2: e->c.backlog_drops = 1; break;
+		case 3: e->c.filter_drops = 1; break;
+		case 4: e->c.snd_buf_limit = 1; break;
+		default: e->c.rmem_scheduls = 1; break;
+		}
+		GALAGO_RB_SUBMIT(&events, e);
+		return;
+	}
+	c = counters(sk, true);
+	if (!c)
+		return;
+	switch (field) {
+	case 0: __sync_fetch_and_add(&c->send_rsts, 1); break;
+	case 1: __sync_fetch_and_add(&c->receive_rsts, 1); break;
+	case 2: __sync_fetch_and_add(&c->backlog_drops, 1); break;
+	case 3: __sync_fetch_and_add(&c->filter_drops, 1); break;
+	case 4: __sync_fetch_and_add(&c->snd_buf_limit, 1); break;
+	default: __sync_fetch_and_add(&c->rmem_scheduls, 1); break;
+	}
+}
+
+SEC("tp_btf/tcp_send_reset")
+int BPF_PROG(on_send_reset, const struct sock *sk)
+{
+	/* sk is NULL for resets answering segments that matched no socket:
+	 * those have no owner to charge. */
+	if (sk && bpf_skc_to_tcp_sock((void *)sk))
+		count(sk, 0);
+	return 0;
+}
+
+SEC("tp_btf/tcp_receive_reset")
+int BPF_PROG(on_receive_reset, struct sock *sk)
+{
+	if (sk)
+		count(sk, 1);
+	return 0;
+}
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, enum skb_drop_reason reason, struct sock *rx_sk)
+{
+	int field;
+
+	if (reason == bpf_core_enum_value(enum skb_drop_reason, SKB_DROP_REASON_SOCKET_BACKLOG))
+		field = 2;
+	else if (reason == bpf_core_enum_value(enum skb_drop_reason, SKB_DROP_REASON_SOCKET_FILTER))
+		field = 3;
+	else
+		return 0;
+	if (rx_sk && bpf_skc_to_tcp_sock(rx_sk))
+		count(rx_sk, field);
+	return 0;
+}
+
+SEC("tp_btf/sock_exceed_buf_limit")
+int BPF_PROG(on_exceed_buf_limit, struct sock *sk, struct proto *prot, long allocated, int kind)
+{
+	if (sk && bpf_skc_to_tcp_sock(sk))
+		count(sk, kind == SK_MEM_SEND ? 4 : 5);
+	return 0;
+}
