@@ -31,11 +31,15 @@ func newFakeRT() *fakeRT {
 	return &fakeRT{ctx: ctx, cancel: cancel, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
-func (f *fakeRT) Record(r *table.Record) { f.mu.Lock(); f.records = append(f.records, r); f.mu.Unlock() }
-func (f *fakeRT) Event(e event.Event)     { f.mu.Lock(); f.events = append(f.events, e); f.mu.Unlock() }
-func (f *fakeRT) Lost(n uint64)           { f.mu.Lock(); f.lost += n; f.mu.Unlock() }
-func (f *fakeRT) Error()                  { f.mu.Lock(); f.errors++; f.mu.Unlock() }
-func (f *fakeRT) Logger() *slog.Logger    { return f.log }
+func (f *fakeRT) Record(r *table.Record) {
+	f.mu.Lock()
+	f.records = append(f.records, r)
+	f.mu.Unlock()
+}
+func (f *fakeRT) Event(e event.Event)  { f.mu.Lock(); f.events = append(f.events, e); f.mu.Unlock() }
+func (f *fakeRT) Lost(n uint64)        { f.mu.Lock(); f.lost += n; f.mu.Unlock() }
+func (f *fakeRT) Error()               { f.mu.Lock(); f.errors++; f.mu.Unlock() }
+func (f *fakeRT) Logger() *slog.Logger { return f.log }
 
 func (f *fakeRT) Go(fn func(ctx context.Context) error) {
 	f.wg.Add(1)

@@ -197,7 +197,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		}[h.prog]
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
 		if err != nil {
-			p.missing.Report(&bpfrt.HookError{Hook: "tp_btf/" + h.tp, Err: err}, h.disables...)
+			_ = p.missing.Report(&bpfrt.HookError{Hook: "tp_btf/" + h.tp, Err: err}, h.disables...)
 			attachOpt[h.prog] = false
 			continue
 		}
