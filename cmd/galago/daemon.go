@@ -20,12 +20,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/api"
+	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/config"
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/output"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/baseinfo"
 	"github.com/galago-project/galago/internal/probe/custom"
+	"github.com/galago-project/galago/internal/probe/socket"
+	"github.com/galago-project/galago/internal/probe/tcp"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/proctrack"
 	"github.com/galago-project/galago/internal/snoop"
@@ -83,18 +86,24 @@ func runDaemon(cfg *config.Config) error {
 	}
 	defer pipe.Close()
 
+	bpfStats := bpfrt.NewStats()
 	resolver := snoop.NewResolver(cfg.HostPath, ids, os.Getpid(), log)
 	defer resolver.Close()
-	if stop := trackProcesses(ctx, resolver, exporter, log); stop != nil {
+	if stop := trackProcesses(ctx, resolver, exporter, bpfStats, log); stop != nil {
 		defer stop()
 	}
 	mgr := probe.NewManager(ctx, log, pipe, watcher{resolver})
 	fsys := procfs.FS{Root: cfg.HostPath}
+	missing := bpfrt.NewMissingHooks(log)
 	mgr.Register(baseinfo.Name, func() probe.Probe { return baseinfo.New(fsys, baseinfo.WithIdentity(ids)) })
+	mgr.Register(tcp.Name, func() probe.Probe { return tcp.New(tcp.WithStats(bpfStats), tcp.WithMissingHooks(missing)) })
+	mgr.Register(socket.Name, func() probe.Probe {
+		return socket.New(socket.WithStats(bpfStats), socket.WithMissingHooks(missing))
+	})
 	if err := addCustomProbes(cfg, mgr); err != nil {
 		return err
 	}
-	if err := exporter.Register(pipe, mgr); err != nil {
+	if err := exporter.Register(pipe, mgr, bpfStats); err != nil {
 		return err
 	}
 
@@ -132,7 +141,7 @@ func runDaemon(cfg *config.Config) error {
 // tracepoints to the snooper resolver, so a matching process is observed at
 // exec time rather than at the next /proc scan. Without BPF the resolver's
 // /proc scan (every 250 ms) still finds it; that is logged once.
-func trackProcesses(ctx context.Context, r *snoop.Resolver, exp *output.Exporter, log *slog.Logger) func() {
+func trackProcesses(ctx context.Context, r *snoop.Resolver, exp *output.Exporter, stats *bpfrt.Stats, log *slog.Logger) func() {
 	var lost atomic.Uint64
 	t, err := proctrack.Open(proctrack.Options{Log: log, OnLost: func(n uint64) { lost.Add(n) }})
 	if err != nil {
@@ -144,6 +153,9 @@ func trackProcesses(ctx context.Context, r *snoop.Resolver, exp *output.Exporter
 		Help: "Process lifecycle events (fork, exec, exit) lost to a full ring buffer; the /proc scan still catches those processes.",
 	}, func() float64 { return float64(lost.Load()) })); err != nil {
 		log.Warn("proctrack self-metric", "err", err)
+	}
+	if err := stats.Register("proctrack", t.Programs()); err != nil {
+		log.Warn("proctrack BPF stats", "err", err)
 	}
 	t.Subscribe(func(e proctrack.Event) {
 		switch e.Type {
@@ -161,6 +173,7 @@ func trackProcesses(ctx context.Context, r *snoop.Resolver, exp *output.Exporter
 		}
 	}()
 	return func() {
+		stats.Unregister("proctrack")
 		t.Close()
 		<-done
 	}
