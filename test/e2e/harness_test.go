@@ -111,6 +111,8 @@ type daemonOpts struct {
 	restOff    bool
 	probesInit string
 	imdb       string // replaces the imdb section body
+	webTLS     string // replaces ssl_auth = "off" in web_server
+	restTLS    string // replaces ssl_auth = "off" in rest_api_server
 	env        []string
 }
 
@@ -125,14 +127,21 @@ func writeConfig(t testing.TB, dir string, metricPort, restPort int, o daemonOpt
 	if o.restOff {
 		rest = "false"
 	}
+	webTLS, restTLS := o.webTLS, o.restTLS
+	if webTLS == "" {
+		webTLS = `ssl_auth = "off";`
+	}
+	if restTLS == "" {
+		restTLS = `ssl_auth = "off";`
+	}
 	conf := fmt.Sprintf(`
 global = { log_file_name = "gopher.log"; log_level = "debug"; rest_api_on = %s; };
 metric = { out_channel = "web_server"; kafka_topic = "gala_gopher"; };
 event = { out_channel = "logs"; kafka_topic = "gala_gopher_event"; timeout = 600; };
 meta = { out_channel = "logs"; kafka_topic = "gala_gopher_metadata"; };
 imdb = { %s };
-web_server = { bind_addr = "127.0.0.1"; port = %d; ssl_auth = "off"; };
-rest_api_server = { bind_addr = "127.0.0.1"; port = %d; ssl_auth = "off"; };
+web_server = { bind_addr = "127.0.0.1"; port = %[3]d; %[7]s };
+rest_api_server = { bind_addr = "127.0.0.1"; port = %[4]d; %[8]s };
 logs = {
     metric_total_size = 100;
     metric_dir = "%[5]s/metrics"; event_dir = "%[5]s/event"; meta_dir = "%[5]s/meta"; debug_dir = "%[5]s/debug";
@@ -142,7 +151,7 @@ galago = {
     probes_init = "%[5]s/probes.init"; custom_json = "%[5]s/gala-gopher-custom.json";
 };
 %[6]s
-`, rest, imdb, metricPort, restPort, dir, o.extraConf)
+`, rest, imdb, metricPort, restPort, dir, o.extraConf, webTLS, restTLS)
 	path := filepath.Join(dir, "gala-gopher.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o640); err != nil {
 		t.Fatal(err)
