@@ -3,22 +3,19 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/galago-project/galago/internal/testcert"
 )
 
 const (
@@ -268,61 +265,14 @@ type pki struct {
 
 func newPKI(t *testing.T) pki {
 	t.Helper()
-	ca, caKey := newCA(t, "galago test CA")
-	other, otherKey := newCA(t, "another CA")
-	p := pki{pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	p.server = leaf(t, ca, caKey, "127.0.0.1", x509.ExtKeyUsageServerAuth)
-	p.client = leaf(t, ca, caKey, "client", x509.ExtKeyUsageClientAuth)
-	p.stranger = leaf(t, other, otherKey, "client", x509.ExtKeyUsageClientAuth)
-	return p
-}
-
-var serial int64
-
-func newCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	ca := testcert.NewCA(t, "galago test CA")
+	other := testcert.NewCA(t, "another CA")
+	return pki{
+		pool:     ca.Pool(),
+		server:   ca.Issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth),
+		client:   ca.Issue(t, "client", x509.ExtKeyUsageClientAuth),
+		stranger: other.Issue(t, "client", x509.ExtKeyUsageClientAuth),
 	}
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
-
-func leaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, usage x509.ExtKeyUsage) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-	}
-	if ip := net.ParseIP(name); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 func tlsClient(p pki, certs ...tls.Certificate) *http.Client {

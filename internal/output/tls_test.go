@@ -2,15 +2,9 @@ package output
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +14,7 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/table"
+	"github.com/galago-project/galago/internal/testcert"
 )
 
 // testPKI is a CA with a server certificate for 127.0.0.1 and a client
@@ -35,71 +30,14 @@ type testPKI struct {
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
-	ca, caKey := makeCert(t, "test CA", nil, nil, true, 0)
-	srv, srvKey := makeCert(t, "galago", ca, caKey, false, x509.ExtKeyUsageServerAuth)
-	cli, cliKey := makeCert(t, "scraper", ca, caKey, false, x509.ExtKeyUsageClientAuth)
-	otherCA, otherKey := makeCert(t, "other CA", nil, nil, true, 0)
-	str, strKey := makeCert(t, "stranger", otherCA, otherKey, false, x509.ExtKeyUsageClientAuth)
-
-	p := &testPKI{dir: dir,
-		caFile:   writePEM(t, dir, "ca.pem", "CERTIFICATE", ca.Raw),
-		certFile: writePEM(t, dir, "server.pem", "CERTIFICATE", srv.Raw),
-		keyFile:  writePEM(t, dir, "server.key", "EC PRIVATE KEY", marshalKey(t, srvKey)),
-		roots:    x509.NewCertPool(),
+	ca := testcert.NewCA(t, "test CA")
+	other := testcert.NewCA(t, "other CA")
+	p := &testPKI{dir: dir, caFile: ca.WriteCA(t, dir, "ca"), roots: ca.Pool(),
+		clientCert:   ca.Issue(t, "scraper", x509.ExtKeyUsageClientAuth),
+		strangerCert: other.Issue(t, "stranger", x509.ExtKeyUsageClientAuth),
 	}
-	p.roots.AddCert(ca)
-	p.clientCert = tls.Certificate{Certificate: [][]byte{cli.Raw}, PrivateKey: cliKey}
-	p.strangerCert = tls.Certificate{Certificate: [][]byte{str.Raw}, PrivateKey: strKey}
+	p.certFile, p.keyFile = testcert.WriteFiles(t, dir, "server", ca.Issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth))
 	return p
-}
-
-func makeCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool, usage x509.ExtKeyUsage) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-	}
-	if isCA {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-		parent, parentKey = tmpl, key
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
-
-func marshalKey(t *testing.T, k *ecdsa.PrivateKey) []byte {
-	der, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return der
-}
-
-func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // startTLS serves a one-record exporter over TLS built from the given files.
