@@ -103,12 +103,27 @@ static __always_inline __u32 galago_sk_netns(const struct sock *sk)
 	return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
 }
 
+/* galago_sk_local_port: the local port of sk, host byte order, also at and
+ * after the transition to CLOSE. tcp_set_state(TCP_CLOSE) releases the bind
+ * bucket (__inet_put_port zeroes inet_num, i.e. skc_num) before the
+ * inet_sock_set_state tracepoint fires, so a close hook reading skc_num sees
+ * 0; inet_sport (set from the same port at bind, connect and accept) is left
+ * alone by put_port and still names the port. */
+static __always_inline __u16 galago_sk_local_port(const struct sock *sk)
+{
+	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
+
+	if (!port)
+		port = bpf_ntohs(BPF_CORE_READ((const struct inet_sock *)sk, inet_sport));
+	return port;
+}
+
 static __always_inline struct galago_listen_key galago_listen_key_of(const struct sock *sk)
 {
 	struct galago_listen_key k = {};
 
 	k.netns = galago_sk_netns(sk);
-	k.port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	k.port = galago_sk_local_port(sk);
 	return k;
 }
 

@@ -12,12 +12,12 @@ package tcp
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -93,6 +93,8 @@ func runHelper(mode string, args []string) error {
 		if _, err := io.CopyN(io.Discard, c, int64(recv)); err != nil {
 			return err
 		}
+	case "once-server", "once-client":
+		return runOnce(mode == "once-server", addr, send, recv, say)
 	default:
 		return fmt.Errorf("unknown mode %q", mode)
 	}
@@ -101,19 +103,11 @@ func runHelper(mode string, args []string) error {
 	for sc.Scan() {
 		switch sc.Text() {
 		case "info":
-			raw, err := c.SyscallConn()
+			ti, err := tcpInfoOf(c)
 			if err != nil {
 				return err
 			}
-			var ti *unix.TCPInfo
-			var gerr error
-			if err := raw.Control(func(fd uintptr) { ti, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
-				return err
-			}
-			if gerr != nil {
-				return gerr
-			}
-			b, _ := json.Marshal(tcpInfo{ti.Bytes_acked, ti.Bytes_received, ti.Segs_in, ti.Segs_out, ti.Total_retrans, os.Getpid()})
+			b, _ := json.Marshal(ti)
 			say(string(b))
 		case "close":
 			return c.Close()
@@ -127,4 +121,138 @@ func runHelper(mode string, args []string) error {
 	return nil
 }
 
-var _ = syscall.Getpid
+// runOnce is one self-driven request/response connection, closed the way
+// GALAGO_TCP_CLOSE says, with no pause for the test: the whole connection
+// fits in a report period. The client sends send bytes, the server reads
+// recv, holds GALAGO_TCP_HOLD_MS (so a sample can see the connection) and
+// answers send bytes, which the client reads (recv). Close modes:
+//
+//	client      client closes first, server closes on EOF
+//	server      server closes first, client closes on EOF
+//	client-rst  client aborts (SO_LINGER 0) once its data is acked
+//	server-rst  server aborts once its data is acked
+//
+// The helper prints one line: its tcp_info as JSON, taken when its socket
+// is final (the side that receives a reset: after the reset; the others
+// just before closing, their data all acked), then exits.
+func runOnce(server bool, addr string, send, recv int, say func(string)) error {
+	closeMode := os.Getenv("GALAGO_TCP_CLOSE")
+	hold, _ := strconv.Atoi(os.Getenv("GALAGO_TCP_HOLD_MS"))
+	var c *net.TCPConn
+	if server {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		say("ready")
+		cc, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		c = cc.(*net.TCPConn)
+		if _, err := io.CopyN(io.Discard, c, int64(recv)); err != nil {
+			return err
+		}
+		time.Sleep(time.Duration(hold) * time.Millisecond)
+		if _, err := c.Write(make([]byte, send)); err != nil {
+			return err
+		}
+	} else {
+		cc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		c = cc.(*net.TCPConn)
+		if _, err := c.Write(make([]byte, send)); err != nil {
+			return err
+		}
+		if _, err := io.CopyN(io.Discard, c, int64(recv)); err != nil {
+			return err
+		}
+	}
+	me, peer := "client", "server"
+	if server {
+		me, peer = "server", "client"
+	}
+	report := func() error {
+		ti, err := tcpInfoOf(c)
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(ti)
+		say(string(b))
+		return nil
+	}
+	switch closeMode {
+	case me: // closes first: all its data was acked by the peer's answer or read
+		if err := waitAcked(c); err != nil {
+			return err
+		}
+		if err := report(); err != nil {
+			return err
+		}
+		return c.Close()
+	case peer, peer + "-rst": // waits for the peer's FIN or reset
+		_, err := io.Copy(io.Discard, c)
+		if closeMode == peer && err != nil {
+			return err
+		}
+		if err := report(); err != nil {
+			return err
+		}
+		return c.Close()
+	case me + "-rst":
+		if err := waitAcked(c); err != nil {
+			return err
+		}
+		if err := report(); err != nil {
+			return err
+		}
+		if err := c.SetLinger(0); err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	return fmt.Errorf("unknown GALAGO_TCP_CLOSE %q", closeMode)
+}
+
+func tcpInfoOf(c *net.TCPConn) (tcpInfo, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return tcpInfo{}, err
+	}
+	var ti *unix.TCPInfo
+	var gerr error
+	if err := raw.Control(func(fd uintptr) { ti, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
+		return tcpInfo{}, err
+	}
+	if gerr != nil {
+		return tcpInfo{}, gerr
+	}
+	return tcpInfo{ti.Bytes_acked, ti.Bytes_received, ti.Segs_in, ti.Segs_out, ti.Total_retrans, os.Getpid()}, nil
+}
+
+// waitAcked waits (bounded) until the peer acknowledged everything sent,
+// so that the counters the helper reports are final.
+func waitAcked(c *net.TCPConn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for range 200 {
+		var ti *unix.TCPInfo
+		var gerr error
+		if err := raw.Control(func(fd uintptr) { ti, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
+			return err
+		}
+		if gerr != nil {
+			return gerr
+		}
+		if ti.Unacked == 0 {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return errors.New("data still unacknowledged after 2s")
+}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -87,10 +88,10 @@ type helper struct {
 	pid   int
 }
 
-func startHelper(t *testing.T, ns, mode, addr string, send, recv int) *helper {
+func startHelper(t *testing.T, ns, mode, addr string, send, recv int, env ...string) *helper {
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], addr, strconv.Itoa(send), strconv.Itoa(recv))
-	cmd.Env = append(os.Environ(), "GALAGO_TCP_HELPER="+mode)
+	cmd.Env = append(append(os.Environ(), "GALAGO_TCP_HELPER="+mode), env...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -321,6 +322,88 @@ func TestPrivilegedShortLived(t *testing.T) {
 	checkSum(t, sr, "rx_bytes", size)
 	checkSum(t, cr, "rx_bytes", 0)
 	checkSum(t, sr, "tx_bytes", 0)
+}
+
+// TestPrivilegedCloseKeepsPort is the regression test for close records
+// read after the kernel released the local port (tcp_set_state(TCP_CLOSE)
+// runs __inet_put_port, which zeroes skc_num, before the tracepoint):
+// server-side short connections landed under server_port 0, one flow split
+// into two rows. Every way a connection ends, both families, the
+// connection living only a few milliseconds (no sample sees it) or
+// long enough for a sample to see it first (snapshot and close record
+// must meet in one row): one row per side, the right key, exact bytes.
+func TestPrivilegedCloseKeepsPort(t *testing.T) {
+	requirePrivileged(t)
+	n := setupNetns(t)
+	_, rt := startProbe(t, defaultCfg())
+	const req, resp = 777, 3333
+	type side struct {
+		h     *helper
+		final tcpInfo
+	}
+	type tcase struct {
+		name, closeMode, fam, cip, sip string
+		port                           int
+		cli, srv                       side
+	}
+	var cases []*tcase
+	port := 20700
+	for _, fam := range []struct{ name, cip, sip string }{{"2", clientV4, serverV4}, {"10", clientV6, serverV6}} {
+		for _, cm := range []string{"client", "server", "client-rst", "server-rst"} {
+			for _, hold := range []int{0, 2 * int(testSample/time.Millisecond)} {
+				port++
+				tc := &tcase{name: fmt.Sprintf("af%s/%s-closes/hold%dms", fam.name, cm, hold), closeMode: cm,
+					fam: fam.name, cip: fam.cip, sip: fam.sip, port: port}
+				addr := net.JoinHostPort(fam.sip, strconv.Itoa(port))
+				env := []string{"GALAGO_TCP_CLOSE=" + cm, "GALAGO_TCP_HOLD_MS=" + strconv.Itoa(hold)}
+				tc.srv.h = startHelper(t, n.sns, "once-server", addr, resp, req, env...)
+				tc.srv.h.expect("ready")
+				tc.cli.h = startHelper(t, n.cns, "once-client", addr, req, resp, env...)
+				cases = append(cases, tc)
+			}
+		}
+	}
+	for _, tc := range cases {
+		for _, sd := range []*side{&tc.cli, &tc.srv} {
+			if err := json.Unmarshal([]byte(sd.h.line()), &sd.final); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			sd.h.wait()
+		}
+	}
+	settle()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := map[string]string{"client_ip": tc.cip, "server_ip": tc.sip, "server_port": strconv.Itoa(tc.port),
+				"protocol": tc.fam, "comm": "tcp.test", "client_port": ""}
+			cr, sr := rows(rt, tc.cli.h.pid), rows(rt, tc.srv.h.pid)
+			keys["role"] = "client"
+			oneKey(t, cr, keys)
+			keys["role"] = "server"
+			oneKey(t, sr, keys)
+			// Sides that close gracefully or abort have all their data
+			// acked and read (the helper waited for it); the side that
+			// receives a reset counts what the kernel says it had then.
+			cliTx, cliRx, srvTx, srvRx := float64(req), float64(resp), float64(resp), float64(req)
+			switch tc.closeMode {
+			case "server-rst":
+				cliTx = float64(tc.cli.final.BytesAcked - 1) // minus the SYN
+				cliRx = float64(tc.cli.final.BytesReceived)
+			case "client-rst":
+				srvTx = float64(tc.srv.final.BytesAcked)
+				srvRx = float64(tc.srv.final.BytesReceived)
+			}
+			checkSum(t, cr, "tx_bytes", cliTx)
+			checkSum(t, cr, "rx_bytes", cliRx)
+			checkSum(t, sr, "tx_bytes", srvTx)
+			checkSum(t, sr, "rx_bytes", srvRx)
+			rsts := map[string][2]float64{"client-rst": {1, 0}, "server-rst": {0, 1}}[tc.closeMode]
+			checkSum(t, cr, "send_rsts", rsts[0])
+			checkSum(t, cr, "receive_rsts", rsts[1])
+			checkSum(t, sr, "send_rsts", rsts[1])
+			checkSum(t, sr, "receive_rsts", rsts[0])
+		})
+	}
 }
 
 func TestPrivilegedRetransmits(t *testing.T) {

@@ -167,7 +167,7 @@ static __always_inline bool owner_observed(const struct galago_sk_owner *o)
 static __always_inline void fill_addrs(struct tcp_conn *e, const struct sock *sk)
 {
 	e->family = sk->__sk_common.skc_family;
-	e->sport = sk->__sk_common.skc_num;
+	e->sport = galago_sk_local_port(sk); /* skc_num is 0 by the close hook */
 	e->dport = bpf_ntohs(sk->__sk_common.skc_dport);
 	e->netns = galago_sk_netns(sk);
 	e->state = sk->__sk_common.skc_state;
