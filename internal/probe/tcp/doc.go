@@ -19,7 +19,11 @@
 //     counters go to a ring buffer, so connections shorter than a period
 //     count exactly;
 //   - rare discrete events (resets, drops with a reason, buffer limits) are
-//     counted per socket in socket-local storage.
+//     counted per socket in socket-local storage, by hooks attached only
+//     while tcp_abnormal (the sub-item of their fields) is on: Start and
+//     Reconfigure attach and detach them, so e.g. tcp_stats alone runs just
+//     inet_sock_set_state and the two iterators. Counts of a hook attached
+//     mid-period start at the attachment.
 //
 // Counters become per-period deltas per connection (connections that
 // existed at Start count from Start), summed per row; gauges of the

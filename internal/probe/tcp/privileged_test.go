@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
@@ -622,5 +624,78 @@ func TestPrivilegedNoLeftovers(t *testing.T) {
 	}
 	if got := newIDs(before, ourPrograms(t)); got != 0 {
 		t.Fatalf("after stop: %d of our programs left behind", got)
+	}
+}
+
+// attachedPrograms names this probe's programs that have a BPF link now.
+func attachedPrograms(t *testing.T, p *Probe) map[string]bool {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	byID := map[ebpf.ProgramID]string{}
+	for name, prog := range map[string]*ebpf.Program{
+		"on_set_state": p.objs.OnSetState, "dump_owners": p.objs.DumpOwners, "dump_tcp": p.objs.DumpTcp,
+		"on_send_reset": p.objs.OnSendReset, "on_receive_reset": p.objs.OnReceiveReset,
+		"on_kfree_skb": p.objs.OnKfreeSkb, "on_exceed_buf_limit": p.objs.OnExceedBufLimit,
+	} {
+		info, err := prog.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := info.ID()
+		byID[id] = name
+	}
+	out := map[string]bool{}
+	var it link.Iterator
+	defer it.Close()
+	for it.Next() {
+		if info, err := it.Link.Info(); err == nil && byID[info.Program] != "" {
+			out[byID[info.Program]] = true
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPrivilegedHooksFollowSubItems: tcp_stats alone runs only the
+// mandatory hooks; enabling tcp_abnormal attaches the optional ones (and
+// they count), disabling it detaches them again.
+func TestPrivilegedHooksFollowSubItems(t *testing.T) {
+	requirePrivileged(t)
+	n := setupNetns(t)
+	cfg := defaultCfg()
+	cfg.SubItems = bitStats
+	p, rt := startProbe(t, cfg)
+	minimal := map[string]bool{"on_set_state": true, "dump_owners": true, "dump_tcp": true}
+	if got := attachedPrograms(t, p); !maps.Equal(got, minimal) {
+		t.Fatalf("tcp_stats only: attached %v, want %v", got, minimal)
+	}
+	cfg.SubItems = bitStats | bitAbnormal
+	if err := p.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	all := maps.Clone(minimal)
+	for _, h := range optionalHooks {
+		all[h.prog] = true
+	}
+	if got := attachedPrograms(t, p); !maps.Equal(got, all) {
+		t.Fatalf("tcp_stats+tcp_abnormal: attached %v, want %v", got, all)
+	}
+	// The attached reset hooks count: a connect to a closed port.
+	refused := startHelper(t, n.cns, "client", serverV4+":20801", 1, 1)
+	if l := refused.line(); !strings.HasPrefix(l, "dial:") {
+		t.Fatalf("connect to a closed port: %q", l)
+	}
+	refused.wait()
+	settle()
+	checkSum(t, rows(rt, refused.pid), "receive_rsts", 1)
+	cfg.SubItems = bitStats
+	if err := p.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := attachedPrograms(t, p); !maps.Equal(got, minimal) {
+		t.Fatalf("back to tcp_stats only: attached %v, want %v", got, minimal)
 	}
 }

@@ -55,6 +55,12 @@ type Probe struct {
 	rt         probe.Runtime
 	objs       *tcpObjects
 	links      []link.Link
+	// Optional hooks, attached only while a sub-item needs them: the
+	// loaded programs and their links by program name, and why a hook is
+	// missing on this kernel (reported when a sub-item asks for it).
+	optProgs   map[string]*ebpf.Program
+	optLinks   map[string]link.Link
+	optMissing map[string]error
 	iterOwners *link.Iter
 	iterTCP    *link.Iter
 	reader     *bpfrt.Reader
@@ -104,18 +110,27 @@ func (p *Probe) Name() string { return Name }
 // is part of gala-gopher's surface) but never filled: see the package doc.
 func (p *Probe) Tables() []*table.Table { return []*table.Table{table.TcpMetric, table.ProcFlowPerf} }
 
-// optional hooks: the tracepoint, the program, what it feeds.
+// optional hooks: the tracepoint, the program, the sub-item whose fields it
+// feeds (it is attached only while that sub-item is on), what it feeds.
 type optHook struct {
 	tp       string
 	prog     string
+	subItem  uint32
 	disables []string
 }
 
 var optionalHooks = []optHook{
-	{"tcp_send_reset", "on_send_reset", []string{"send_rsts"}},
-	{"tcp_receive_reset", "on_receive_reset", []string{"receive_rsts"}},
-	{"kfree_skb", "on_kfree_skb", []string{"backlog_drops", "filter_drops"}},
-	{"sock_exceed_buf_limit", "on_exceed_buf_limit", []string{"snd_buf_limit_count", "rmem_scheduls"}},
+	{"tcp_send_reset", "on_send_reset", bitAbnormal, []string{"send_rsts"}},
+	{"tcp_receive_reset", "on_receive_reset", bitAbnormal, []string{"receive_rsts"}},
+	{"kfree_skb", "on_kfree_skb", bitAbnormal, []string{"backlog_drops", "filter_drops"}},
+	{"sock_exceed_buf_limit", "on_exceed_buf_limit", bitAbnormal, []string{"snd_buf_limit_count", "rmem_scheduls"}},
+}
+
+func (o *tcpObjects) optProgram(name string) *ebpf.Program {
+	return map[string]*ebpf.Program{
+		"on_send_reset": o.OnSendReset, "on_receive_reset": o.OnReceiveReset,
+		"on_kfree_skb": o.OnKfreeSkb, "on_exceed_buf_limit": o.OnExceedBufLimit,
+	}[name]
 }
 
 // Start loads and attaches the BPF object, takes the baseline of existing
@@ -148,23 +163,24 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	} else if err := spec.Variables["kernel_hz"].Set(hz); err != nil {
 		return fmt.Errorf("tcp: set kernel_hz: %w", err)
 	}
-	p.hooks = hooksAvail{hz: hzErr == nil}
+	p.hooks.hz = hzErr == nil
 	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: recordSize, FillPercent: 25}); err != nil {
 		return fmt.Errorf("tcp: %w", err)
 	}
 	// Optional programs whose hook is missing are removed before load: one
 	// program the verifier cannot load would fail the whole collection.
-	attachOpt := map[string]bool{}
+	// The others are all loaded (so Reconfigure needs no reload) and
+	// attached by syncHooksLocked while a sub-item needs them.
+	p.optMissing = map[string]error{}
 	for _, h := range optionalHooks {
 		herr := bpfrt.HaveTPBTF(h.tp)
 		if herr == nil && h.tp == "kfree_skb" {
 			herr = kfreeSkbHasSocket()
 		}
-		if p.missing.Report(herr, h.disables...) != nil {
+		if herr != nil {
+			p.optMissing[h.prog] = herr
 			delete(spec.Programs, h.prog)
-			continue
 		}
-		attachOpt[h.prog] = true
 	}
 	objs := &tcpObjects{}
 	if err := spec.LoadAndAssign(objs, nil); err != nil {
@@ -187,26 +203,13 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		return fmt.Errorf("tcp: attach tp_btf/inet_sock_set_state: %w", err)
 	}
 	p.links = append(p.links, l)
+	p.optProgs, p.optLinks = map[string]*ebpf.Program{}, map[string]link.Link{}
 	for _, h := range optionalHooks {
-		if !attachOpt[h.prog] {
-			continue
+		if prog := objs.optProgram(h.prog); prog != nil {
+			p.optProgs[h.prog] = prog
+			progs[h.prog] = prog // run time stays 0 while detached
 		}
-		prog := map[string]*ebpf.Program{
-			"on_send_reset": objs.OnSendReset, "on_receive_reset": objs.OnReceiveReset,
-			"on_kfree_skb": objs.OnKfreeSkb, "on_exceed_buf_limit": objs.OnExceedBufLimit,
-		}[h.prog]
-		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
-		if err != nil {
-			_ = p.missing.Report(&bpfrt.HookError{Hook: "tp_btf/" + h.tp, Err: err}, h.disables...)
-			attachOpt[h.prog] = false
-			continue
-		}
-		p.links = append(p.links, l)
-		progs[h.prog] = prog
 	}
-	p.hooks.resets = attachOpt["on_send_reset"] && attachOpt["on_receive_reset"]
-	p.hooks.dropReason = attachOpt["on_kfree_skb"]
-	p.hooks.bufLimit = attachOpt["on_exceed_buf_limit"]
 	if p.iterOwners, err = link.AttachIter(link.IterOptions{Program: objs.DumpOwners}); err != nil {
 		return fmt.Errorf("tcp: attach iter/task_file: %w", err)
 	}
@@ -235,6 +238,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	p.cfg, p.rt = cfg, rt
 	p.agg = newAggregator()
 	p.applyCfgLocked()
+	p.syncHooksLocked()
 	// Baseline: who owns the existing sockets and where their counters
 	// stand, so the first period only counts what happens in it.
 	recs, err := p.iterate()
@@ -268,6 +272,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	}
 	p.cfg = cfg
 	p.applyCfgLocked()
+	p.syncHooksLocked()
 	if err := p.filter.Sync(cfg.Targets); err != nil {
 		return fmt.Errorf("tcp: snooper filter: %w", err)
 	}
@@ -300,6 +305,10 @@ func (p *Probe) closeLocked() {
 		}
 	}
 	p.iterTCP, p.iterOwners = nil, nil
+	for name, l := range p.optLinks {
+		_ = l.Close()
+		delete(p.optLinks, name)
+	}
 	for i := len(p.links) - 1; i >= 0; i-- {
 		_ = p.links[i].Close()
 	}
@@ -308,6 +317,39 @@ func (p *Probe) closeLocked() {
 		_ = p.objs.Close()
 		p.objs = nil
 	}
+}
+
+// syncHooksLocked attaches the optional hooks the enabled sub-items need and
+// detaches the others, so a configuration without them runs only the
+// mandatory hooks. A hook missing on this kernel is reported (once per
+// daemon) when a sub-item asks for it; its fields stay unset. Counters of a
+// hook attached mid-period count from the attachment on.
+func (p *Probe) syncHooksLocked() {
+	for _, h := range optionalHooks {
+		want := p.cfg.Has(h.subItem)
+		l, attached := p.optLinks[h.prog]
+		switch {
+		case want && !attached:
+			if err := p.optMissing[h.prog]; err != nil {
+				_ = p.missing.Report(err, h.disables...)
+				continue
+			}
+			l, err := link.AttachTracing(link.TracingOptions{Program: p.optProgs[h.prog]})
+			if err != nil {
+				// Not cached as missing: a later reconfiguration retries.
+				_ = p.missing.Report(&bpfrt.HookError{Hook: "tp_btf/" + h.tp, Err: err}, h.disables...)
+				continue
+			}
+			p.optLinks[h.prog] = l
+		case !want && attached:
+			_ = l.Close()
+			delete(p.optLinks, h.prog)
+		}
+	}
+	on := func(prog string) bool { return p.optLinks[prog] != nil }
+	p.hooks.resets = on("on_send_reset") && on("on_receive_reset")
+	p.hooks.dropReason = on("on_kfree_skb")
+	p.hooks.bufLimit = on("on_exceed_buf_limit")
 }
 
 // kfreeSkbHasSocket checks that kfree_skb passes the drop reason and the
