@@ -50,11 +50,11 @@ type Probe struct {
 	sampleEvery, reportEvery time.Duration
 	now                      func() time.Time
 
-	mu         sync.Mutex
-	cfg        probe.Config
-	rt         probe.Runtime
-	objs       *tcpObjects
-	links      []link.Link
+	mu    sync.Mutex
+	cfg   probe.Config
+	rt    probe.Runtime
+	objs  *tcpObjects
+	links []link.Link
 	// Optional hooks, attached only while a sub-item needs them: the
 	// loaded programs and their links by program name, and why a hook is
 	// missing on this kernel (reported when a sub-item asks for it).
