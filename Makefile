@@ -2,6 +2,7 @@
 # set-up commands of the README: each installs what it needs on a fresh
 # Debian machine.
 
+SHELL    := /bin/bash
 GO       ?= go
 BIN      := bin/galago
 PKGS     := ./...
@@ -43,8 +44,16 @@ test: test-deps check-generated lint unit fuzz e2e
 unit:
 	GALAGO_PRIVILEGED_TESTS=1 $(GO) test -race -count=1 $(PKGS)
 
+E2E_LOG ?= /tmp/galago-e2e.log
+
+# The full -v log goes to $(E2E_LOG); the summary is printed, and the log's
+# tail too when a test fails.
 e2e: build
-	GALAGO_PRIVILEGED_TESTS=1 GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -v -timeout 15m ./test/e2e/... 2>&1 | tee /tmp/galago-e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' ; exit $${PIPESTATUS[0]}
+	@GALAGO_PRIVILEGED_TESTS=1 GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) \
+		$(GO) test -count=1 -v -timeout 15m ./test/e2e/... > $(E2E_LOG) 2>&1; rc=$$?; \
+	grep -E '^(--- |PASS|FAIL|ok|panic)' $(E2E_LOG); \
+	if [ $$rc -ne 0 ]; then echo "--- e2e log tail ($(E2E_LOG)):"; tail -150 $(E2E_LOG); fi; \
+	exit $$rc
 
 # Runs each fuzz target briefly on top of its committed seed corpus.
 fuzz:
