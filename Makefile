@@ -30,12 +30,13 @@ run: build
 	test -f $(RUN_DIR)/probes.init || cp examples/probes.init $(RUN_DIR)/probes.init
 	$(BIN) -c examples/galago-run.conf
 
+# $(call apt-ensure,PACKAGES): apt-get install those not installed yet.
+apt-ensure = missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+
 test-deps:
-	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	fi
+	@$(call apt-ensure,$(TEST_DEBS))
 
 # Every tier: unit, privileged (real BPF, real /proc, real containers) and
 # end-to-end (the real binary with a real Prometheus). Needs root.
@@ -76,7 +77,10 @@ lint:
 
 # Benchmarks of every package, and of the real daemon (footprint, REST
 # round trip); numbers and how to read them are in BENCHMARKS.md.
+BENCH_DEBS := nginx wrk
+
 bench: build
+	@$(call apt-ensure,$(BENCH_DEBS))
 	GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
 clean:
