@@ -27,6 +27,8 @@ const (
 	EvUDPSend        = EventType(socketSocketEventTypeSOCKET_EV_UDP_SEND)
 	EvUDPRecv        = EventType(socketSocketEventTypeSOCKET_EV_UDP_RECV)
 	EvUDPDrop        = EventType(socketSocketEventTypeSOCKET_EV_UDP_DROP)
+	// EvUnowned asks for an owner walk; it carries no measurement.
+	EvUnowned = EventType(socketSocketEventTypeSOCKET_EV_UNOWNED)
 )
 
 // Roles of TCP events (enum socket_role); numeric as in gala-gopher's
@@ -74,7 +76,7 @@ func Decode(raw []byte) (Event, error) {
 		Family:  le.Uint16(raw[52:]),
 		Role:    raw[54],
 	}
-	if e.Type < EvSynSent || e.Type > EvUDPDrop {
+	if e.Type < EvSynSent || e.Type > EvUnowned {
 		return Event{}, fmt.Errorf("socket: unknown event type %d", e.Type)
 	}
 	switch e.Family {

@@ -70,12 +70,27 @@
 //
 // # Limits
 //
-// Listeners and UDP sockets created before the probe started have no
-// recorded owner until a task_file walk is added, so their rows appear only
-// for sockets created (or, for UDP, used) while it runs. SYN-time queue
-// checks are evaluated by the ingress program just before
+// Owners of sockets opened before the probe started (every listener on a
+// real node) come from an iter/task_file walk over all tasks' fd tables
+// (galago_owner_from_file in bpf/include/sockowner.h; sk storage lives on
+// the socket, so one walk covers every network namespace). It runs at Start
+// once the hooks are attached, after Reconfigure enables a sub-item, and on
+// demand: a hook that meets a listener or UDP socket without owner asks
+// once per socket (ring record SOCKET_EV_UNOWNED; walks at least a second
+// apart), and the event that revealed it is not attributed. A socket no
+// process holds (a kernel tunnel's UDP socket) stays unowned and
+// unreported. Without iter/task_file support only sockets opened (or, for
+// UDP, used) while the probe runs are reported; the missing hook is logged
+// once.
+//
+// Rows follow gala-gopher: an endpoint row (keyed by client IP) appears with
+// its first event and is then reported every period, with measured zeros
+// when idle, until ten minutes without events. A listener that never had a
+// client has no row (there is no client_ip to key it by), as in
+// gala-gopher.
+//
+// SYN-time queue checks are evaluated by the ingress program just before
 // tcp_conn_request runs; a racing accept() between the two can shift one
-// count. IPv6 SYNs with extension headers are not inspected. Endpoints
-// without events for ten minutes are forgotten. Records lost to a full ring
-// buffer are reported through Runtime.Lost.
+// count. IPv6 SYNs with extension headers are not inspected. Records lost
+// to a full ring buffer are reported through Runtime.Lost.
 package socket

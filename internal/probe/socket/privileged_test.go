@@ -133,6 +133,107 @@ func listenOn(n *netns, port, backlog int) (int, error) {
 
 var loopback = [4]byte{127, 0, 0, 1}
 
+// connectAccept opens n connections from client to port and accepts each
+// on lfd; it returns every descriptor, for the caller to close.
+func connectAccept(t *testing.T, ns *netns, lfd, port int, client [4]byte, n int) []int {
+	t.Helper()
+	var fds []int
+	for i := 0; i < n; i++ {
+		fd, err := tcpSocket(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if client != loopback {
+			if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: client}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: loopback}); err != nil {
+			t.Fatal(err)
+		}
+		afd, _, err := unix.Accept(lfd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds = append(fds, fd, afd)
+	}
+	return fds
+}
+
+// overflow sends attempts non-blocking connects to a listener that never
+// accepts (backlog 1), lets the SYN retransmission timer (1 s) fire once,
+// and closes them.
+func overflow(t *testing.T, ns *netns, port, attempts int) {
+	t.Helper()
+	var pending []int
+	for i := 0; i < attempts; i++ {
+		fd, err := tcpSocket(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.SetNonblock(fd, true)
+		err = unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: loopback})
+		if err != nil && !errors.Is(err, unix.EINPROGRESS) {
+			t.Fatal(err)
+		}
+		pending = append(pending, fd)
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	for _, fd := range pending {
+		unix.Close(fd)
+	}
+}
+
+func udpSocket(t *testing.T, ns *netns) int {
+	t.Helper()
+	var fd int
+	if err := ns.do(func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// udpReceiver is a UDP socket on port with the smallest receive buffer, so
+// a burst overflows it.
+func udpReceiver(t *testing.T, ns *netns, port int) int {
+	t.Helper()
+	fd := udpSocket(t, ns)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: loopback}); err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
+// udpBurst sends n datagrams of size bytes from sfd to port, then drains
+// rfd; it returns the bytes received.
+func udpBurst(t *testing.T, sfd, rfd, port, n, size int) int {
+	t.Helper()
+	payload := make([]byte, size)
+	for i := 0; i < n; i++ {
+		if err := unix.Sendto(sfd, payload, 0, &unix.SockaddrInet4{Port: port, Addr: loopback}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unix.SetNonblock(rfd, true)
+	received := 0
+	buf := make([]byte, 2048)
+	for {
+		n, _, err := unix.Recvfrom(rfd, buf, 0)
+		if err != nil {
+			return received
+		}
+		received += n
+	}
+}
+
 // startProbe starts a probe with fast periods; stop via the returned func.
 func startProbe(t *testing.T, cfg probe.Config) (*Probe, *fakeRT, func()) {
 	t.Helper()
@@ -233,21 +334,7 @@ func TestPrivilegedTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keep []int
-	for i := 0; i < conns; i++ {
-		fd, err := tcpSocket(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: okPort, Addr: loopback}); err != nil {
-			t.Fatal(err)
-		}
-		afd, _, err := unix.Accept(lfd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keep = append(keep, fd, afd)
-	}
+	keep := connectAccept(t, ns, lfd, okPort, loopback, conns)
 
 	// 3. A listener that never accepts: backlog 1, then more connects.
 	const ovPort = 18081
@@ -256,25 +343,7 @@ func TestPrivilegedTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pending []int
-	for i := 0; i < attempts; i++ {
-		fd, err := tcpSocket(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		unix.SetNonblock(fd, true)
-		err = unix.Connect(fd, &unix.SockaddrInet4{Port: ovPort, Addr: loopback})
-		if err != nil && !errors.Is(err, unix.EINPROGRESS) {
-			t.Fatal(err)
-		}
-		pending = append(pending, fd)
-		time.Sleep(20 * time.Millisecond)
-	}
-	// Let the SYN retransmission timer (1 s) fire once.
-	time.Sleep(1500 * time.Millisecond)
-	for _, fd := range pending {
-		unix.Close(fd)
-	}
+	overflow(t, ns, ovPort, attempts)
 	unix.Close(ofd)
 	for _, fd := range keep {
 		unix.Close(fd)
@@ -295,12 +364,12 @@ func TestPrivilegedTCP(t *testing.T) {
 		t.Errorf("closed port client: %v, want active_open_failed=syn_sent=%d", closed, refused)
 	}
 
-	okc, okcLat, n := sums(recs, tcp, map[string]string{"tgid": pid, "role": "client", "server_port": strconv.Itoa(okPort)})
+	okc, okcLat, n := sums(recs, tcp, map[string]string{"tgid": pid, "role": "client", "client_ip": "127.0.0.1", "server_ip": "127.0.0.1", "server_port": strconv.Itoa(okPort)})
 	t.Logf("ok client (%d records): %v latency count %d", n, okc, okcLat)
 	if okc["active_open"] != conns || okc["syn_sent"] != conns || okcLat != conns {
 		t.Errorf("ok client: active_open %v syn_sent %v estab_latency count %d, want %d each", okc["active_open"], okc["syn_sent"], okcLat, conns)
 	}
-	oks, oksLat, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "server_port": strconv.Itoa(okPort)})
+	oks, oksLat, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "client_ip": "127.0.0.1", "server_ip": "127.0.0.1", "server_port": strconv.Itoa(okPort)})
 	t.Logf("ok server: %v latency count %d", oks, oksLat)
 	if oks["passive_open"] != conns || oksLat != conns || oks["synack_sent"] != conns || oks["passive_open_failed"] != 0 {
 		t.Errorf("ok server: passive_open %v estab_latency count %d synack_sent %v, want %d each", oks["passive_open"], oksLat, oks["synack_sent"], conns)
@@ -356,50 +425,25 @@ func TestPrivilegedTCP(t *testing.T) {
 func TestPrivilegedUDP(t *testing.T) {
 	privileged(t)
 	ns := newNetns(t)
-	pid := strconv.Itoa(os.Getpid())
 	_, rt, stop := startProbe(t, defaultCfg())
 
-	udpSock := func() int {
-		var fd int
-		if err := ns.do(func() (err error) {
-			fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return fd
-	}
 	const port = 19090
+	rfd := udpReceiver(t, ns, port)
+	sfd := udpSocket(t, ns)
+	checkUDP(t, ns, rt, stop, sfd, rfd, port)
+}
+
+// checkUDP sends a burst from sfd to rfd on port that overflows rfd's
+// receive buffer, stops the probe and checks endpoint_udp of the test
+// process against the namespace's Udp counters and the bytes moved.
+func checkUDP(t *testing.T, ns *netns, rt *fakeRT, stop func(), sfd, rfd, port int) {
+	t.Helper()
 	const size = 100
 	const sent = 200
-	rfd := udpSock()
-	defer unix.Close(rfd)
-	if err := unix.SetsockoptInt(rfd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Bind(rfd, &unix.SockaddrInet4{Port: port, Addr: loopback}); err != nil {
-		t.Fatal(err)
-	}
-	sfd := udpSock()
-	defer unix.Close(sfd)
+	pid := strconv.Itoa(os.Getpid())
 	before := ns.counters(t)
-	payload := make([]byte, size)
-	for i := 0; i < sent; i++ {
-		if err := unix.Sendto(sfd, payload, 0, &unix.SockaddrInet4{Port: port, Addr: loopback}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	received := udpBurst(t, sfd, rfd, port, sent, size)
 	after := ns.counters(t)
-	unix.SetNonblock(rfd, true)
-	received := 0
-	buf := make([]byte, 2048)
-	for {
-		n, _, err := unix.Recvfrom(rfd, buf, 0)
-		if err != nil {
-			break
-		}
-		received += n
-	}
 	settle()
 	stop()
 	recs, _ := rt.take()
@@ -411,6 +455,7 @@ func TestPrivilegedUDP(t *testing.T) {
 	}
 	u := table.EndpointUdp
 	recv, _, _ := sums(recs, u, map[string]string{"tgid": pid, "local_port": strconv.Itoa(port)})
+	t.Logf("receiver: %v", recv)
 	if recv["udp_rcv_drops"] != float64(drops*size) {
 		t.Errorf("udp_rcv_drops %v bytes, kernel %d drops of %d bytes", recv["udp_rcv_drops"], drops, size)
 	}
@@ -420,6 +465,120 @@ func TestPrivilegedUDP(t *testing.T) {
 	all, _, _ := sums(recs, u, map[string]string{"tgid": pid})
 	if all["bind_sends"] != sent*size {
 		t.Errorf("bind_sends %v, want %d", all["bind_sends"], sent*size)
+	}
+}
+
+// TestPrivilegedPreexisting: listeners and a UDP socket opened BEFORE the
+// probe starts (every listener on a real node) are attributed by the
+// task_file walk at Start, so their passive opens, overflows and drops are
+// reported exactly.
+func TestPrivilegedPreexisting(t *testing.T) {
+	privileged(t)
+	ns := newNetns(t)
+	pid := strconv.Itoa(os.Getpid())
+	const okPort, ovPort, udpPort = 18180, 18181, 19190
+	const conns, attempts = 5, 6
+	lfd, err := listenOn(ns, okPort, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	ofd, err := listenOn(ns, ovPort, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ofd)
+	rfd := udpReceiver(t, ns, udpPort)
+
+	_, rt, stop := startProbe(t, defaultCfg())
+	before := ns.counters(t)
+	keep := connectAccept(t, ns, lfd, okPort, loopback, conns)
+	overflow(t, ns, ovPort, attempts)
+	for _, fd := range keep {
+		unix.Close(fd)
+	}
+	time.Sleep(100 * time.Millisecond)
+	after := ns.counters(t)
+	settle()
+	stop()
+	recs, _ := rt.take()
+	d := func(k string) float64 { return float64(after[k] - before[k]) }
+	t.Logf("kernel deltas: PassiveOpens %v ListenOverflows %v ListenDrops %v", d("Tcp:PassiveOpens"), d("TcpExt:ListenOverflows"), d("TcpExt:ListenDrops"))
+
+	tcp := table.EndpointTcp
+	oks, oksLat, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "client_ip": "127.0.0.1", "server_ip": "127.0.0.1", "server_port": strconv.Itoa(okPort)})
+	t.Logf("pre-existing server: %v latency count %d", oks, oksLat)
+	if oks["passive_open"] != conns || oksLat != conns || oks["synack_sent"] != conns || oks["passive_open_failed"] != 0 {
+		t.Errorf("pre-existing server: passive_open %v estab_latency count %d synack_sent %v, want %d each",
+			oks["passive_open"], oksLat, oks["synack_sent"], conns)
+	}
+	ovs, _, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "server_port": strconv.Itoa(ovPort)})
+	t.Logf("pre-existing overflow server: %v", ovs)
+	if ovs["accept_overflow"] != d("TcpExt:ListenOverflows") || ovs["accept_overflow"] == 0 {
+		t.Errorf("accept_overflow = %v, kernel ListenOverflows delta %v", ovs["accept_overflow"], d("TcpExt:ListenOverflows"))
+	}
+	if ovs["listendrop"] != d("TcpExt:ListenDrops") {
+		t.Errorf("listendrop = %v, kernel ListenDrops delta %v", ovs["listendrop"], d("TcpExt:ListenDrops"))
+	}
+	if got := oks["passive_open"] + ovs["passive_open"]; got != d("Tcp:PassiveOpens") {
+		t.Errorf("passive_open total %v, kernel PassiveOpens %v", got, d("Tcp:PassiveOpens"))
+	}
+
+	// UDP: a receiver bound before Start, overflowed after it. Its drops
+	// happen in softirq, so only the walk can name its owner.
+	_, rt, stop = startProbe(t, defaultCfg())
+	sfd := udpSocket(t, ns)
+	checkUDP(t, ns, rt, stop, sfd, rfd, udpPort)
+}
+
+// TestPrivilegedWalkOnDemand: a listener whose owner is unknown while the
+// probe runs (its record is deleted here, as for a socket the Start walk
+// could not see) asks for a walk from the hook that meets it; once the
+// walk ran, its connections are counted exactly again.
+func TestPrivilegedWalkOnDemand(t *testing.T) {
+	privileged(t)
+	ns := newNetns(t)
+	pid := strconv.Itoa(os.Getpid())
+	const port, conns = 18280, 4
+	lfd, err := listenOn(ns, port, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	p, rt, stop := startProbe(t, defaultCfg())
+	owners := p.coll.Maps["galago_sk_owners"]
+	var o socketGalagoSkOwner
+	if err := owners.Lookup(uint32(lfd), &o); err != nil {
+		t.Fatalf("Start walk left the listener without owner: %v", err)
+	}
+	if o.Tgid != uint32(os.Getpid()) || o.Src != 4 {
+		t.Fatalf("listener owner %+v, want tgid %d src FILE (4)", o, os.Getpid())
+	}
+	if err := owners.Delete(uint32(lfd)); err != nil {
+		t.Fatal(err)
+	}
+	// The first connection meets the unowned listener (from 127.0.0.2, a
+	// row of its own: its SYN is not attributable).
+	trigger := connectAccept(t, ns, lfd, port, [4]byte{127, 0, 0, 2}, 1)
+	deadline := time.Now().Add(3 * time.Second)
+	for owners.Lookup(uint32(lfd), &o) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no owner walk after a hook met the unowned listener")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	keep := connectAccept(t, ns, lfd, port, loopback, conns)
+	for _, fd := range append(trigger, keep...) {
+		unix.Close(fd)
+	}
+	settle()
+	stop()
+	recs, _ := rt.take()
+	got, lat, _ := sums(recs, table.EndpointTcp, map[string]string{"tgid": pid, "role": "server", "client_ip": "127.0.0.1", "server_port": strconv.Itoa(port)})
+	t.Logf("after the on-demand walk: %v latency count %d", got, lat)
+
+	if got["passive_open"] != conns || got["synack_sent"] != conns || lat != conns {
+		t.Errorf("passive_open %v synack_sent %v estab_latency count %d, want %d each", got["passive_open"], got["synack_sent"], lat, conns)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/bits"
 	"net/netip"
@@ -40,6 +41,10 @@ func subItemBit(name string) uint32 {
 // idleTimeout is how long an endpoint without events is still reported
 // (with measured zeros), as gala-gopher ages its endpoints.
 const idleTimeout = 10 * time.Minute
+
+// minWalkGap is the least time between two on-demand owner walks; a
+// request inside it waits for the next report tick.
+const minWalkGap = time.Second
 
 // hook is one attach point: the program, how it attaches, the sub-item it
 // serves and the fields it measures (named when the hook is missing).
@@ -85,6 +90,8 @@ type Probe struct {
 	absent   map[string]bool // programs whose hook this kernel lacks
 	agg      *aggregator
 	kick     chan struct{} // period or targets changed
+	walker   *link.Iter    // iter/task_file owner walk; nil when unavailable
+	walkReq  chan struct{} // a hook met an unowned socket
 	stopOnce sync.Once
 }
 
@@ -163,7 +170,14 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	p.cfg, p.rt = cfg, rt
 	p.agg = newAggregator()
 	p.kick = make(chan struct{}, 1)
+	p.walkReq = make(chan struct{}, 1)
 	if err := p.syncLinks(cfg.SubItems); err != nil {
+		p.rt = nil
+		return errors.Join(err, p.closeLocked())
+	}
+	// After the hooks: a socket opened from now on is seen by them, one
+	// opened before is in some task's fd table.
+	if err := p.walkOwners(); err != nil {
 		p.rt = nil
 		return errors.Join(err, p.closeLocked())
 	}
@@ -215,6 +229,11 @@ func (p *Probe) load(cfg probe.Config) error {
 		return fmt.Errorf("socket: load: %w", err)
 	}
 	p.links = map[string]link.Link{}
+	if p.walker, err = link.AttachIter(link.IterOptions{Program: p.coll.Programs["walk_owners"]}); err != nil {
+		p.walker = nil
+		_ = p.missing.Report(&bpfrt.HookError{Hook: "iter/task_file", Err: err},
+			"owners of listeners and UDP sockets opened before the probe started (their endpoints are not reported)")
+	}
 	p.filter, err = bpfrt.NewFilterSync(p.coll.Maps[bpfrt.FilterModeMap], p.coll.Maps[bpfrt.FilterTGIDsMap], p.coll.Maps[bpfrt.FilterCgroupsMap])
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
@@ -287,6 +306,12 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	if err := p.syncLinks(cfg.SubItems); err != nil {
 		return err
 	}
+	// Sockets opened while a sub-item's hooks were detached have no owner.
+	if cfg.SubItems&^p.cfg.SubItems != 0 {
+		if err := p.walkOwners(); err != nil {
+			return err
+		}
+	}
 	if err := p.filter.Sync(cfg.Targets); err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
@@ -317,6 +342,10 @@ func (p *Probe) closeLocked() error {
 		errs = append(errs, l.Close())
 		delete(p.links, name)
 	}
+	if p.walker != nil {
+		errs = append(errs, p.walker.Close())
+		p.walker = nil
+	}
 	if p.reader != nil {
 		errs = append(errs, p.reader.Close())
 	}
@@ -331,6 +360,13 @@ func (p *Probe) handle(raw []byte) error {
 	ev, err := Decode(raw)
 	if err != nil {
 		return err
+	}
+	if ev.Type == EvUnowned {
+		select {
+		case p.walkReq <- struct{}{}:
+		default: // a walk is already pending
+		}
+		return nil
 	}
 	p.mu.Lock()
 	p.agg.add(ev, p.now())
@@ -347,10 +383,26 @@ func (p *Probe) run(ctx context.Context) error {
 	t := time.NewTicker(cur)
 	defer t.Stop()
 	changed := targetsChanged(targets)
+	lastWalk := p.now()
+	walkPending := false
+	walk := func() {
+		walkPending = false
+		lastWalk = p.now()
+		if err := p.walkOwners(); err != nil {
+			p.rt.Error()
+			p.log.Warn("socket: owner walk failed", "err", err)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-p.walkReq:
+			if p.now().Sub(lastWalk) >= minWalkGap {
+				walk()
+			} else {
+				walkPending = true
+			}
 		case <-p.kick:
 			p.mu.Lock()
 			if d := p.period(p.cfg); d != cur {
@@ -372,9 +424,31 @@ func (p *Probe) run(ctx context.Context) error {
 				return fmt.Errorf("socket: %w", err)
 			}
 		case <-t.C:
+			if walkPending {
+				walk()
+			}
 			p.report(p.now())
 		}
 	}
+}
+
+// walkOwners runs the iter/task_file walk: every socket in a task's fd
+// table without a recorded owner gets that task (bpf/include/sockowner.h).
+// The program writes nothing; reading to the end runs it. The iterator is
+// only closed by Stop, after the run loop has returned.
+func (p *Probe) walkOwners() error {
+	if p.walker == nil {
+		return nil
+	}
+	rc, err := p.walker.Open()
+	if err != nil {
+		return fmt.Errorf("socket: owner walk: %w", err)
+	}
+	defer rc.Close()
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		return fmt.Errorf("socket: owner walk: %w", err)
+	}
+	return nil
 }
 
 func targetsChanged(t snoop.Targets) <-chan struct{} {

@@ -22,6 +22,10 @@
  *   tp_btf/sock_send_length, sock_recv_length  bind_sends / bind_rcvs (bytes)
  *   cgroup/post_bind4, post_bind6   owner of UDP sockets that bind and only
  *       receive (drops happen in softirq, where current is unrelated)
+ *   iter/task_file                  walk_owners: owners of sockets opened
+ *       before the probe (galago_owner_from_file); hooks meeting an unowned
+ *       listener or UDP socket ask for a walk (SOCKET_EV_UNOWNED, once per
+ *       socket: walk_asked)
  * Events: one fixed-size struct socket_event per occurrence, ring buffer
  *   "events" (lost reservations counted in lost_events); user space
  *   aggregates per endpoint and report period.
@@ -69,6 +73,9 @@ enum socket_event_type {
 	SOCKET_EV_UDP_SEND = 13,       /* value: bytes */
 	SOCKET_EV_UDP_RECV = 14,       /* value: bytes */
 	SOCKET_EV_UDP_DROP = 15,       /* value: bytes */
+	SOCKET_EV_UNOWNED = 16,        /* a hook met a listener or UDP socket
+					* without owner: user space re-runs the
+					* task_file walk (walk_owners) */
 };
 
 enum socket_role {
@@ -109,6 +116,44 @@ struct {
 	__type(value, __u64);
 } connect_start SEC(".maps");
 
+/* Sockets that already asked for an owner walk: each unowned socket asks
+ * once, so a socket no process holds (a kernel tunnel's UDP socket) cannot
+ * make user space walk the fd tables again and again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u8);
+} walk_asked SEC(".maps");
+
+/* ask_walk: a hook met a listener or UDP socket without owner (opened
+ * before the probe, or before the sub-item's hooks were attached). The
+ * event that revealed it cannot be attributed; the walk attributes the
+ * ones that follow. sk is a BTF socket or a cgroup_skb full socket. */
+static __always_inline void ask_walk(void *sk, __u16 family, __u16 lport)
+{
+	__u8 *asked = bpf_sk_storage_get(&walk_asked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	struct socket_event *e;
+
+	if (!asked || *asked)
+		return;
+	*asked = 1;
+	e = GALAGO_RB_RESERVE(&events, struct socket_event);
+	if (!e)
+		return;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = SOCKET_EV_UNOWNED;
+	e->family = family;
+	e->sport = lport;
+	/* Rare and urgent: wake the reader now rather than at the batch. */
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+}
+
+static __always_inline void ask_walk_sk(const struct sock *sk)
+{
+	ask_walk((void *)sk, sk->__sk_common.skc_family, sk->__sk_common.skc_num);
+}
+
 static __always_inline bool owner_observed(const struct galago_sk_owner *o)
 {
 	return galago_observed_in(o->tgid, o->cgroup_id);
@@ -138,12 +183,14 @@ static __always_inline void ev_addrs_common(struct socket_event *e, const struct
 	__u8 *remote = local_is_client ? e->daddr : e->saddr;
 
 	e->family = family;
+	/* Explicit sizes: BPF_CORE_READ_INTO copies sizeof(*dst), one byte
+	 * through these __u8 pointers. */
 	if (family == AF_INET6) {
-		BPF_CORE_READ_INTO(local, c, skc_v6_rcv_saddr);
-		BPF_CORE_READ_INTO(remote, c, skc_v6_daddr);
+		bpf_core_read(local, 16, &c->skc_v6_rcv_saddr);
+		bpf_core_read(remote, 16, &c->skc_v6_daddr);
 	} else {
-		BPF_CORE_READ_INTO(local, c, skc_rcv_saddr);
-		BPF_CORE_READ_INTO(remote, c, skc_daddr);
+		bpf_core_read(local, 4, &c->skc_rcv_saddr);
+		bpf_core_read(remote, 4, &c->skc_daddr);
 	}
 	if (local_is_client) {
 		e->sport = lport;
@@ -232,7 +279,11 @@ int BPF_PROG(tcp_rtx_synack, const struct sock *sk, const struct request_sock *r
 	struct galago_sk_owner *o = galago_owner_get(sk);
 	struct socket_event *e;
 
-	if (!o || o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
+	if (!o) {
+		ask_walk_sk(sk);
+		return 0;
+	}
+	if (o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
 		return 0;
 	e = ev_new(SOCKET_EV_RETRAN_SYNACK, o, SOCKET_ROLE_SERVER);
 	if (!e)
@@ -263,10 +314,8 @@ static __always_inline void ev_addrs_skb(struct socket_event *e, const struct sk
 	unsigned char *head = BPF_CORE_READ(skb, head);
 	__u16 nh = BPF_CORE_READ(skb, network_header);
 	__u16 th = BPF_CORE_READ(skb, transport_header);
-	__u16 family = listener->__sk_common.skc_family;
 	__u16 port;
 
-	e->family = family;
 	if (BPF_CORE_READ(skb, protocol) == bpf_htons(0x86DD)) {
 		struct ipv6hdr *ip6 = (struct ipv6hdr *)(head + nh);
 
@@ -283,7 +332,6 @@ static __always_inline void ev_addrs_skb(struct socket_event *e, const struct sk
 	bpf_probe_read_kernel(&port, 2, head + th);
 	e->sport = bpf_ntohs(port);
 	e->dport = listener->__sk_common.skc_num;
-	(void)family;
 }
 
 SEC("tp_btf/kfree_skb")
@@ -302,7 +350,11 @@ int BPF_PROG(skb_drop, struct sk_buff *skb, void *location, enum skb_drop_reason
 		    rx_sk->__sk_common.skc_state != TCP_LISTEN)
 			return 0;
 		o = galago_owner_get(rx_sk);
-		if (!o || o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
+		if (!o) {
+			ask_walk_sk(rx_sk);
+			return 0;
+		}
+		if (o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
 			return 0;
 		bool full = rx_sk->sk_ack_backlog > rx_sk->sk_max_ack_backlog;
 		e = ev_new(full ? SOCKET_EV_ACCEPT_OVERFLOW : SOCKET_EV_LISTEN_DROP, o, SOCKET_ROLE_SERVER);
@@ -340,7 +392,6 @@ struct pkt {
 static __always_inline void parse_pkt(struct __sk_buff *skb, struct pkt *p)
 {
 	__u32 thoff;
-	__u8 proto;
 
 	p->ok = 0;
 	if (skb->protocol == bpf_htons(0x0800)) {
@@ -376,7 +427,6 @@ static __always_inline void parse_pkt(struct __sk_buff *skb, struct pkt *p)
 	p->sport = th.source;
 	p->dport = th.dest;
 	p->flags = ((__u8 *)&th)[13];
-	(void)proto;
 	p->ok = 1;
 }
 
@@ -432,7 +482,11 @@ static __always_inline struct galago_sk_owner *listener_owner(struct bpf_sock *b
 	if (bsk->protocol != IPPROTO_TCP || bsk->state != BPF_TCP_LISTEN)
 		return NULL;
 	o = bpf_sk_storage_get(&galago_sk_owners, bsk, 0, 0);
-	if (!o || o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
+	if (!o) {
+		ask_walk(bsk, bsk->family, bsk->src_port);
+		return NULL;
+	}
+	if (o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
 		return NULL;
 	return o;
 }
@@ -578,7 +632,11 @@ int BPF_PROG(udp_drop, int rc, struct sock *sk, struct sk_buff *skb)
 	if (!sk)
 		return 0;
 	o = galago_owner_get(sk);
-	if (!o || !owner_observed(o))
+	if (!o) {
+		ask_walk_sk(sk);
+		return 0;
+	}
+	if (!owner_observed(o))
 		return 0;
 	/* skb->len is the payload: the UDP header was pulled before queueing. */
 	emit_udp(SOCKET_EV_UDP_DROP, sk, o, BPF_CORE_READ(skb, len));
@@ -606,3 +664,16 @@ int udp_bind4(struct bpf_sock *ctx) { return on_bind(ctx); }
 
 SEC("cgroup/post_bind6")
 int udp_bind6(struct bpf_sock *ctx) { return on_bind(ctx); }
+
+/* ---- owners of sockets opened before the probe ---- */
+
+/* Every task's open files: sockets get their holder as owner and listeners
+ * enter the (netns, port) index their children inherit from. The walk covers
+ * every network namespace at once (owners live on the socket itself). It
+ * writes no output: user space reads it to the end for the side effects. */
+SEC("iter/task_file")
+int walk_owners(struct bpf_iter__task_file *ctx)
+{
+	galago_owner_from_file(ctx->task, ctx->file);
+	return 0;
+}

@@ -63,6 +63,7 @@ const (
 	socketSocketEventTypeSOCKET_EV_UDP_SEND        socketSocketEventType = 13
 	socketSocketEventTypeSOCKET_EV_UDP_RECV        socketSocketEventType = 14
 	socketSocketEventTypeSOCKET_EV_UDP_DROP        socketSocketEventType = 15
+	socketSocketEventTypeSOCKET_EV_UNOWNED         socketSocketEventType = 16
 )
 
 // Names of all BPF objects in the ELF.
@@ -77,6 +78,7 @@ const (
 	socketMapGalagoListenOwners          = "galago_listen_owners"
 	socketMapGalagoSkOwners              = "galago_sk_owners"
 	socketMapLostEvents                  = "lost_events"
+	socketMapWalkAsked                   = "walk_asked"
 	socketProgListenEgress               = "listen_egress"
 	socketProgListenIngress              = "listen_ingress"
 	socketProgSkbDrop                    = "skb_drop"
@@ -88,6 +90,7 @@ const (
 	socketProgUdpDrop                    = "udp_drop"
 	socketProgUdpRecv                    = "udp_recv"
 	socketProgUdpSend                    = "udp_send"
+	socketProgWalkOwners                 = "walk_owners"
 	socketVarGalagoExportSocketEvent     = "__galago_export_socket_event"
 	socketVarGalagoExportSocketEventType = "__galago_export_socket_event_type"
 	socketVarGalagoRbWakeupBytes         = "galago_rb_wakeup_bytes"
@@ -146,6 +149,7 @@ type socketProgramSpecs struct {
 	UdpDrop       *ebpf.ProgramSpec `ebpf:"udp_drop"`
 	UdpRecv       *ebpf.ProgramSpec `ebpf:"udp_recv"`
 	UdpSend       *ebpf.ProgramSpec `ebpf:"udp_send"`
+	WalkOwners    *ebpf.ProgramSpec `ebpf:"walk_owners"`
 }
 
 // socketMapSpecs contains maps before they are loaded into the kernel.
@@ -160,6 +164,7 @@ type socketMapSpecs struct {
 	GalagoListenOwners *ebpf.MapSpec `ebpf:"galago_listen_owners"`
 	GalagoSkOwners     *ebpf.MapSpec `ebpf:"galago_sk_owners"`
 	LostEvents         *ebpf.MapSpec `ebpf:"lost_events"`
+	WalkAsked          *ebpf.MapSpec `ebpf:"walk_asked"`
 }
 
 // socketVariableSpecs contains global variables before they are loaded into the kernel.
@@ -199,6 +204,7 @@ type socketMaps struct {
 	GalagoListenOwners *ebpf.Map `ebpf:"galago_listen_owners"`
 	GalagoSkOwners     *ebpf.Map `ebpf:"galago_sk_owners"`
 	LostEvents         *ebpf.Map `ebpf:"lost_events"`
+	WalkAsked          *ebpf.Map `ebpf:"walk_asked"`
 }
 
 func (m *socketMaps) Close() error {
@@ -211,6 +217,7 @@ func (m *socketMaps) Close() error {
 		m.GalagoListenOwners,
 		m.GalagoSkOwners,
 		m.LostEvents,
+		m.WalkAsked,
 	)
 }
 
@@ -238,6 +245,7 @@ type socketPrograms struct {
 	UdpDrop       *ebpf.Program `ebpf:"udp_drop"`
 	UdpRecv       *ebpf.Program `ebpf:"udp_recv"`
 	UdpSend       *ebpf.Program `ebpf:"udp_send"`
+	WalkOwners    *ebpf.Program `ebpf:"walk_owners"`
 }
 
 func (p *socketPrograms) Close() error {
@@ -253,6 +261,7 @@ func (p *socketPrograms) Close() error {
 		p.UdpDrop,
 		p.UdpRecv,
 		p.UdpSend,
+		p.WalkOwners,
 	)
 }
 

@@ -34,8 +34,12 @@ func checkSpec(t *testing.T, obj []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(spec.Programs) != len(hooks) {
-		t.Errorf("%d programs, hooks table has %d", len(spec.Programs), len(hooks))
+	// The hooks, plus the owner walk (an iterator, attached apart).
+	if len(spec.Programs) != len(hooks)+1 {
+		t.Errorf("%d programs, hooks table has %d (+ walk_owners)", len(spec.Programs), len(hooks))
+	}
+	if w := spec.Programs["walk_owners"]; w == nil || w.Type != ebpf.Tracing || w.AttachType != ebpf.AttachTraceIter || w.AttachTo != "task_file" {
+		t.Errorf("walk_owners: %+v, want iter/task_file", w)
 	}
 	for _, h := range hooks {
 		p := spec.Programs[h.prog]
@@ -62,6 +66,7 @@ func checkSpec(t *testing.T, obj []byte) {
 		"connect_start":        ebpf.SkStorage,
 		"galago_sk_owners":     ebpf.SkStorage,
 		"galago_listen_owners": ebpf.Hash,
+		"walk_asked":           ebpf.SkStorage,
 		"filter_mode":          ebpf.Array,
 		"filter_tgids":         ebpf.Hash,
 		"filter_cgroups":       ebpf.Hash,
