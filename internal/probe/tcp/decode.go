@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"unsafe"
 )
 
 // recordSize is sizeof(struct tcp_conn): every iterator and ring buffer
@@ -51,9 +52,12 @@ func decode(b []byte) (conn, error) {
 	if len(b) != recordSize {
 		return c, fmt.Errorf("tcp record: %d bytes, want %d", len(b), recordSize)
 	}
-	if _, err := binary.Decode(b, binary.LittleEndian, &c.raw); err != nil {
-		return c, fmt.Errorf("tcp record: %w", err)
-	}
+	// The generated struct has the C layout byte for byte (bpf2go, explicit
+	// padding, no pointers) and the objects are little-endian like every
+	// host they are built for (x86, arm64): a copy decodes the record.
+	// encoding/binary's reflection cost a fifth of a sample's CPU with
+	// 20k sockets. TestDecodeLayout checks the sizes agree.
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&c.raw)), recordSize), b)
 	switch c.raw.Type {
 	case recSnapshot, recListen, recClose, recLate:
 	default:

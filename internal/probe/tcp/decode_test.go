@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/table"
@@ -237,5 +238,32 @@ func TestAggregator(t *testing.T) {
 		if _, ok := num(r, "send_rsts"); ok {
 			t.Error("tcp_abnormal off but send_rsts set")
 		}
+	}
+}
+
+// TestDecodeLayout: decode copies records into the generated struct, which
+// is right only if its memory layout is the encoded one: same size, and a
+// record encoded field by field decodes to the same values.
+func TestDecodeLayout(t *testing.T) {
+	if got := int(unsafe.Sizeof(tcpTcpConn{})); got != recordSize {
+		t.Fatalf("in-memory size %d, encoded size %d", got, recordSize)
+	}
+	want := tcpTcpConn{Type: recClose, Tgid: 1, Cookie: 2, CgroupId: 3, Sport: 4, Dport: 5, Family: afInet, Role: 6,
+		State: 7, Netns: 8, Gen: 9, BytesAcked: 10, BytesReceived: 11, SegsIn: 12, SegsOut: 13, TotalRetrans: 14,
+		SkDrops: 15, LostOut: 16, SackedOut: 17, SrttUs: 18, RcvRttUs: 19, SndCwnd: 20, NotsentBytes: 21,
+		NotackBytes: 22, Reordering: 23, SndWnd: 24, RcvWnd: 25, AvlSndWnd: 26, RtoUs: 27, AtoUs: 28, SkRcvbuf: 29,
+		SkSndbuf: 30, Pad: 31}
+	want.C.SendRsts, want.C.Gen, want.C.SynSrttUs = 32, 33, 34
+	want.Comm[0], want.Saddr[15], want.Daddr[3] = 'x', 35, 36
+	b, err := binary.Append(nil, binary.LittleEndian, &want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.raw != want {
+		t.Fatalf("decoded %+v\nwant    %+v", got.raw, want)
 	}
 }

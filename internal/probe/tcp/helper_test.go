@@ -93,6 +93,8 @@ func runHelper(mode string, args []string) error {
 		if _, err := io.CopyN(io.Discard, c, int64(recv)); err != nil {
 			return err
 		}
+	case "hold-server":
+		return holdServer(addr, recv, say)
 	case "once-server", "once-client":
 		return runOnce(mode == "once-server", addr, send, recv, say)
 	default:
@@ -255,4 +257,31 @@ func waitAcked(c *net.TCPConn) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return errors.New("data still unacknowledged after 2s")
+}
+
+// holdServer accepts n connections, says "held" and keeps them until stdin
+// closes (the benchmark's many concurrent connections).
+func holdServer(addr string, n int, say func(string)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	say(ln.Addr().String())
+	held := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	for range n {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		held = append(held, c)
+	}
+	say("held")
+	_, err = io.Copy(io.Discard, os.Stdin)
+	return err
 }
