@@ -71,9 +71,52 @@
 // this probe avoids), tmout_count (no per-socket RTO-expiry counter or
 // tracepoint without kprobes), tcp_oom (tcp_check_oom has no tracepoint),
 // toa_client_ip (TOA option not parsed), and the whole proc_flow_perf table
-// (tcp_delay: sys_delay/net_delay need per-skb timestamps across the stack,
-// kprobes in gala-gopher). A hook missing on the running kernel is logged
-// once (bpfrt.MissingHooks) naming the fields it disables, which stay unset.
+// (below). A hook missing on the running kernel is logged once
+// (bpfrt.MissingHooks) naming the fields it disables, which stay unset.
+//
+// # proc_flow_perf (tcp_delay): not measured
+//
+// gala-gopher's tcp_delay.bpf.c samples, at most once per period per socket
+// (nanoseconds, keyed tgid/role/remote ip/server port):
+//
+//   - sys_delay, the receive side: at a kprobe on tcp_recvmsg entry, now
+//     minus skb->tstamp of the first skb in sk_receive_queue, a timestamp
+//     its own tc ingress program (tc_tstamp.bpf.c) writes into every
+//     packet. That is the time the oldest unread data spent between the
+//     device and the application's read (stack, socket queue, scheduling).
+//   - net_delay, the send side: from a kretprobe on tcp_sendmsg (write_seq
+//     recorded) to the kprobe on tcp_clean_rtx_queue where snd_una passes
+//     it: the time from the application's write until the peer
+//     acknowledged it (send queue wait + network round trip).
+//
+// Neither has an honest equivalent here that fits this probe:
+//
+//   - sys_delay needs both ends, and this kernel offers neither without
+//     kprobes. The arrival time: the kernel stamps received skbs only while
+//     some socket asked for SO_TIMESTAMP (a global static key, realtime
+//     clock), and stamping them from tc as gala-gopher does overwrites
+//     skb->tstamp under every other user of it (SO_TIMESTAMP readers get
+//     monotonic garbage). The read moment: tcp_recvmsg has no tracepoint;
+//     sock:sock_recv_length and tcp:tcp_rcv_space_adjust fire after the
+//     copy, when the skbs read are gone, and a sys_enter hook would run for
+//     every syscall of the machine. sock:sk_data_ready (per segment) paired
+//     with tcp_rcv_space_adjust would time only the first segment queued
+//     on an empty queue, a different quantity, at per-packet cost.
+//   - net_delay has an exact equivalent since Linux 6.14 (present on this
+//     6.18 kernel): BPF TX timestamping. A cgroup sock_ops program sets
+//     SK_BPF_CB_FLAGS=SK_BPF_CB_TX_TIMESTAMPING (bpf_setsockopt, in a
+//     locked callback such as *_ESTABLISHED_CB), is then called with
+//     BPF_SOCK_OPS_TSTAMP_SENDMSG_CB in tcp_sendmsg, requests a timestamp of
+//     that write's last byte with the kfunc bpf_sock_ops_enable_tx_tstamp,
+//     and gets BPF_SOCK_OPS_TSTAMP_ACK_CB when the peer acknowledges it.
+//     It is not used yet because it changes the probe's cost model: a
+//     sock_ops program attached at the cgroup2 root runs for every sendmsg
+//     of every socket carrying the flag (gala-gopher's sampling only limits
+//     how often the result is kept), and the pending sendmsg times need a
+//     map keyed by (socket, tskey). It is the way to add net_delay.
+//
+// Until then the table is declared (its metadata is part of the surface)
+// and never filled; enabling tcp_delay logs that once.
 //
 // # Events (report_event=1)
 //
