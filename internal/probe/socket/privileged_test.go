@@ -369,26 +369,9 @@ func TestPrivilegedTCP(t *testing.T) {
 	if okc["active_open"] != conns || okc["syn_sent"] != conns || okcLat != conns {
 		t.Errorf("ok client: active_open %v syn_sent %v estab_latency count %d, want %d each", okc["active_open"], okc["syn_sent"], okcLat, conns)
 	}
-	oks, oksLat, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "client_ip": "127.0.0.1", "server_ip": "127.0.0.1", "server_port": strconv.Itoa(okPort)})
-	t.Logf("ok server: %v latency count %d", oks, oksLat)
-	if oks["passive_open"] != conns || oksLat != conns || oks["synack_sent"] != conns || oks["passive_open_failed"] != 0 {
-		t.Errorf("ok server: passive_open %v estab_latency count %d synack_sent %v, want %d each", oks["passive_open"], oksLat, oks["synack_sent"], conns)
-	}
-
-	ovs, _, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "server_port": strconv.Itoa(ovPort)})
+	oks, ovs := checkListeners(t, recs, okPort, ovPort, conns, d)
 	ovc, _, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "client", "server_port": strconv.Itoa(ovPort)})
-	t.Logf("overflow server: %v", ovs)
 	t.Logf("overflow client: %v", ovc)
-	if ovs["accept_overflow"] != d("TcpExt:ListenOverflows") || ovs["accept_overflow"] == 0 {
-		t.Errorf("accept_overflow = %v, kernel ListenOverflows delta %v", ovs["accept_overflow"], d("TcpExt:ListenOverflows"))
-	}
-	if ovs["listendrop"] != d("TcpExt:ListenDrops") {
-		t.Errorf("listendrop = %v, kernel ListenDrops delta %v", ovs["listendrop"], d("TcpExt:ListenDrops"))
-	}
-	// Every passive open in the namespace went through our two listeners.
-	if got := oks["passive_open"] + ovs["passive_open"]; got != d("Tcp:PassiveOpens") {
-		t.Errorf("passive_open total %v, kernel PassiveOpens %v", got, d("Tcp:PassiveOpens"))
-	}
 	allc, _, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "client"})
 	if allc["syn_sent"] != d("Tcp:ActiveOpens") {
 		t.Errorf("syn_sent total %v, kernel ActiveOpens %v", allc["syn_sent"], d("Tcp:ActiveOpens"))
@@ -468,6 +451,35 @@ func checkUDP(t *testing.T, ns *netns, rt *fakeRT, stop func(), sfd, rfd, port i
 	}
 }
 
+// checkListeners checks the server rows of the test process: conns clean
+// passive opens on okPort (from 127.0.0.1 to 127.0.0.1), the overflowing
+// listener on ovPort against the namespace's ListenOverflows and
+// ListenDrops (d gives counter deltas), and that the two saw every passive
+// open of the namespace. It returns the two listeners' sums.
+func checkListeners(t *testing.T, recs []*table.Record, okPort, ovPort, conns int, d func(string) float64) (oks, ovs map[string]float64) {
+	t.Helper()
+	pid := strconv.Itoa(os.Getpid())
+	tcp := table.EndpointTcp
+	oks, oksLat, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "client_ip": "127.0.0.1", "server_ip": "127.0.0.1", "server_port": strconv.Itoa(okPort)})
+	t.Logf("server: %v latency count %d", oks, oksLat)
+	if oks["passive_open"] != float64(conns) || oksLat != uint64(conns) || oks["synack_sent"] != float64(conns) || oks["passive_open_failed"] != 0 {
+		t.Errorf("server: passive_open %v estab_latency count %d synack_sent %v, want %d each", oks["passive_open"], oksLat, oks["synack_sent"], conns)
+	}
+	ovs, _, _ = sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "server_port": strconv.Itoa(ovPort)})
+	t.Logf("overflow server: %v", ovs)
+	if ovs["accept_overflow"] != d("TcpExt:ListenOverflows") || ovs["accept_overflow"] == 0 {
+		t.Errorf("accept_overflow = %v, kernel ListenOverflows delta %v", ovs["accept_overflow"], d("TcpExt:ListenOverflows"))
+	}
+	if ovs["listendrop"] != d("TcpExt:ListenDrops") {
+		t.Errorf("listendrop = %v, kernel ListenDrops delta %v", ovs["listendrop"], d("TcpExt:ListenDrops"))
+	}
+	// Every passive open in the namespace went through the two listeners.
+	if got := oks["passive_open"] + ovs["passive_open"]; got != d("Tcp:PassiveOpens") {
+		t.Errorf("passive_open total %v, kernel PassiveOpens %v", got, d("Tcp:PassiveOpens"))
+	}
+	return oks, ovs
+}
+
 // TestPrivilegedPreexisting: listeners and a UDP socket opened BEFORE the
 // probe starts (every listener on a real node) are attributed by the
 // task_file walk at Start, so their passive opens, overflows and drops are
@@ -475,7 +487,6 @@ func checkUDP(t *testing.T, ns *netns, rt *fakeRT, stop func(), sfd, rfd, port i
 func TestPrivilegedPreexisting(t *testing.T) {
 	privileged(t)
 	ns := newNetns(t)
-	pid := strconv.Itoa(os.Getpid())
 	const okPort, ovPort, udpPort = 18180, 18181, 19190
 	const conns, attempts = 5, 6
 	lfd, err := listenOn(ns, okPort, 128)
@@ -505,24 +516,7 @@ func TestPrivilegedPreexisting(t *testing.T) {
 	d := func(k string) float64 { return float64(after[k] - before[k]) }
 	t.Logf("kernel deltas: PassiveOpens %v ListenOverflows %v ListenDrops %v", d("Tcp:PassiveOpens"), d("TcpExt:ListenOverflows"), d("TcpExt:ListenDrops"))
 
-	tcp := table.EndpointTcp
-	oks, oksLat, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "client_ip": "127.0.0.1", "server_ip": "127.0.0.1", "server_port": strconv.Itoa(okPort)})
-	t.Logf("pre-existing server: %v latency count %d", oks, oksLat)
-	if oks["passive_open"] != conns || oksLat != conns || oks["synack_sent"] != conns || oks["passive_open_failed"] != 0 {
-		t.Errorf("pre-existing server: passive_open %v estab_latency count %d synack_sent %v, want %d each",
-			oks["passive_open"], oksLat, oks["synack_sent"], conns)
-	}
-	ovs, _, _ := sums(recs, tcp, map[string]string{"tgid": pid, "role": "server", "server_port": strconv.Itoa(ovPort)})
-	t.Logf("pre-existing overflow server: %v", ovs)
-	if ovs["accept_overflow"] != d("TcpExt:ListenOverflows") || ovs["accept_overflow"] == 0 {
-		t.Errorf("accept_overflow = %v, kernel ListenOverflows delta %v", ovs["accept_overflow"], d("TcpExt:ListenOverflows"))
-	}
-	if ovs["listendrop"] != d("TcpExt:ListenDrops") {
-		t.Errorf("listendrop = %v, kernel ListenDrops delta %v", ovs["listendrop"], d("TcpExt:ListenDrops"))
-	}
-	if got := oks["passive_open"] + ovs["passive_open"]; got != d("Tcp:PassiveOpens") {
-		t.Errorf("passive_open total %v, kernel PassiveOpens %v", got, d("Tcp:PassiveOpens"))
-	}
+	checkListeners(t, recs, okPort, ovPort, conns, d)
 
 	// UDP: a receiver bound before Start, overflowed after it. Its drops
 	// happen in softirq, so only the walk can name its owner.
