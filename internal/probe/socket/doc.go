@@ -33,10 +33,18 @@
 //	passive_open_failed accepted children SYN_RECV -> anything else
 //	retran_synacks      tcp:tcp_retransmit_synack of the listener
 //	retran_syn          tcp:tcp_retransmit_skb of a SYN_SENT socket, sent successfully
-//	req_drops           NOT MEASURED: a request dropped when its SYN/ACK retries run out or its
-//	                    listener closes leaves no tracepoint or drop reason (gala-gopher used a
-//	                    kprobe on inet_csk_reqsk_queue_drop_and_put); the field is left unset and
-//	                    its event never fires
+//	req_drops           NOT MEASURED. gala-gopher counts inet_csk_reqsk_queue_drop_and_put (kprobe)
+//	                    calls for a request whose num_timeout reached the SYN/ACK retry limit: a
+//	                    request that expired in reqsk_timer_handler. On 6.18 without kprobes that
+//	                    expiry leaves no trace: the timer bumps TCPTimeouts (no tracepoint) and
+//	                    frees the request without one; tcp_retransmit_synack fires only for sent
+//	                    retransmissions, so the last one cannot tell whether an ACK will follow;
+//	                    request sockets never pass inet_sock_set_state; no packet is freed
+//	                    (kfree_skb); sock_ops has no callback on request sockets after SYN time.
+//	                    timer:timer_expire_entry on reqsk_timer_handler would only predict the
+//	                    drop by re-running syn_ack_recalc (racing the ACK and queue lengths), and
+//	                    kmem_cache_free of request_sock_TCP runs a program on every slab free of
+//	                    the kernel. The field is left unset and its event never fires.
 //	active_open         SYN_SENT -> ESTABLISHED
 //	active_open_failed  SYN_SENT -> CLOSE (refused, timed out, reset, closed while connecting)
 //	syn_sent            CLOSE -> SYN_SENT, i.e. connect(); equals TcpActiveOpens
