@@ -12,7 +12,6 @@ package tcp
 // and ring buffer records lost.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -149,7 +148,7 @@ func BenchmarkConcurrentConns(b *testing.B) {
 		}
 		defer func() { _ = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim) }()
 	}
-	_, release := holdConns(b, conns)
+	release := holdConns(b, conns)
 	defer release()
 	rss0 := rssBytes(b)
 	// Periods far beyond the benchmark: the loop stays idle, the benchmark
@@ -197,39 +196,20 @@ func BenchmarkConcurrentConns(b *testing.B) {
 }
 
 // holdConns opens n loopback connections to a helper process (this test
-// binary, GALAGO_TCP_HELPER=hold-server) that accepts and holds the server
-// ends: each process needs only n descriptors (RLIMIT_NOFILE's hard limit
-// cannot be raised without CAP_SYS_RESOURCE), and the probe's process RSS
-// holds only the client ends. It returns the client ends and a cleanup.
-func holdConns(b *testing.B, n int) ([]net.Conn, func()) {
-	cmd := exec.Command(os.Args[0], "127.0.0.1:0", "0", strconv.Itoa(n))
-	cmd.Env = append(os.Environ(), "GALAGO_TCP_HELPER=hold-server")
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	outp, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	sc := bufio.NewScanner(outp)
-	var out []net.Conn
+// binary in mode hold-server) that accepts and holds the server ends: each
+// process needs only n descriptors (RLIMIT_NOFILE's hard limit cannot be
+// raised without CAP_SYS_RESOURCE), and the probe's process RSS holds only
+// the client ends. It returns a cleanup that closes everything.
+func holdConns(b *testing.B, n int) func() {
+	h := startHelper(b, "", "hold-server", "127.0.0.1:0", 0, n)
+	addr := h.line()
+	out := make([]net.Conn, 0, n)
 	cleanup := func() {
 		for _, c := range out {
 			_ = c.Close()
 		}
-		_ = in.Close()
-		_ = cmd.Wait()
+		h.wait()
 	}
-	if !sc.Scan() {
-		cleanup()
-		b.Fatal("hold-server: no address")
-	}
-	addr := sc.Text()
 	for range n {
 		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 		if err != nil {
@@ -238,11 +218,8 @@ func holdConns(b *testing.B, n int) ([]net.Conn, func()) {
 		}
 		out = append(out, c)
 	}
-	if !sc.Scan() || sc.Text() != "held" {
-		cleanup()
-		b.Fatalf("hold-server: %q", sc.Text())
-	}
-	return out, cleanup
+	h.expect("held")
+	return cleanup
 }
 
 // rssBytes is this process's resident set after a full GC.

@@ -83,16 +83,22 @@ func setupNetns(t *testing.T) netPair {
 }
 
 type helper struct {
-	t     *testing.T
+	t     testing.TB
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	lines chan string
 	pid   int
 }
 
-func startHelper(t *testing.T, ns, mode, addr string, send, recv int, env ...string) *helper {
+// startHelper runs this test binary as a helper (helper_test.go) in network
+// namespace ns, or in the test's own when ns is "".
+func startHelper(t testing.TB, ns, mode, addr string, send, recv int, env ...string) *helper {
 	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], addr, strconv.Itoa(send), strconv.Itoa(recv))
+	args := []string{os.Args[0], addr, strconv.Itoa(send), strconv.Itoa(recv)}
+	if ns != "" {
+		args = append([]string{"ip", "netns", "exec", ns}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(append(os.Environ(), "GALAGO_TCP_HELPER="+mode), env...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -115,6 +121,30 @@ func startHelper(t *testing.T, ns, mode, addr string, send, recv int, env ...str
 		close(h.lines)
 	}()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return h
+}
+
+// transfer runs a client in n.cns that sends up bytes to a server in n.sns
+// answering down bytes; both keep the connection open, waiting for commands.
+func transfer(t *testing.T, n netPair, addr string, up, down int) (cli, srv *helper) {
+	t.Helper()
+	srv = startHelper(t, n.sns, "server", addr, down, up)
+	srv.expect("ready")
+	cli = startHelper(t, n.cns, "client", addr, up, down)
+	cli.expect("done")
+	srv.expect("done")
+	return cli, srv
+}
+
+// refusedConnect connects from ns to addr where nothing listens (the
+// client receives a reset) and returns the finished helper.
+func refusedConnect(t *testing.T, ns, addr string) *helper {
+	t.Helper()
+	h := startHelper(t, ns, "client", addr, 1, 1)
+	if l := h.line(); !strings.HasPrefix(l, "dial:") {
+		t.Fatalf("connect to a closed port: %q", l)
+	}
+	h.wait()
 	return h
 }
 
@@ -258,11 +288,7 @@ func TestPrivilegedTransfer(t *testing.T) {
 		t.Run(fam.name, func(t *testing.T) {
 			port := 20100 + i
 			addr := fmt.Sprintf(fam.fmt, fam.sip, port)
-			srv := startHelper(t, n.sns, "server", addr, down, up)
-			srv.expect("ready")
-			cli := startHelper(t, n.cns, "client", addr, up, down)
-			cli.expect("done")
-			srv.expect("done")
+			cli, srv := transfer(t, n, addr, up, down)
 			time.Sleep(300 * time.Millisecond) // last ACKs
 			ci, si := cli.info(), srv.info()
 			settle()
@@ -460,18 +486,10 @@ func TestPrivilegedResets(t *testing.T) {
 	n := setupNetns(t)
 	_, rt := startProbe(t, defaultCfg())
 	// Connecting to a closed port: the client receives a reset.
-	refused := startHelper(t, n.cns, "client", serverV4+":20401", 1, 1)
-	if l := refused.line(); !strings.HasPrefix(l, "dial:") {
-		t.Fatalf("connect to a closed port: %q", l)
-	}
-	refused.wait()
+	refused := refusedConnect(t, n.cns, serverV4+":20401")
 	// Aborting with SO_LINGER 0: the aborting side sends a reset, the peer receives it.
 	addr := serverV4 + ":20402"
-	srv := startHelper(t, n.sns, "server", addr, 10, 10)
-	srv.expect("ready")
-	cli := startHelper(t, n.cns, "client", addr, 10, 10)
-	cli.expect("done")
-	srv.expect("done")
+	cli, srv := transfer(t, n, addr, 10, 10)
 	cli.do("abort")
 	cli.wait()
 	settle()
@@ -528,11 +546,7 @@ func TestPrivilegedPreexisting(t *testing.T) {
 	requirePrivileged(t)
 	n := setupNetns(t)
 	addr := serverV4 + ":20600"
-	srv := startHelper(t, n.sns, "server", addr, 10, 1000)
-	srv.expect("ready")
-	cli := startHelper(t, n.cns, "client", addr, 1000, 10)
-	cli.expect("done")
-	srv.expect("done")
+	cli, srv := transfer(t, n, addr, 1000, 10)
 	_, rt := startProbe(t, defaultCfg())
 	settle()
 	cr, sr := rows(rt, cli.pid), rows(rt, srv.pid)
@@ -684,11 +698,7 @@ func TestPrivilegedHooksFollowSubItems(t *testing.T) {
 		t.Fatalf("tcp_stats+tcp_abnormal: attached %v, want %v", got, all)
 	}
 	// The attached reset hooks count: a connect to a closed port.
-	refused := startHelper(t, n.cns, "client", serverV4+":20801", 1, 1)
-	if l := refused.line(); !strings.HasPrefix(l, "dial:") {
-		t.Fatalf("connect to a closed port: %q", l)
-	}
-	refused.wait()
+	refused := refusedConnect(t, n.cns, serverV4+":20801")
 	settle()
 	checkSum(t, rows(rt, refused.pid), "receive_rsts", 1)
 	cfg.SubItems = bitStats
