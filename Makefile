@@ -81,7 +81,7 @@ BENCH_DEBS := nginx wrk
 
 bench: build
 	@$(call apt-ensure,$(BENCH_DEBS))
-	GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+	GALAGO_PRIVILEGED_TESTS=1 GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
 clean:
 	rm -rf bin

@@ -20,7 +20,9 @@ type seriesTotals struct {
 	total map[string]float64
 }
 
-var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+) (\d+)$`)
+// sampleLine is one line of the text exposition: name, labels, value and
+// the optional timestamp.
+var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)(?: (\d+))?$`)
 
 func newSeriesTotals() *seriesTotals {
 	return &seriesTotals{seen: map[string]bool{}, total: map[string]float64{}}
@@ -101,7 +103,7 @@ func TestTCPAndSocketProbesOverREST(t *testing.T) {
 			go func() {
 				defer c.Close()
 				if n, err := io.CopyN(io.Discard, c, up); err != nil || n != up {
-					served <- fmt.Errorf("server read %d: %v", n, err)
+					served <- fmt.Errorf("server read %d: %w", n, err)
 					return
 				}
 				_, err := c.Write(make([]byte, down))
