@@ -1,7 +1,6 @@
 package baseinfo
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
@@ -35,7 +35,7 @@ func allSubItems() uint32 {
 // snapshot the fakes (qdisc dump, statfs, directory sizes) answer for.
 type harness struct {
 	p     *Probe
-	rt    *fakeRT
+	rt    *probetest.Runtime
 	phase int
 }
 
@@ -53,7 +53,7 @@ var statfs = map[string]procfs.FSUsage{
 
 func newHarness(t *testing.T, cfg probe.Config) *harness {
 	t.Helper()
-	h := &harness{rt: newFakeRT()}
+	h := &harness{rt: probetest.NewRuntime(t, probetest.DiscardGo())}
 	h.p = New(procfs.FS{Root: "testdata/t0"}, WithIdentity(fakeResolver{100: "c1", 200: "c2"}))
 	h.p.now = func() time.Time { return t0 }
 	for _, s := range h.p.subs {
@@ -94,7 +94,7 @@ func newHarness(t *testing.T, cfg probe.Config) *harness {
 			}
 		}
 	}
-	if err := h.p.Start(context.Background(), cfg, h.rt); err != nil {
+	if err := h.p.Start(h.rt.Context(), cfg, h.rt); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -107,7 +107,7 @@ func (h *harness) advance() ([]*table.Record, []event.Event) {
 	h.phase = 1
 	h.p.mu.Unlock()
 	h.p.collect(t1)
-	return h.rt.take()
+	return h.rt.Take()
 }
 
 func baseConfig() probe.Config {
@@ -117,13 +117,13 @@ func baseConfig() probe.Config {
 	return probe.Config{
 		SubItems: allSubItems(),
 		Params:   params,
-		Targets:  fakeTargets{mode: snoop.Whitelist, pids: []int{100, 200, 300, 400}},
+		Targets:  probetest.NewTargets(snoop.Whitelist, 100, 200, 300, 400),
 	}
 }
 
 func TestBaselineEmitsNothing(t *testing.T) {
 	h := newHarness(t, baseConfig())
-	recs, evs := h.rt.take()
+	recs, evs := h.rt.Take()
 	if len(recs) != 0 || len(evs) != 0 {
 		t.Fatalf("Start published %d records, %d events", len(recs), len(evs))
 	}
@@ -368,7 +368,7 @@ func TestProcBlacklist(t *testing.T) {
 	cfg.SubItems = bitProc
 	// Everything but 100 and 300 is observed: 200 (born in the period) is
 	// reported, 400 (old, first seen) only baselined.
-	cfg.Targets = fakeTargets{mode: snoop.Blacklist, pids: []int{100, 300}}
+	cfg.Targets = probetest.NewTargets(snoop.Blacklist, 100, 300)
 	h := newHarness(t, cfg)
 	recs, _ := h.advance()
 	if k := keysOf(byKey(recs)); strings.Join(k, ",") != "system_proc:200" {
@@ -411,7 +411,7 @@ func TestReconfigure(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.p.collect(t1.Add(30 * time.Second))
-	recs, _ = h.rt.take()
+	recs, _ = h.rt.Take()
 	if k := keysOf(byKey(recs)); strings.Join(k, ",") != "system_iostat:sda,system_iostat:sda1,system_iostat:sdb,system_iostat:zram0,system_tcp:/proc/net/snmp,system_udp:/proc/net/snmp" {
 		t.Fatalf("records after re-enable: %v", k)
 	}
@@ -432,7 +432,7 @@ func TestUnmeasuredLogged(t *testing.T) {
 	h.p.fs = procfs.FS{Root: "testdata/t1"}
 	h.p.collect(t1)
 	h.p.collect(t1.Add(period))
-	logs := h.rt.logs()
+	logs := h.rt.Logs()
 	for _, s := range []string{
 		`fields="nic.tc_ecn_mark of eth0"`,
 		`fields=system_con_io reason="no container identity resolver is wired into the probe"`,
@@ -441,7 +441,7 @@ func TestUnmeasuredLogged(t *testing.T) {
 			t.Errorf("log %q appears %d times in:\n%s", s, strings.Count(logs, s), logs)
 		}
 	}
-	recs, _ := h.rt.take()
+	recs, _ := h.rt.Take()
 	for _, r := range recs {
 		if r.Table == table.Nic && r.Values[nicF.tcECNMark].Set {
 			t.Errorf("tc_ecn_mark set for a qdisc without ECN counters")
@@ -463,13 +463,13 @@ func TestVmallocFallback(t *testing.T) {
 	}
 	h.p.fs = procfs.FS{Root: dir}
 	h.p.collect(t1)
-	recs, _ := h.rt.take()
+	recs, _ := h.rt.Take()
 	r := byKey(recs)["system_meminfo:/proc/meminfo"]
 	if r == nil || r.Values[memF.vmalloc].Num != 9000 {
 		t.Errorf("vmalloc_kB without vmallocinfo: %+v, want VmallocUsed 9000", r)
 	}
-	if !strings.Contains(h.rt.logs(), "falls back to VmallocUsed") {
-		t.Errorf("fallback not logged: %s", h.rt.logs())
+	if !strings.Contains(h.rt.Logs(), "falls back to VmallocUsed") {
+		t.Errorf("fallback not logged: %s", h.rt.Logs())
 	}
 }
 
@@ -479,32 +479,26 @@ func TestVmallocFallback(t *testing.T) {
 func TestLoop(t *testing.T) {
 	p := New(procfs.FS{Root: "testdata/t1"})
 	p.interval = 20 * time.Millisecond
-	rt := newFakeRT()
-	ctx, cancel := context.WithCancel(context.Background())
-	rt.run, rt.ctx = true, ctx
+	rt := probetest.NewRuntime(t)
 	cfg := baseConfig()
 	cfg.SubItems = bitNet
-	if err := p.Start(ctx, cfg, rt); err != nil {
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "three periods", func() bool { return len(rt.snapshot()) >= 6 })
+	rt.WaitRecords(t, "three periods", func(recs []*table.Record) bool { return len(recs) >= 6 })
 	cfg.Params.ReportPeriod = 7
 	if err := p.Reconfigure(cfg); err != nil {
 		t.Fatal(err)
 	}
-	n := len(rt.snapshot())
-	waitFor(t, "a period after Reconfigure", func() bool { return len(rt.snapshot()) >= n+2 })
-	cancel()
-	rt.wg.Wait()
-	if err := p.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	n := len(rt.Records())
+	rt.WaitRecords(t, "a period after Reconfigure", func(recs []*table.Record) bool { return len(recs) >= n+2 })
+	rt.Shutdown(t, p)
 	if err := p.Stop(); err != nil {
 		t.Fatalf("second Stop: %v", err)
 	}
-	n = len(rt.snapshot())
+	n = len(rt.Records())
 	p.collect(t1)
-	if len(rt.snapshot()) != n {
+	if len(rt.Records()) != n {
 		t.Error("a stopped probe reported")
 	}
 }

@@ -1,10 +1,10 @@
 package baseinfo
 
 import (
-	"context"
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/snoop"
 )
@@ -14,11 +14,11 @@ import (
 // mode with nothing excluded).
 func BenchmarkCollectHost(b *testing.B) {
 	p := New(procfs.FS{})
-	rt := newFakeRT()
+	rt := probetest.NewRuntime(b, probetest.DiscardGo())
 	cfg := baseConfig()
 	cfg.SubItems = allSubItems() &^ bitCon
-	cfg.Targets = fakeTargets{mode: snoop.Blacklist}
-	if err := p.Start(context.Background(), cfg, rt); err != nil {
+	cfg.Targets = probetest.NewTargets(snoop.Blacklist)
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		b.Fatal(err)
 	}
 	now := time.Now()
@@ -26,7 +26,7 @@ func BenchmarkCollectHost(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		now = now.Add(time.Second)
 		p.collect(now)
-		rt.take()
+		rt.Take()
 	}
 	pids, _ := procfs.FS{}.PIDs()
 	b.ReportMetric(float64(len(pids)), "processes")

@@ -1,90 +1,14 @@
 package baseinfo
 
 import (
-	"bytes"
-	"context"
-	"log/slog"
 	"math"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/identity"
-	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
-
-// fakeRT is a probe.Runtime that keeps what the probe publishes.
-type fakeRT struct {
-	mu      sync.Mutex
-	records []*table.Record
-	events  []event.Event
-	errors  int
-	logBuf  bytes.Buffer
-	log     *slog.Logger
-	// run starts Go functions (the report loop) when set; unit tests drive
-	// the probe by hand instead.
-	run bool
-	ctx context.Context
-	wg  sync.WaitGroup
-}
-
-func newFakeRT() *fakeRT {
-	rt := &fakeRT{ctx: context.Background()}
-	rt.log = slog.New(slog.NewTextHandler(&lockedWriter{rt: rt}, nil))
-	return rt
-}
-
-type lockedWriter struct{ rt *fakeRT }
-
-func (w *lockedWriter) Write(b []byte) (int, error) {
-	w.rt.mu.Lock()
-	defer w.rt.mu.Unlock()
-	return w.rt.logBuf.Write(b)
-}
-
-func (f *fakeRT) Record(r *table.Record) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.records = append(f.records, r)
-}
-
-func (f *fakeRT) Event(e event.Event) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.events = append(f.events, e)
-}
-
-func (f *fakeRT) Go(fn func(ctx context.Context) error) {
-	if !f.run {
-		return
-	}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		_ = fn(f.ctx)
-	}()
-}
-
-func (f *fakeRT) Lost(uint64)          {}
-func (f *fakeRT) Error()               { f.mu.Lock(); f.errors++; f.mu.Unlock() }
-func (f *fakeRT) Logger() *slog.Logger { return f.log }
-
-func (f *fakeRT) logs() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.logBuf.String()
-}
-
-func (f *fakeRT) take() ([]*table.Record, []event.Event) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	r, e := f.records, f.events
-	f.records, f.events = nil, nil
-	return r, e
-}
 
 // byKey indexes records by table name and key values joined with "/".
 func byKey(recs []*table.Record) map[string]*table.Record {
@@ -151,26 +75,6 @@ func checkRecord(t *testing.T, r *table.Record, w want) {
 		}
 	}
 }
-
-// fakeTargets is a fixed snoop.Targets.
-type fakeTargets struct {
-	mode snoop.Mode
-	pids []int
-}
-
-func (f fakeTargets) Mode() snoop.Mode { return f.mode }
-func (f fakeTargets) Observed(pid int) bool {
-	for _, p := range f.pids {
-		if p == pid {
-			return f.mode == snoop.Whitelist
-		}
-	}
-	return f.mode == snoop.Blacklist
-}
-func (f fakeTargets) PIDs() []int                  { return f.pids }
-func (f fakeTargets) CgroupIDs() []uint64          { return nil }
-func (f fakeTargets) Labels(int) map[string]string { return nil }
-func (f fakeTargets) Changed() <-chan struct{}     { return nil }
 
 // fakeResolver maps pids to containers.
 type fakeResolver map[int]string

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/procfs"
 )
 
@@ -192,7 +193,7 @@ func TestStatfsHung(t *testing.T) {
 		return statfs[mp], nil
 	}
 	mounts := func() string {
-		recs, _ := h.rt.take()
+		recs, _ := h.rt.Take()
 		return strings.Join(keysOf(byKey(recs)), ",")
 	}
 	h.p.collect(t1.Add(period))
@@ -209,7 +210,7 @@ func TestStatfsHung(t *testing.T) {
 	}
 	mu.Unlock()
 	close(release)
-	waitFor(t, "the hung call to return", func() bool {
+	probetest.WaitFor(t, "the hung call to return", func() bool {
 		fc.mu.Lock()
 		defer fc.mu.Unlock()
 		return !fc.hung["/ro"]
@@ -218,7 +219,7 @@ func TestStatfsHung(t *testing.T) {
 	if got := mounts(); got != "system_df:/,system_df:/dev/shm,system_df:/ro" {
 		t.Errorf("after /ro returned: %s", got)
 	}
-	if n := strings.Count(h.rt.logs(), "system_df skips a mount\" mount=/ro"); n != 1 {
+	if n := strings.Count(h.rt.Logs(), "system_df skips a mount\" mount=/ro"); n != 1 {
 		t.Errorf("skip logged %d times, want once", n)
 	}
 }

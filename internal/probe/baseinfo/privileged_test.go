@@ -8,14 +8,12 @@ package baseinfo
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
@@ -69,21 +68,6 @@ func writerChild(path string) int {
 	return 0
 }
 
-func privileged(t *testing.T) {
-	t.Helper()
-	if os.Getenv("GALAGO_PRIVILEGED_TESTS") != "1" {
-		t.Skip("set GALAGO_PRIVILEGED_TESTS=1 to run (needs root, df, ip, tc)")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("GALAGO_PRIVILEGED_TESTS=1 but not root")
-	}
-	for _, tool := range []string{"df", "ip", "tc"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("GALAGO_PRIVILEGED_TESTS=1 but %s is missing: %v", tool, err)
-		}
-	}
-}
-
 // startWriter starts the writer child and waits until it is ready.
 func startWriter(t *testing.T, path string) (*exec.Cmd, io.WriteCloser) {
 	t.Helper()
@@ -113,12 +97,6 @@ func startWriter(t *testing.T, path string) (*exec.Cmd, io.WriteCloser) {
 	return cmd, stdin
 }
 
-func (f *fakeRT) snapshot() []*table.Record {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.records)
-}
-
 func recordsOf(recs []*table.Record, tbl *table.Table, key string) []*table.Record {
 	var out []*table.Record
 	for _, r := range recs {
@@ -127,17 +105,6 @@ func recordsOf(recs []*table.Record, tbl *table.Table, key string) []*table.Reco
 		}
 	}
 	return out
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func sumField(recs []*table.Record, field string) float64 {
@@ -149,7 +116,7 @@ func sumField(recs []*table.Record, field string) float64 {
 }
 
 func TestPrivilegedRealHost(t *testing.T) {
-	privileged(t)
+	probetest.RequireTools(t, "df", "ip", "tc")
 	dir, err := os.MkdirTemp(".", "privileged-io-") // on the package's (block-backed) filesystem
 	if err != nil {
 		t.Fatal(err)
@@ -160,39 +127,33 @@ func TestPrivilegedRealHost(t *testing.T) {
 
 	p := New(procfs.FS{})
 	p.interval = time.Second
-	rt := newFakeRT()
-	ctx, cancel := context.WithCancel(context.Background())
-	rt.run, rt.ctx = true, ctx
+	rt := probetest.NewRuntime(t)
 	cfg := probe.Config{
 		SubItems: bitCPU | bitMem | bitNIC | bitNet | bitDisk | bitFS | bitProc | bitHost,
 		Params:   probe.DefaultParams(),
-		Targets:  fakeTargets{mode: snoop.Whitelist, pids: []int{child.Process.Pid}},
+		Targets:  probetest.NewTargets(snoop.Whitelist, child.Process.Pid),
 	}
-	if err := p.Start(ctx, cfg, rt); err != nil {
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
 	}
 	stopped := false
 	stop := func() {
 		if !stopped {
 			stopped = true
-			cancel()
-			rt.wg.Wait()
-			if err := p.Stop(); err != nil {
-				t.Error(err)
-			}
+			rt.Shutdown(t, p)
 		}
 	}
 	defer stop()
 
 	// One period passes untouched, then the child writes, and we send
 	// UDP datagrams and write a file to disk, all inside later periods.
-	waitFor(t, "the first system_proc record", func() bool {
-		return len(recordsOf(rt.snapshot(), table.SystemProc, pid)) >= 1
+	rt.WaitRecords(t, "the first system_proc record", func(recs []*table.Record) bool {
+		return len(recordsOf(recs, table.SystemProc, pid)) >= 1
 	})
 	if _, err := stdin.Write([]byte{'g'}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the child's write", func() bool {
+	probetest.WaitFor(t, "the child's write", func() bool {
 		st, err := os.Stat(dir + "/written")
 		return err == nil && st.Size() == writerBytes
 	})
@@ -200,12 +161,12 @@ func TestPrivilegedRealHost(t *testing.T) {
 	sendUDP(t, datagrams)
 	const diskBytes = 8 << 20
 	writeSynced(t, dir+"/synced", diskBytes)
-	n := len(recordsOf(rt.snapshot(), table.SystemProc, pid))
-	waitFor(t, "two more periods", func() bool {
-		return len(recordsOf(rt.snapshot(), table.SystemProc, pid)) >= n+2
+	n := len(recordsOf(rt.Records(), table.SystemProc, pid))
+	rt.WaitRecords(t, "two more periods", func(recs []*table.Record) bool {
+		return len(recordsOf(recs, table.SystemProc, pid)) >= n+2
 	})
 	stop()
-	recs := rt.snapshot()
+	recs := rt.Records()
 
 	t.Run("proc", func(t *testing.T) {
 		procs := recordsOf(recs, table.SystemProc, pid)
@@ -381,8 +342,8 @@ func TestPrivilegedRealHost(t *testing.T) {
 
 	t.Run("qdisc", func(t *testing.T) { checkQdiscs(t) })
 
-	if rt.errors != 0 {
-		t.Errorf("%d errors counted; logs:\n%s", rt.errors, rt.logs())
+	if n := rt.ErrorCount(); n != 0 {
+		t.Errorf("%d errors counted; logs:\n%s", n, rt.Logs())
 	}
 }
 

@@ -289,6 +289,20 @@ func (rt *Runtime) WaitTable(t testing.TB, tbl *table.Table, n int, match func(*
 	return out
 }
 
+// WaitFor polls cond every 20 ms until it holds, for state no Runtime
+// sees (a file a child writes, a process exiting); it fails t after
+// DefaultTimeout.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(DefaultTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", DefaultTimeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitUntil calls cond under rt.mu on every publication, and every 20 ms
 // for state that changes without one (files, the probe's own fields).
 func (rt *Runtime) waitUntil(t testing.TB, what string, cond func() bool) {
