@@ -24,6 +24,9 @@ var (
 	byteBounds = []float64{0, 1024, 4096, 16384, 65536, 131072, 262144, 524288, 1048576, 2097152, 4194304, 8388608, 16777216}
 	// ms: rto, ato.
 	msBounds = []float64{1, 5, 10, 40, 100, 200, 500, 1000, 3000, 10000, 60000, 120000}
+	// ns: net_delay (proc_flow_perf reports nanoseconds, as gala-gopher),
+	// 10 µs to 10 s.
+	nsBounds = []float64{1e4, 5e4, 1e5, 5e5, 1e6, 5e6, 1e7, 5e7, 1e8, 5e8, 1e9, 5e9, 1e10}
 )
 
 // connID identifies one connection: a socket can carry several in turn
@@ -51,6 +54,10 @@ type cumulative struct {
 	segsIn, segsOut, retrans, skDrops             uint64
 	sendRsts, recvRsts, backlogDrops, filterDrops uint64
 	sndBufLimit, rmemScheduls                     uint64
+	tcpOom                                        uint64
+	// tmout is tcp_sock.total_rto as the kernel keeps it: 16 bits, so
+	// differences are taken modulo 2^16 (minus).
+	tmout uint64
 }
 
 func cumulativeOf(r *tcpTcpConn) cumulative {
@@ -60,7 +67,17 @@ func cumulativeOf(r *tcpTcpConn) cumulative {
 		sendRsts: uint64(r.C.SendRsts), recvRsts: uint64(r.C.ReceiveRsts),
 		backlogDrops: uint64(r.C.BacklogDrops), filterDrops: uint64(r.C.FilterDrops),
 		sndBufLimit: uint64(r.C.SndBufLimit), rmemScheduls: uint64(r.C.RmemScheduls),
+		tcpOom: uint64(r.C.TcpOom), tmout: totalRTO(r.TotalRto),
 	}
+}
+
+// totalRTO is the record's total_rto, 0 when the kernel has none (the field
+// is then never reported: hooksAvail.totalRTO is false).
+func totalRTO(v uint32) uint64 {
+	if v == unsetU32 {
+		return 0
+	}
+	return uint64(uint16(v))
 }
 
 func sub(a, b uint64) uint64 {
@@ -76,6 +93,7 @@ func (a cumulative) minus(b cumulative) cumulative {
 		sub(a.segsIn, b.segsIn), sub(a.segsOut, b.segsOut), sub(a.retrans, b.retrans), sub(a.skDrops, b.skDrops),
 		sub(a.sendRsts, b.sendRsts), sub(a.recvRsts, b.recvRsts), sub(a.backlogDrops, b.backlogDrops),
 		sub(a.filterDrops, b.filterDrops), sub(a.sndBufLimit, b.sndBufLimit), sub(a.rmemScheduls, b.rmemScheduls),
+		sub(a.tcpOom, b.tcpOom), uint64(uint16(a.tmout - b.tmout)),
 	}
 }
 
@@ -92,6 +110,8 @@ func (a *cumulative) add(b cumulative) {
 	a.filterDrops += b.filterDrops
 	a.sndBufLimit += b.sndBufLimit
 	a.rmemScheduls += b.rmemScheduls
+	a.tcpOom += b.tcpOom
+	a.tmout += b.tmout
 }
 
 // connState is what the aggregator remembers of one connection.
@@ -138,6 +158,9 @@ type hooksAvail struct {
 	dropReason bool // kfree_skb with reason and rx socket
 	bufLimit   bool // sock_exceed_buf_limit
 	hz         bool // CONFIG_HZ known: rto, ato
+	totalRTO   bool // tcp_sock.total_rto (6.7+): tmout_count
+	oom        bool // tcp_send_reset with its reason (6.10+), attached: tcp_oom
+	netDelay   bool // sock_ops TX timestamping attached: net_delay
 }
 
 // aggregator turns snapshots and close records into per-period rows. It is
@@ -145,6 +168,7 @@ type hooksAvail struct {
 type aggregator struct {
 	conns  map[connID]*connState
 	links  map[linkKey]*linkAgg
+	flows  map[flowKey]*table.Histogram // net_delay per proc_flow_perf row
 	sample uint64
 	// reportCport keeps client ports in the key (params report_cport).
 	reportCport bool
@@ -152,7 +176,7 @@ type aggregator struct {
 }
 
 func newAggregator() *aggregator {
-	return &aggregator{conns: map[connID]*connState{}, links: map[linkKey]*linkAgg{}}
+	return &aggregator{conns: map[connID]*connState{}, links: map[linkKey]*linkAgg{}, flows: map[flowKey]*table.Histogram{}}
 }
 
 // keyOf builds the row key of a connection; role unknown (a socket that
@@ -316,8 +340,40 @@ func (a *aggregator) late(c *conn) bool {
 		sendRsts: uint64(c.raw.C.SendRsts), recvRsts: uint64(c.raw.C.ReceiveRsts),
 		backlogDrops: uint64(c.raw.C.BacklogDrops), filterDrops: uint64(c.raw.C.FilterDrops),
 		sndBufLimit: uint64(c.raw.C.SndBufLimit), rmemScheduls: uint64(c.raw.C.RmemScheduls),
+		tcpOom: uint64(c.raw.C.TcpOom),
 	})
 	return true
+}
+
+// flowKey is one proc_flow_perf row: gala-gopher's (tgid, role, remote ip,
+// server port).
+type flowKey struct {
+	tgid       uint32
+	role       uint8
+	remoteIP   string
+	serverPort uint16
+}
+
+// delay adds one net_delay sample (a DELAY record).
+func (a *aggregator) delay(d *delaySample) {
+	if !a.isObserved(d.raw.Tgid) {
+		return
+	}
+	k := flowKey{tgid: d.raw.Tgid, role: d.raw.Role, remoteIP: d.remote.String(), serverPort: d.raw.ServerPort}
+	h := a.flows[k]
+	if h == nil {
+		h = table.NewHistogram(nsBounds)
+		a.flows[k] = h
+	}
+	h.Observe(float64(d.raw.DelayNs))
+}
+
+// flushFlows returns the period's proc_flow_perf rows and starts a new
+// period.
+func (a *aggregator) flushFlows() map[flowKey]*table.Histogram {
+	out := a.flows
+	a.flows = map[flowKey]*table.Histogram{}
+	return out
 }
 
 func (a *aggregator) isObserved(tgid uint32) bool {
@@ -368,6 +424,13 @@ var (
 	fRetran, fBacklog, fSkDrops, fLost          = idx("retran_packets"), idx("backlog_drops"), idx("sk_drops"), idx("lost_out")
 	fSacked, fFilter, fSndBufLim, fRmem         = idx("sacked_out"), idx("filter_drops"), idx("snd_buf_limit_count"), idx("rmem_scheduls")
 	fSendRst, fRecvRst, fRetransRatio           = idx("send_rsts"), idx("receive_rsts"), idx("retrans_ratio")
+	fTmout, fTcpOom                             = idx("tmout_count"), idx("tcp_oom")
+)
+
+// Field indexes of table.ProcFlowPerf.
+var (
+	fpTgid, fpRole, fpRemoteIP = table.ProcFlowPerf.MustIndex("tgid"), table.ProcFlowPerf.MustIndex("role"), table.ProcFlowPerf.MustIndex("remote_ip")
+	fpServerPort, fpNetDelay   = table.ProcFlowPerf.MustIndex("server_port"), table.ProcFlowPerf.MustIndex("net_delay")
 )
 
 func idx(name string) int { return table.TcpMetric.MustIndex(name) }
@@ -451,7 +514,25 @@ func record(k linkKey, l *linkAgg, cfg probe.Config, h hooksAvail, end time.Time
 			r.SetNum(fSendRst, float64(s.sendRsts))
 			r.SetNum(fRecvRst, float64(s.recvRsts))
 		}
+		if h.totalRTO {
+			r.SetNum(fTmout, float64(s.tmout))
+		}
+		if h.oom {
+			r.SetNum(fTcpOom, float64(s.tcpOom))
+		}
 	}
+	return r
+}
+
+// flowRecord renders one proc_flow_perf row: net_delay only (sys_delay is
+// not measured, see the package doc).
+func flowRecord(k flowKey, h *table.Histogram, end time.Time, period time.Duration) *table.Record {
+	r := table.ProcFlowPerf.NewRecord(end, period)
+	r.SetStr(fpTgid, strconv.FormatUint(uint64(k.tgid), 10))
+	r.SetStr(fpRole, roleName(k.role))
+	r.SetStr(fpRemoteIP, k.remoteIP)
+	r.SetStr(fpServerPort, strconv.Itoa(int(k.serverPort)))
+	setHist(r, fpNetDelay, h)
 	return r
 }
 
@@ -474,6 +555,9 @@ func events(k linkKey, l *linkAgg, cfg probe.Config, h hooksAvail, now time.Time
 	}
 	thr := uint64(max(p.DropsThr, 0))
 	if cfg.Has(bitAbnormal) {
+		if h.oom && l.sum.tcpOom > 0 {
+			add("tcp_oom", fmt.Sprintf("TCP out of memory(%d).", l.sum.tcpOom))
+		}
 		if h.dropReason && l.sum.backlogDrops > thr {
 			add("backlog_drops", fmt.Sprintf("TCP backlog queue drops(%d).", l.sum.backlogDrops))
 		}

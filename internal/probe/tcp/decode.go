@@ -12,12 +12,16 @@ import (
 // record has exactly this size.
 var recordSize = binary.Size(tcpTcpConn{})
 
+// delaySize is sizeof(struct tcp_delay), the ring buffer's DELAY records.
+var delaySize = binary.Size(tcpTcpDelay{})
+
 // Record types (enum tcp_rec_type).
 const (
 	recSnapshot = uint32(tcpTcpRecTypeTCP_REC_SNAPSHOT)
 	recListen   = uint32(tcpTcpRecTypeTCP_REC_LISTEN)
 	recClose    = uint32(tcpTcpRecTypeTCP_REC_CLOSE)
 	recLate     = uint32(tcpTcpRecTypeTCP_REC_LATE)
+	recDelay    = uint32(tcpTcpRecTypeTCP_REC_DELAY)
 )
 
 // Roles (enum galago_sk_role in sockowner.h).
@@ -110,4 +114,45 @@ func commString(c []int8) string {
 		b = append(b, byte(v))
 	}
 	return string(bytes.ToValidUTF8(b, []byte("?")))
+}
+
+// recType is the type of a ring buffer record (the first field of both
+// struct tcp_conn and struct tcp_delay), 0 when too short.
+func recType(b []byte) uint32 {
+	if len(b) < 4 {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(b)
+}
+
+// delaySample is one decoded struct tcp_delay.
+type delaySample struct {
+	raw    tcpTcpDelay
+	remote netip.Addr
+}
+
+// decodeDelay parses one DELAY record.
+func decodeDelay(b []byte) (delaySample, error) {
+	var d delaySample
+	if len(b) != delaySize {
+		return d, fmt.Errorf("tcp delay record: %d bytes, want %d", len(b), delaySize)
+	}
+	if _, err := binary.Decode(b, binary.LittleEndian, &d.raw); err != nil {
+		return d, fmt.Errorf("tcp delay record: %w", err)
+	}
+	if d.raw.Type != recDelay {
+		return d, fmt.Errorf("tcp delay record: type %d", d.raw.Type)
+	}
+	switch d.raw.Family {
+	case afInet:
+		d.remote = netip.AddrFrom4([4]byte(d.raw.Raddr[:4]))
+	case afInet6:
+		d.remote = netip.AddrFrom16(d.raw.Raddr).Unmap()
+	default:
+		return d, fmt.Errorf("tcp delay record: unknown address family %d", d.raw.Family)
+	}
+	if d.raw.Role != roleClient && d.raw.Role != roleServer {
+		return d, fmt.Errorf("tcp delay record: role %d", d.raw.Role)
+	}
+	return d, nil
 }

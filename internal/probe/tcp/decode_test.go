@@ -27,6 +27,7 @@ type fixture struct {
 	lost, srtt, synSRTT     uint32
 	sendRsts, recvRsts      uint32
 	rtoUs                   uint32
+	totalRTO, tcpOom        uint32
 }
 
 func (f fixture) bytes() []byte {
@@ -52,11 +53,14 @@ func (f fixture) bytes() []byte {
 	le.PutUint32(b[120:], f.lost)
 	le.PutUint32(b[128:], f.srtt)
 	le.PutUint32(b[164:], f.rtoUs)
-	// struct tcp_counters at 180: send_rsts, receive_rsts, ..., syn_srtt_us at +24.
-	le.PutUint32(b[180:], f.sendRsts)
-	le.PutUint32(b[184:], f.recvRsts)
-	le.PutUint32(b[204:], f.synSRTT)
-	le.PutUint32(b[208:], f.gen)
+	le.PutUint32(b[180:], f.totalRTO)
+	// struct tcp_counters at 184: send_rsts, receive_rsts, ..., syn_srtt_us
+	// at +24, gen +28, tcp_oom +32.
+	le.PutUint32(b[184:], f.sendRsts)
+	le.PutUint32(b[188:], f.recvRsts)
+	le.PutUint32(b[208:], f.synSRTT)
+	le.PutUint32(b[212:], f.gen)
+	le.PutUint32(b[216:], f.tcpOom)
 	return b
 }
 
@@ -66,12 +70,12 @@ var (
 )
 
 func TestDecode(t *testing.T) {
-	if recordSize != 216 {
-		t.Fatalf("recordSize %d, want 216", recordSize)
+	if recordSize != 224 {
+		t.Fatalf("recordSize %d, want 224", recordSize)
 	}
 	f := fixture{typ: recSnapshot, tgid: 42, cookie: 7, comm: "curl", saddr: v4c, daddr: v4s, sport: 40000, dport: 80,
 		family: afInet, role: roleClient, state: 1, netns: 4026531840, acked: 1000, received: 20, segsIn: 3, segsOut: 4,
-		retran: 1, srtt: 150, rtoUs: 204000, sendRsts: 1, synSRTT: 99}
+		retran: 1, srtt: 150, rtoUs: 204000, sendRsts: 1, synSRTT: 99, totalRTO: 3, tcpOom: 2}
 	c, err := decode(f.bytes())
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +84,8 @@ func TestDecode(t *testing.T) {
 	if r.Tgid != 42 || r.Cookie != 7 || c.comm != "curl" || c.local != netip.MustParseAddr("10.231.1.1") ||
 		c.remot != netip.MustParseAddr("10.231.1.2") || r.Sport != 40000 || r.Dport != 80 || c.family != afInet ||
 		r.BytesAcked != 1000 || r.BytesReceived != 20 || r.SegsIn != 3 || r.SegsOut != 4 || r.TotalRetrans != 1 ||
-		r.SrttUs != 150 || r.RtoUs != 204000 || r.C.SendRsts != 1 || r.C.SynSrttUs != 99 || r.Netns != 4026531840 {
+		r.SrttUs != 150 || r.RtoUs != 204000 || r.C.SendRsts != 1 || r.C.SynSrttUs != 99 || r.Netns != 4026531840 ||
+		r.TotalRto != 3 || r.C.TcpOom != 2 {
 		t.Errorf("decoded %+v", c)
 	}
 
@@ -252,8 +257,8 @@ func TestDecodeLayout(t *testing.T) {
 		State: 7, Netns: 8, Gen: 9, BytesAcked: 10, BytesReceived: 11, SegsIn: 12, SegsOut: 13, TotalRetrans: 14,
 		SkDrops: 15, LostOut: 16, SackedOut: 17, SrttUs: 18, RcvRttUs: 19, SndCwnd: 20, NotsentBytes: 21,
 		NotackBytes: 22, Reordering: 23, SndWnd: 24, RcvWnd: 25, AvlSndWnd: 26, RtoUs: 27, AtoUs: 28, SkRcvbuf: 29,
-		SkSndbuf: 30, Pad: 31}
-	want.C.SendRsts, want.C.Gen, want.C.SynSrttUs = 32, 33, 34
+		SkSndbuf: 30, TotalRto: 31}
+	want.C.SendRsts, want.C.Gen, want.C.SynSrttUs, want.C.TcpOom = 32, 33, 34, 37
 	want.Comm[0], want.Saddr[15], want.Daddr[3] = 'x', 35, 36
 	b, err := binary.Append(nil, binary.LittleEndian, &want)
 	if err != nil {

@@ -28,6 +28,7 @@ type tcpInfo struct {
 	BytesAcked, BytesReceived uint64
 	SegsIn, SegsOut           uint32
 	TotalRetrans              uint32
+	TotalRto                  uint16 // tcpi_total_rto (6.7+; x/sys has the field)
 	Pid                       int
 }
 
@@ -95,6 +96,8 @@ func runHelper(mode string, args []string) error {
 		}
 	case "hold-server":
 		return holdServer(addr, recv, say)
+	case "delay-client":
+		return delayClient(addr, send, recv, say)
 	case "once-server", "once-client":
 		return runOnce(mode == "once-server", addr, send, recv, say)
 	default:
@@ -232,7 +235,7 @@ func tcpInfoOf(c *net.TCPConn) (tcpInfo, error) {
 	if gerr != nil {
 		return tcpInfo{}, gerr
 	}
-	return tcpInfo{ti.Bytes_acked, ti.Bytes_received, ti.Segs_in, ti.Segs_out, ti.Total_retrans, os.Getpid()}, nil
+	return tcpInfo{ti.Bytes_acked, ti.Bytes_received, ti.Segs_in, ti.Segs_out, ti.Total_retrans, ti.Total_rto, os.Getpid()}, nil
 }
 
 // waitAcked waits (bounded) until the peer acknowledged everything sent,
@@ -284,4 +287,51 @@ func holdServer(addr string, n int, say func(string)) error {
 	say("held")
 	_, err = io.Copy(io.Discard, os.Stdin)
 	return err
+}
+
+// delayClient makes n writes of size bytes, each after the previous one was
+// fully acknowledged, and prints the time from each write's return until
+// its last byte was acknowledged as the helper sees it (tcpi_bytes_acked,
+// polled every 100 µs), as a JSON array of nanoseconds; then closes.
+func delayClient(addr string, size, n int, say func(string)) error {
+	cc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	c := cc.(*net.TCPConn)
+	defer c.Close()
+	// A send buffer larger than a write: write returns once the data is
+	// queued, it does not wait for acknowledgements.
+	if err := c.SetWriteBuffer(4 << 20); err != nil {
+		return err
+	}
+	buf := make([]byte, size)
+	var seen []int64
+	for range n {
+		before, err := tcpInfoOf(c)
+		if err != nil {
+			return err
+		}
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		for {
+			ti, err := tcpInfoOf(c)
+			if err != nil {
+				return err
+			}
+			if ti.BytesAcked >= before.BytesAcked+uint64(size) {
+				break
+			}
+			if time.Since(t0) > 10*time.Second {
+				return errors.New("write not acknowledged within 10s")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		seen = append(seen, time.Since(t0).Nanoseconds())
+	}
+	b, _ := json.Marshal(seen)
+	say(string(b))
+	return nil
 }

@@ -53,7 +53,8 @@ func run(t *testing.T, args ...string) {
 	}
 }
 
-type netPair struct{ cns, sns string }
+// netPair: the client and server namespaces and their veth ends.
+type netPair struct{ cns, sns, cdev, sdev string }
 
 const (
 	clientV4, serverV4 = "10.231.1.1", "10.231.1.2"
@@ -64,8 +65,8 @@ const (
 func setupNetns(t *testing.T) netPair {
 	t.Helper()
 	id := strconv.Itoa(os.Getpid() % 100000)
-	n := netPair{cns: "gtcpc" + id, sns: "gtcps" + id}
 	vc, vs := "gtc"+id, "gts"+id
+	n := netPair{cns: "gtcpc" + id, sns: "gtcps" + id, cdev: vc, sdev: vs}
 	run(t, "ip", "netns", "add", n.cns)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.cns).Run() })
 	run(t, "ip", "netns", "add", n.sns)
@@ -228,12 +229,15 @@ func defaultCfg() probe.Config {
 // has been sampled and reported.
 func settle() { time.Sleep(2*testReport + testSample) }
 
-// rows are the records of one process.
-func rows(rt *fakeRT, tgid int) []*table.Record {
+// rows are the tcp_metric records of one process.
+func rows(rt *fakeRT, tgid int) []*table.Record { return rowsOf(rt, table.TcpMetric, tgid) }
+
+// rowsOf are the records of table tb of one process.
+func rowsOf(rt *fakeRT, tb *table.Table, tgid int) []*table.Record {
 	recs, _ := rt.snapshot()
 	var out []*table.Record
 	for _, r := range recs {
-		if r.Str("tgid") == strconv.Itoa(tgid) {
+		if r.Table == tb && r.Str("tgid") == strconv.Itoa(tgid) {
 			out = append(out, r)
 		}
 	}
@@ -462,6 +466,25 @@ func TestPrivilegedRetransmits(t *testing.T) {
 	cr := rows(rt, cli.pid)
 	checkSum(t, cr, "retran_packets", float64(ci.TotalRetrans))
 	checkSum(t, cr, "tx_bytes", 256<<10)
+	// tmout_count: the client's RTO expirations, as the kernel's own
+	// tcpi_total_rto counts them (the DROP rule let no ACK come back for
+	// 1.5 s: several expirations, backing off).
+	if ci.TotalRto == 0 {
+		t.Fatalf("no RTO expired (tcpi_total_rto 0)")
+	}
+	checkSum(t, cr, "tmout_count", float64(ci.TotalRto))
+	si := srv.info()
+	checkSum(t, rows(rt, srv.pid), "tmout_count", float64(si.TotalRto))
+	// tcp_oom: no reset for lack of memory in this namespace, as the
+	// kernel's own TCPAbortOnMemory of both namespaces says.
+	for _, ns := range []string{n.cns, n.sns} {
+		if v := netstat(t, ns, "TCPAbortOnMemory"); v != 0 {
+			t.Fatalf("TCPAbortOnMemory in %s is %d: the test assumes 0", ns, v)
+		}
+	}
+	checkSum(t, cr, "tcp_oom", 0)
+	checkSum(t, rows(rt, srv.pid), "tcp_oom", 0)
+	t.Logf("client: %d retransmissions, %d RTO expirations (tcpi_total_rto) = tmout_count", ci.TotalRetrans, ci.TotalRto)
 	_, evs := rt.snapshot()
 	var got *event.Event
 	for i := range evs {
@@ -479,6 +502,33 @@ func TestPrivilegedRetransmits(t *testing.T) {
 	}
 	cli.do("close")
 	srv.do("close")
+}
+
+// netstat reads one TcpExt counter of network namespace ns.
+func netstat(t *testing.T, ns, name string) uint64 {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/netstat").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(out), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != "TcpExt:" || len(names) != len(vals) {
+			continue
+		}
+		for j, n := range names {
+			if n == name {
+				v, err := strconv.ParseUint(vals[j], 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+		}
+	}
+	t.Fatalf("no TcpExt %s in %s", name, ns)
+	return 0
 }
 
 func TestPrivilegedResets(t *testing.T) {
@@ -503,7 +553,98 @@ func TestPrivilegedResets(t *testing.T) {
 	checkSum(t, sr, "receive_rsts", 1)
 	checkSum(t, sr, "send_rsts", 0)
 	checkSum(t, sr, "rx_bytes", 10)
+	// The abort's reset has another reason than lack of memory.
+	checkSum(t, cr, "tcp_oom", 0)
+	checkSum(t, sr, "tcp_oom", 0)
 	srv.do("close")
+}
+
+// TestPrivilegedNetDelay: a tbf qdisc limits the client's egress to rate
+// R, so a write of N bytes cannot be acknowledged before (N - burst)/R.
+// The client makes K such writes, each after the previous one was
+// acknowledged (so every one is timed), and measures itself how long each
+// took to be acknowledged. net_delay must hold exactly K samples, all
+// above the tbf bound, summing to what the client measured (within the
+// client's polling and scheduling slack).
+func TestPrivilegedNetDelay(t *testing.T) {
+	requirePrivileged(t)
+	n := setupNetns(t)
+	const (
+		rate  = 1_000_000 // bytes/s: 8mbit
+		burst = 4096
+		size  = 65536
+		k     = 5
+		port  = 20900
+	)
+	run(t, "ip", "netns", "exec", n.cns, "tc", "qdisc", "add", "dev", n.cdev, "root", "tbf",
+		"rate", "8mbit", "burst", strconv.Itoa(burst), "latency", "1s")
+	cfg := defaultCfg()
+	cfg.SubItems = bitDelay
+	_, rt := startProbe(t, cfg)
+	addr := fmt.Sprintf("%s:%d", serverV4, port)
+	srv := startHelper(t, n.sns, "short-server", addr, 0, 0)
+	srv.expect("ready")
+	cli := startHelper(t, n.cns, "delay-client", addr, size, k)
+	var seen []int64
+	if err := json.Unmarshal([]byte(cli.line()), &seen); err != nil || len(seen) != k {
+		t.Fatalf("client said %v (%v)", seen, err)
+	}
+	cli.wait()
+	srv.expect(strconv.Itoa(size * k))
+	srv.wait()
+	settle()
+	minNs := float64(size-burst) / rate * 1e9
+	var clientSum float64
+	for _, v := range seen {
+		clientSum += float64(v)
+		if float64(v) < minNs {
+			t.Fatalf("client saw a write acknowledged in %d ns, below the tbf bound %.0f ns: tbf not in effect", v, minNs)
+		}
+	}
+	recs := rowsOf(rt, table.ProcFlowPerf, cli.pid)
+	if len(recs) == 0 {
+		t.Fatal("no proc_flow_perf rows for the client")
+	}
+	iDelay, iSys := table.ProcFlowPerf.MustIndex("net_delay"), table.ProcFlowPerf.MustIndex("sys_delay")
+	var count uint64
+	var sum, maxv float64
+	for _, r := range recs {
+		for name, want := range map[string]string{"role": "client", "remote_ip": serverV4, "server_port": strconv.Itoa(port)} {
+			if got := r.Str(name); got != want {
+				t.Errorf("%s = %q, want %q", name, got, want)
+			}
+		}
+		if r.Values[iSys].Set {
+			t.Error("sys_delay set")
+		}
+		h := r.Values[iDelay].Hist
+		if h == nil {
+			t.Fatalf("row without net_delay: %v", r.Values)
+		}
+		// Every sample above the bound: no count in a bucket whose upper
+		// bound is below it.
+		for i, b := range h.Bounds {
+			if b < minNs && h.Counts[i] != 0 {
+				t.Errorf("%d samples <= %.0f ns, below the tbf bound %.0f ns", h.Counts[i], b, minNs)
+			}
+		}
+		count += h.Count()
+		sum += h.Sum
+		maxv = max(maxv, h.Max)
+	}
+	if count != k {
+		t.Errorf("net_delay has %d samples, want %d (one per write)", count, k)
+	}
+	// The client's time starts after write() returned and ends when its
+	// 100 µs polling saw the acknowledgement: allow 3 ms per write.
+	if d := sum - clientSum; d < -3e6*k || d > 3e6*k {
+		t.Errorf("net_delay sum %.0f ns, client measured %.0f ns (difference %.0f ns)", sum, clientSum, d)
+	}
+	if rs := rowsOf(rt, table.ProcFlowPerf, srv.pid); len(rs) != 0 {
+		t.Errorf("%d proc_flow_perf rows for the server, which wrote nothing", len(rs))
+	}
+	t.Logf("net_delay: %d samples, sum %.1f ms, max %.1f ms; client measured sum %.1f ms; bound per write %.1f ms",
+		count, sum/1e6, maxv/1e6, clientSum/1e6, minNs/1e6)
 }
 
 func TestPrivilegedSnoopers(t *testing.T) {
@@ -618,8 +759,8 @@ func TestPrivilegedNoLeftovers(t *testing.T) {
 		if err := p.Start(context.Background(), defaultCfg(), rt); err != nil {
 			t.Fatal(err)
 		}
-		if got := newIDs(before, ourPrograms(t)); got != 7 {
-			t.Fatalf("running: %d new programs, want 7", got)
+		if got := newIDs(before, ourPrograms(t)); got != 8 {
+			t.Fatalf("running: %d new programs, want 8", got)
 		}
 		time.Sleep(2 * testSample)
 		rt.stop()

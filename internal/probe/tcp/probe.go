@@ -61,6 +61,16 @@ type Probe struct {
 	optProgs   map[string]*ebpf.Program
 	optLinks   map[string]link.Link
 	optMissing map[string]error
+	// net_delay: the cgroup2 mount the sock_ops program attaches to, its
+	// link while tcp_delay is on, why it cannot run here, and the
+	// attachment generation (delay_epoch).
+	cgroup2    string
+	delayLink  link.Link
+	delayErr   error
+	delayEpoch uint32
+	// Kernel support of tmout_count (tcp_sock.total_rto) and tcp_oom (the
+	// reset reason of tcp_send_reset); nil when present.
+	rtoErr, oomErr error
 	iterOwners *link.Iter
 	iterTCP    *link.Iter
 	reader     *bpfrt.Reader
@@ -106,8 +116,8 @@ func New(opts ...Option) *Probe {
 // Name implements probe.Probe.
 func (p *Probe) Name() string { return Name }
 
-// Tables implements probe.Tables. proc_flow_perf is declared (its metadata
-// is part of gala-gopher's surface) but never filled: see the package doc.
+// Tables implements probe.Tables. proc_flow_perf carries net_delay only
+// (sys_delay is not measured): see the package doc.
 func (p *Probe) Tables() []*table.Table { return []*table.Table{table.TcpMetric, table.ProcFlowPerf} }
 
 // optional hooks: the tracepoint, the program, the sub-item whose fields it
@@ -182,6 +192,16 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 			delete(spec.Programs, h.prog)
 		}
 	}
+	p.rtoErr = tcpSockHasTotalRTO()
+	p.oomErr = resetHasReason()
+	p.cgroup2, p.delayErr = bpfrt.HaveCgroup2()
+	if p.delayErr == nil {
+		p.delayErr = haveTxTimestamping()
+	}
+	if p.delayErr != nil {
+		// The kfunc would fail the whole collection's load.
+		delete(spec.Programs, "on_sock_ops")
+	}
 	objs := &tcpObjects{}
 	if err := spec.LoadAndAssign(objs, nil); err != nil {
 		var ve *ebpf.VerifierError
@@ -233,7 +253,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		}
 	}
 	if cfg.Has(bitDelay) {
-		log.Warn("tcp: sub-item tcp_delay (proc_flow_perf sys_delay, net_delay) is not measured by galago: see the tcp package documentation")
+		log.Warn("tcp: proc_flow_perf sys_delay is not measured by galago (no hook for the moment data is read on this kernel): see the tcp package documentation")
 	}
 	p.cfg, p.rt = cfg, rt
 	p.agg = newAggregator()
@@ -309,6 +329,10 @@ func (p *Probe) closeLocked() {
 		_ = l.Close()
 		delete(p.optLinks, name)
 	}
+	if p.delayLink != nil {
+		_ = p.delayLink.Close()
+		p.delayLink = nil
+	}
 	for i := len(p.links) - 1; i >= 0; i-- {
 		_ = p.links[i].Close()
 	}
@@ -350,6 +374,120 @@ func (p *Probe) syncHooksLocked() {
 	p.hooks.resets = on("on_send_reset") && on("on_receive_reset")
 	p.hooks.dropReason = on("on_kfree_skb")
 	p.hooks.bufLimit = on("on_exceed_buf_limit")
+	abnormal := p.cfg.Has(bitAbnormal)
+	if abnormal {
+		_ = p.missing.Report(p.rtoErr, "tmout_count")
+		_ = p.missing.Report(p.oomErr, "tcp_oom")
+	}
+	p.hooks.totalRTO = abnormal && p.rtoErr == nil
+	p.hooks.oom = on("on_send_reset") && p.oomErr == nil
+	p.syncDelayLocked()
+}
+
+// syncDelayLocked attaches the sock_ops program (net_delay) at the cgroup2
+// root while tcp_delay is on, and detaches it otherwise: it runs for every
+// timed write of every flagged connection, a cost only paid on demand.
+// Connections flagged under an earlier attachment stay flagged (the flag
+// lives in the socket); their stamps are told apart by delay_epoch.
+func (p *Probe) syncDelayLocked() {
+	want := p.cfg.Has(bitDelay)
+	switch {
+	case want && p.delayLink == nil:
+		if p.delayErr != nil {
+			_ = p.missing.Report(p.delayErr, "net_delay")
+			break
+		}
+		p.delayEpoch++
+		if err := p.objs.DelayEpoch.Set(p.delayEpoch); err != nil {
+			_ = p.missing.Report(&bpfrt.HookError{Hook: "sockops", Err: fmt.Errorf("set delay_epoch: %w", err)}, "net_delay")
+			break
+		}
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: p.cgroup2, Attach: ebpf.AttachCGroupSockOps, Program: p.objs.OnSockOps})
+		if err != nil {
+			// Not cached: a later reconfiguration retries.
+			_ = p.missing.Report(&bpfrt.HookError{Hook: "sockops " + p.cgroup2, Err: err}, "net_delay")
+			break
+		}
+		p.delayLink = l
+	case !want && p.delayLink != nil:
+		_ = p.delayLink.Close()
+		p.delayLink = nil
+	}
+	p.hooks.netDelay = p.delayLink != nil
+}
+
+// kernelSpec is the running kernel's BTF (cached by cilium/ebpf).
+func kernelSpec(hook string) (*btf.Spec, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, &bpfrt.HookError{Hook: hook, Err: err}
+	}
+	return spec, nil
+}
+
+// tcpSockHasTotalRTO checks for tcp_sock.total_rto (Linux 6.7+), the
+// source of tmout_count.
+func tcpSockHasTotalRTO() error {
+	const hook = "tcp_sock.total_rto"
+	spec, err := kernelSpec(hook)
+	if err != nil {
+		return err
+	}
+	var st *btf.Struct
+	if err := spec.TypeByName("tcp_sock", &st); err != nil {
+		return &bpfrt.HookError{Hook: hook, Err: err}
+	}
+	for _, m := range st.Members {
+		if m.Name == "total_rto" {
+			return nil
+		}
+	}
+	return &bpfrt.HookError{Hook: hook, Err: errors.New("no such field (Linux 6.7+)")}
+}
+
+// resetHasReason checks that tcp_send_reset passes the reset reason and
+// that SK_RST_REASON_TCP_ABORT_ON_MEMORY exists, the source of tcp_oom.
+func resetHasReason() error {
+	const hook = "tp_btf/tcp_send_reset reason"
+	spec, err := kernelSpec(hook)
+	if err != nil {
+		return err
+	}
+	var td *btf.Typedef
+	if err := spec.TypeByName("btf_trace_tcp_send_reset", &td); err != nil {
+		return &bpfrt.HookError{Hook: hook, Err: err}
+	}
+	if ptr, ok := td.Type.(*btf.Pointer); ok {
+		if fp, ok := ptr.Target.(*btf.FuncProto); ok && len(fp.Params) >= 4 {
+			var e *btf.Enum
+			if err := spec.TypeByName("sk_rst_reason", &e); err != nil {
+				return &bpfrt.HookError{Hook: hook, Err: err}
+			}
+			for _, v := range e.Values {
+				if v.Name == "SK_RST_REASON_TCP_ABORT_ON_MEMORY" {
+					return nil
+				}
+			}
+			return &bpfrt.HookError{Hook: hook, Err: errors.New("no SK_RST_REASON_TCP_ABORT_ON_MEMORY")}
+		}
+	}
+	return &bpfrt.HookError{Hook: hook, Err: errors.New("no reset reason argument (Linux 6.10+)")}
+}
+
+// haveTxTimestamping checks for BPF TX timestamping of sock_ops programs
+// (the kfunc bpf_sock_ops_enable_tx_tstamp, Linux 6.15+), the source of
+// net_delay.
+func haveTxTimestamping() error {
+	const hook = "sockops TX timestamping"
+	spec, err := kernelSpec(hook)
+	if err != nil {
+		return err
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName("bpf_sock_ops_enable_tx_tstamp", &fn); err != nil {
+		return &bpfrt.HookError{Hook: hook, Err: fmt.Errorf("kfunc bpf_sock_ops_enable_tx_tstamp: %w (Linux 6.15+)", err)}
+	}
+	return nil
 }
 
 // kfreeSkbHasSocket checks that kfree_skb passes the drop reason and the
@@ -429,6 +567,18 @@ func readIter(it *link.Iter) ([]byte, error) {
 
 // handle takes one ring buffer record (reader goroutine).
 func (p *Probe) handle(raw []byte) error {
+	if recType(raw) == recDelay {
+		d, err := decodeDelay(raw)
+		if err != nil {
+			return err
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.agg != nil {
+			p.agg.delay(&d)
+		}
+		return nil
+	}
 	c, err := decode(raw)
 	if err != nil {
 		return err
@@ -549,8 +699,14 @@ func (p *Probe) report() {
 	period := now.Sub(p.periodFrom)
 	p.periodFrom = now
 	rows := p.agg.flush()
+	flows := p.agg.flushFlows()
 	cfg, h, rt := p.cfg, p.hooks, p.rt
 	p.mu.Unlock()
+	if cfg.Has(bitDelay) && h.netDelay {
+		for k, hist := range flows {
+			rt.Record(flowRecord(k, hist, now, period))
+		}
+	}
 	for k, l := range rows {
 		rt.Record(record(k, l, cfg, h, now, period))
 		if cfg.Params.ReportEvent == 1 {

@@ -45,6 +45,7 @@ func checkSpec(t *testing.T, obj []byte) {
 		"on_receive_reset":    {ebpf.Tracing, ebpf.AttachTraceRawTp, "tcp_receive_reset"},
 		"on_kfree_skb":        {ebpf.Tracing, ebpf.AttachTraceRawTp, "kfree_skb"},
 		"on_exceed_buf_limit": {ebpf.Tracing, ebpf.AttachTraceRawTp, "sock_exceed_buf_limit"},
+		"on_sock_ops":         {ebpf.SockOps, ebpf.AttachCGroupSockOps, ""},
 	}
 	if len(spec.Programs) != len(wantProgs) {
 		t.Errorf("%d programs, want %d", len(spec.Programs), len(wantProgs))
@@ -62,7 +63,7 @@ func checkSpec(t *testing.T, obj []byte) {
 	wantMaps := map[string]ebpf.MapType{
 		"events": ebpf.RingBuf, "lost_events": ebpf.PerCPUArray, "scratch": ebpf.PerCPUArray,
 		"tcp_counters": ebpf.SkStorage, "galago_sk_owners": ebpf.SkStorage, "galago_listen_owners": ebpf.Hash,
-		"netns_seen": ebpf.Hash, "filter_mode": ebpf.Array, "filter_tgids": ebpf.Hash, "filter_cgroups": ebpf.Hash,
+		"netns_seen": ebpf.Hash, "tcp_delay_pending": ebpf.SkStorage, "filter_mode": ebpf.Array, "filter_tgids": ebpf.Hash, "filter_cgroups": ebpf.Hash,
 	}
 	for name, typ := range wantMaps {
 		m := spec.Maps[name]
@@ -74,7 +75,7 @@ func checkSpec(t *testing.T, obj []byte) {
 			t.Errorf("map %s: %s, want %s", name, m.Type, typ)
 		}
 	}
-	for _, v := range []string{"kernel_hz", "galago_rb_wakeup_bytes"} {
+	for _, v := range []string{"kernel_hz", "galago_rb_wakeup_bytes", "delay_epoch"} {
 		if _, ok := spec.Variables[v]; !ok {
 			t.Errorf("variable %s missing", v)
 		}
@@ -85,6 +86,12 @@ func checkSpec(t *testing.T, obj []byte) {
 	}
 	if int(st.Size) != recordSize {
 		t.Errorf("struct tcp_conn is %d bytes, Go decodes %d", st.Size, recordSize)
+	}
+	if err := spec.Types.TypeByName("tcp_delay", &st); err != nil {
+		t.Fatal(err)
+	}
+	if int(st.Size) != delaySize {
+		t.Errorf("struct tcp_delay is %d bytes, Go decodes %d", st.Size, delaySize)
 	}
 	if err := spec.Types.TypeByName("galago_sk_owner", &st); err != nil {
 		t.Fatal(err)

@@ -20,11 +20,22 @@
  *                           ESTABLISHED; a struct tcp_conn (type CLOSE) with
  *                           the final counters at the transition to CLOSE, so
  *                           connections shorter than a period count exactly.
- *   tp_btf/tcp_send_reset, tp_btf/tcp_receive_reset   send_rsts, receive_rsts
+ *   tp_btf/tcp_send_reset, tp_btf/tcp_receive_reset   send_rsts, receive_rsts;
+ *                           tcp_oom: resets sent with reason
+ *                           SK_RST_REASON_TCP_ABORT_ON_MEMORY (6.10+ reason
+ *                           argument; tcp_check_oom() true in tcp_close or
+ *                           tcp_out_of_resources)
  *   tp_btf/kfree_skb        backlog_drops, filter_drops (drop reasons
  *                           SOCKET_BACKLOG / SOCKET_FILTER with the rx socket)
  *   tp_btf/sock_exceed_buf_limit  snd_buf_limit_count (SK_MEM_SEND),
  *                           rmem_scheduls (SK_MEM_RECV)
+ *   sockops                 on_sock_ops (attached at the cgroup2 root only while
+ *                           tcp_delay is on): net_delay of proc_flow_perf with
+ *                           BPF TX timestamping (6.15+): flags observed
+ *                           connections at ESTABLISHED, times one write per
+ *                           socket at a time from tcp_sendmsg
+ *                           (TSTAMP_SENDMSG_CB) to the ACK of its last byte
+ *                           (TSTAMP_ACK_CB), one DELAY record per sample.
  * Maps: galago_sk_owners, galago_listen_owners (sockowner.h), tcp_counters
  *   (sk storage: the event counters above), events (ring buffer: CLOSE and
  *   LATE records), lost_events, filter_* (snooper filter, common.h).
@@ -47,6 +58,7 @@ enum tcp_rec_type {
 	TCP_REC_LISTEN = 2,   /* iterator: a listener (role inference) */
 	TCP_REC_CLOSE = 3,    /* final counters at the transition to CLOSE */
 	TCP_REC_LATE = 4,     /* an event on an already closed socket */
+	TCP_REC_DELAY = 5,    /* struct tcp_delay: one net_delay sample */
 };
 
 /* Value not available (e.g. CONFIG_HZ unknown for jiffies fields). */
@@ -62,6 +74,8 @@ struct tcp_counters {
 	__u32 rmem_scheduls;
 	__u32 syn_srtt_us; /* smoothed RTT when the handshake completed; 0 unknown */
 	__u32 gen;         /* connections closed on this socket (tcp_disconnect reuse) */
+	__u32 tcp_oom;     /* resets sent because tcp_check_oom() said so */
+	__u32 _pad;
 };
 
 /* One connection (or listener) as the iterator or the close hook sees it.
@@ -105,11 +119,27 @@ struct tcp_conn {
 	__u32 ato_us; /* TCP_UNSET when CONFIG_HZ is unknown */
 	__u32 sk_rcvbuf;
 	__u32 sk_sndbuf;
+	/* tcp_sock.total_rto (6.7+, RTO expirations, 16 bits: wraps);
+	 * TCP_UNSET on kernels without it. */
+	__u32 total_rto;
 	struct tcp_counters c; /* LATE records: the counter increments */
-	__u32 _pad;
+};
+
+/* One net_delay sample (ring buffer, TCP_REC_DELAY): the time from the end
+ * of a tcp_sendmsg to the ACK of the last byte it queued. */
+struct tcp_delay {
+	__u32 type; /* TCP_REC_DELAY */
+	__u32 tgid;
+	__u64 delay_ns;
+	__u8 raddr[16]; /* remote address (IPv4 in the first 4 bytes) */
+	__u16 server_port;
+	__u16 family;
+	__u8 role; /* enum galago_sk_role: client or server */
+	__u8 _pad[3];
 };
 
 GALAGO_EXPORT_TYPE(struct tcp_conn, tcp_conn);
+GALAGO_EXPORT_TYPE(struct tcp_delay, tcp_delay);
 GALAGO_EXPORT_TYPE(enum tcp_rec_type, tcp_rec_type);
 GALAGO_EXPORT_TYPE(struct galago_sk_owner, sk_owner);
 
@@ -193,6 +223,22 @@ struct sock___galago {
 	struct numa_drop_counters___galago *sk_drop_counters;
 } __attribute__((preserve_access_index));
 
+/* tcp_sock.total_rto appeared in 6.7: a flavour so that the object also
+ * builds against older headers; absent on the running kernel, the guarded
+ * read is removed by the loader and the value reported as unset. */
+struct tcp_sock___galago_rto {
+	u16 total_rto;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32 total_rto_of(const struct tcp_sock *tp)
+{
+	const struct tcp_sock___galago_rto *t2 = (const void *)tp;
+
+	if (bpf_core_field_exists(t2->total_rto))
+		return BPF_CORE_READ(t2, total_rto);
+	return TCP_UNSET;
+}
+
 static __always_inline __u32 sk_drops_of(const struct sock *sk)
 {
 	__u32 n = BPF_CORE_READ(sk, sk_drops.counter);
@@ -268,6 +314,7 @@ static __always_inline void fill_conn(struct tcp_conn *e, struct tcp_sock *tp, c
 	e->ato_us = jiffies_to_us(icsk->icsk_ack.ato);
 	e->sk_rcvbuf = sk->sk_rcvbuf;
 	e->sk_sndbuf = sk->sk_sndbuf;
+	e->total_rto = total_rto_of(tp);
 	if (c) {
 		e->c = *c;
 		e->gen = c->gen;
@@ -414,6 +461,7 @@ static __always_inline void count(const struct sock *sk, int field)
 		case 2: e->c.backlog_drops = 1; break;
 		case 3: e->c.filter_drops = 1; break;
 		case 4: e->c.snd_buf_limit = 1; break;
+		case 6: e->c.tcp_oom = 1; break;
 		default: e->c.rmem_scheduls = 1; break;
 		}
 		GALAGO_RB_SUBMIT(&events, e);
@@ -428,17 +476,38 @@ static __always_inline void count(const struct sock *sk, int field)
 	case 2: __sync_fetch_and_add(&c->backlog_drops, 1); break;
 	case 3: __sync_fetch_and_add(&c->filter_drops, 1); break;
 	case 4: __sync_fetch_and_add(&c->snd_buf_limit, 1); break;
+	case 6: __sync_fetch_and_add(&c->tcp_oom, 1); break;
 	default: __sync_fetch_and_add(&c->rmem_scheduls, 1); break;
 	}
 }
+
+/* CO-RE flavour of enum sk_rst_reason (6.10+; not in older headers): the
+ * value is only a placeholder, the loader takes the running kernel's. */
+enum sk_rst_reason___galago {
+	SK_RST_REASON_TCP_ABORT_ON_MEMORY___galago = 0,
+};
 
 SEC("tp_btf/tcp_send_reset")
 int BPF_PROG(on_send_reset, const struct sock *sk)
 {
 	/* sk is NULL for resets answering segments that matched no socket:
 	 * those have no owner to charge. */
-	if (sk && bpf_skc_to_tcp_sock((void *)sk))
-		count(sk, 0);
+	if (!sk || !bpf_skc_to_tcp_sock((void *)sk))
+		return 0;
+	count(sk, 0);
+	/* Since 6.10 the tracepoint's third argument is the reset reason
+	 * (enum sk_rst_reason, which appeared with it). tcp_check_oom()
+	 * returning true is always followed by tcp_send_active_reset with
+	 * SK_RST_REASON_TCP_ABORT_ON_MEMORY (tcp_close, tcp_out_of_resources):
+	 * gala-gopher's tcp_oom. The enum value is resolved by CO-RE; on a
+	 * kernel without it the branch (and its read of the third argument,
+	 * which the verifier would refuse there) is removed at load. */
+	if (bpf_core_enum_value_exists(enum sk_rst_reason___galago, SK_RST_REASON_TCP_ABORT_ON_MEMORY___galago)) {
+		__u64 reason = ((__u64 *)ctx)[2];
+
+		if (reason == bpf_core_enum_value(enum sk_rst_reason___galago, SK_RST_REASON_TCP_ABORT_ON_MEMORY___galago))
+			count(sk, 6);
+	}
 	return 0;
 }
 
@@ -472,4 +541,141 @@ int BPF_PROG(on_exceed_buf_limit, struct sock *sk, struct proto *prot, long allo
 	if (sk && bpf_skc_to_tcp_sock(sk))
 		count(sk, kind == SK_MEM_SEND ? 4 : 5);
 	return 0;
+}
+
+/* net_delay (proc_flow_perf, sub-item tcp_delay): BPF TX timestamping.
+ *
+ * Cost: the program is attached only while tcp_delay is on. It runs for the
+ * sock_ops callbacks the kernel always makes (connection setup: a few per
+ * connection) and, on connections it flagged, once per tcp_sendmsg
+ * (TSTAMP_SENDMSG_CB). One write per socket is timed at a time: while a
+ * timed write is unacknowledged the next writes are not stamped (so they
+ * cost one early return each and no further callbacks); a stamped write
+ * adds the SCHED, SND_SW (early returns) and ACK callbacks and one ring
+ * buffer record. Each sample is exact for the write it times; writes
+ * pipelined behind a timed one are not sampled. */
+
+extern int bpf_sock_ops_enable_tx_tstamp(struct bpf_sock_ops_kern *skops, __u64 flags) __ksym;
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+#ifndef SOL_SOCKET
+#define SOL_SOCKET 1
+#endif
+/* UAPI values (include/uapi/linux/bpf.h, 6.14+), spelled out because
+ * headers of older kernels (the arm64 build's) lack them. */
+#define GALAGO_SOCK_OPS_TSTAMP_ACK_CB 19
+#define GALAGO_SOCK_OPS_TSTAMP_SENDMSG_CB 20
+#define GALAGO_SK_BPF_CB_FLAGS 1009
+#define GALAGO_SK_BPF_CB_TX_TIMESTAMPING 1
+
+/* A pending write older than this is abandoned (its ACK callback never
+ * came: e.g. the program was detached meanwhile); a later write is timed. */
+#define DELAY_STALE_NS (60ULL * 1000000000ULL)
+
+/* Attachment generation, bumped by the loader at every attach: a write
+ * stamped under an earlier attachment is not matched with a later one. */
+volatile __u32 delay_epoch = 0;
+
+struct tcp_delay_pending {
+	__u64 sent_ns; /* end of the tcp_sendmsg, 0: nothing pending */
+	__u32 tskey;   /* sequence number of the write's last byte */
+	__u32 epoch;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tcp_delay_pending);
+} tcp_delay_pending SEC(".maps");
+
+static __always_inline bool seq_after(__u32 a, __u32 b)
+{
+	return (__s32)(a - b) > 0;
+}
+
+SEC("sockops")
+int on_sock_ops(struct bpf_sock_ops *skops)
+{
+	struct tcp_delay_pending *pd;
+	struct galago_sk_owner *o;
+	struct bpf_sock *bsk;
+	struct tcp_delay *d;
+	struct tcp_sock *tp;
+	struct sock *sk;
+	__u32 op = skops->op;
+	__u64 now;
+
+	if (op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB &&
+	    op != GALAGO_SOCK_OPS_TSTAMP_SENDMSG_CB && op != GALAGO_SOCK_OPS_TSTAMP_ACK_CB)
+		return 1;
+	bsk = skops->sk;
+	if (!bsk)
+		return 1;
+	tp = bpf_skc_to_tcp_sock(bsk);
+	if (!tp)
+		return 1;
+	sk = (struct sock *)tp;
+	o = galago_owner_get(sk);
+	if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
+		/* A locked callback, where bpf_setsockopt may set the flag that
+		 * makes tcp_sendmsg call this program. */
+		int flags = GALAGO_SK_BPF_CB_TX_TIMESTAMPING;
+
+		if (owner_observed(o))
+			bpf_setsockopt(skops, SOL_SOCKET, GALAGO_SK_BPF_CB_FLAGS, &flags, sizeof(flags));
+		return 1;
+	}
+	if (!owner_observed(o))
+		return 1;
+	now = bpf_ktime_get_ns();
+	if (op == GALAGO_SOCK_OPS_TSTAMP_SENDMSG_CB) {
+		pd = bpf_sk_storage_get(&tcp_delay_pending, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (!pd)
+			return 1;
+		if (pd->sent_ns && pd->epoch == delay_epoch && now - pd->sent_ns < DELAY_STALE_NS)
+			return 1; /* a timed write is still unacknowledged */
+		/* Called at the end of tcp_sendmsg_locked for the last skb of the
+		 * write: its last byte is write_seq - 1, the key the kfunc gives
+		 * the skb and the ACK callback's snd_una passes. */
+		if (bpf_sock_ops_enable_tx_tstamp(bpf_cast_to_kern_ctx(skops), 0))
+			return 1;
+		pd->sent_ns = now;
+		pd->tskey = tp->write_seq - 1;
+		pd->epoch = delay_epoch;
+		return 1;
+	}
+	/* TSTAMP_ACK_CB: an ACK passed the last byte of a stamped skb. snd_una
+	 * is already advanced; the pending write is acknowledged when snd_una
+	 * has passed its key (stamps of other attachments are refused by the
+	 * epoch). */
+	pd = bpf_sk_storage_get(&tcp_delay_pending, sk, 0, 0);
+	if (!pd || !pd->sent_ns || pd->epoch != delay_epoch || !seq_after(tp->snd_una, pd->tskey))
+		return 1;
+	if (o->role != GALAGO_ROLE_CLIENT && o->role != GALAGO_ROLE_SERVER) {
+		pd->sent_ns = 0; /* proc_flow_perf is keyed by role */
+		return 1;
+	}
+	d = GALAGO_RB_RESERVE(&events, struct tcp_delay);
+	if (d) {
+		d->type = TCP_REC_DELAY;
+		d->tgid = o->tgid;
+		d->delay_ns = now - pd->sent_ns;
+		d->role = o->role;
+		d->family = sk->__sk_common.skc_family;
+		if (d->family == AF_INET) {
+			__builtin_memset(d->raddr, 0, sizeof(d->raddr));
+			*(__u32 *)d->raddr = sk->__sk_common.skc_daddr;
+		} else {
+			BPF_CORE_READ_INTO(&d->raddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+		}
+		if (o->role == GALAGO_ROLE_SERVER)
+			d->server_port = galago_sk_local_port(sk);
+		else
+			d->server_port = bpf_ntohs(sk->__sk_common.skc_dport);
+		d->_pad[0] = d->_pad[1] = d->_pad[2] = 0;
+		GALAGO_RB_SUBMIT(&events, d);
+	}
+	pd->sent_ns = 0;
+	return 1;
 }

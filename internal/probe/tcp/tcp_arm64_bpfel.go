@@ -67,8 +67,8 @@ type tcpTcpConn struct {
 	AtoUs         uint32
 	SkRcvbuf      uint32
 	SkSndbuf      uint32
+	TotalRto      uint32
 	C             tcpTcpCounters
-	Pad           uint32
 }
 
 type tcpTcpCounters struct {
@@ -81,6 +81,27 @@ type tcpTcpCounters struct {
 	RmemScheduls uint32
 	SynSrttUs    uint32
 	Gen          uint32
+	TcpOom       uint32
+	Pad          uint32
+}
+
+type tcpTcpDelay struct {
+	_          structs.HostLayout
+	Type       uint32
+	Tgid       uint32
+	DelayNs    uint64
+	Raddr      [16]uint8
+	ServerPort uint16
+	Family     uint16
+	Role       uint8
+	Pad        [3]uint8
+}
+
+type tcpTcpDelayPending struct {
+	_      structs.HostLayout
+	SentNs uint64
+	Tskey  uint32
+	Epoch  uint32
 }
 
 type tcpTcpRecType uint32
@@ -90,6 +111,7 @@ const (
 	tcpTcpRecTypeTCP_REC_LISTEN   tcpTcpRecType = 2
 	tcpTcpRecTypeTCP_REC_CLOSE    tcpTcpRecType = 3
 	tcpTcpRecTypeTCP_REC_LATE     tcpTcpRecType = 4
+	tcpTcpRecTypeTCP_REC_DELAY    tcpTcpRecType = 5
 )
 
 // Names of all BPF objects in the ELF.
@@ -106,6 +128,7 @@ const (
 	tcpMapNetnsSeen              = "netns_seen"
 	tcpMapScratch                = "scratch"
 	tcpMapTcpCounters            = "tcp_counters"
+	tcpMapTcpDelayPending        = "tcp_delay_pending"
 	tcpProgDumpOwners            = "dump_owners"
 	tcpProgDumpTcp               = "dump_tcp"
 	tcpProgOnExceedBufLimit      = "on_exceed_buf_limit"
@@ -113,9 +136,12 @@ const (
 	tcpProgOnReceiveReset        = "on_receive_reset"
 	tcpProgOnSendReset           = "on_send_reset"
 	tcpProgOnSetState            = "on_set_state"
+	tcpProgOnSockOps             = "on_sock_ops"
 	tcpVarGalagoExportSkOwner    = "__galago_export_sk_owner"
 	tcpVarGalagoExportTcpConn    = "__galago_export_tcp_conn"
+	tcpVarGalagoExportTcpDelay   = "__galago_export_tcp_delay"
 	tcpVarGalagoExportTcpRecType = "__galago_export_tcp_rec_type"
+	tcpVarDelayEpoch             = "delay_epoch"
 	tcpVarGalagoRbWakeupBytes    = "galago_rb_wakeup_bytes"
 	tcpVarKernelHz               = "kernel_hz"
 )
@@ -169,6 +195,7 @@ type tcpProgramSpecs struct {
 	OnReceiveReset   *ebpf.ProgramSpec `ebpf:"on_receive_reset"`
 	OnSendReset      *ebpf.ProgramSpec `ebpf:"on_send_reset"`
 	OnSetState       *ebpf.ProgramSpec `ebpf:"on_set_state"`
+	OnSockOps        *ebpf.ProgramSpec `ebpf:"on_sock_ops"`
 }
 
 // tcpMapSpecs contains maps before they are loaded into the kernel.
@@ -185,6 +212,7 @@ type tcpMapSpecs struct {
 	NetnsSeen          *ebpf.MapSpec `ebpf:"netns_seen"`
 	Scratch            *ebpf.MapSpec `ebpf:"scratch"`
 	TcpCounters        *ebpf.MapSpec `ebpf:"tcp_counters"`
+	TcpDelayPending    *ebpf.MapSpec `ebpf:"tcp_delay_pending"`
 }
 
 // tcpVariableSpecs contains global variables before they are loaded into the kernel.
@@ -193,7 +221,9 @@ type tcpMapSpecs struct {
 type tcpVariableSpecs struct {
 	GalagoExportSkOwner    *ebpf.VariableSpec `ebpf:"__galago_export_sk_owner"`
 	GalagoExportTcpConn    *ebpf.VariableSpec `ebpf:"__galago_export_tcp_conn"`
+	GalagoExportTcpDelay   *ebpf.VariableSpec `ebpf:"__galago_export_tcp_delay"`
 	GalagoExportTcpRecType *ebpf.VariableSpec `ebpf:"__galago_export_tcp_rec_type"`
+	DelayEpoch             *ebpf.VariableSpec `ebpf:"delay_epoch"`
 	GalagoRbWakeupBytes    *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
 	KernelHz               *ebpf.VariableSpec `ebpf:"kernel_hz"`
 }
@@ -228,6 +258,7 @@ type tcpMaps struct {
 	NetnsSeen          *ebpf.Map `ebpf:"netns_seen"`
 	Scratch            *ebpf.Map `ebpf:"scratch"`
 	TcpCounters        *ebpf.Map `ebpf:"tcp_counters"`
+	TcpDelayPending    *ebpf.Map `ebpf:"tcp_delay_pending"`
 }
 
 func (m *tcpMaps) Close() error {
@@ -242,6 +273,7 @@ func (m *tcpMaps) Close() error {
 		m.NetnsSeen,
 		m.Scratch,
 		m.TcpCounters,
+		m.TcpDelayPending,
 	)
 }
 
@@ -251,7 +283,9 @@ func (m *tcpMaps) Close() error {
 type tcpVariables struct {
 	GalagoExportSkOwner    *ebpf.Variable `ebpf:"__galago_export_sk_owner"`
 	GalagoExportTcpConn    *ebpf.Variable `ebpf:"__galago_export_tcp_conn"`
+	GalagoExportTcpDelay   *ebpf.Variable `ebpf:"__galago_export_tcp_delay"`
 	GalagoExportTcpRecType *ebpf.Variable `ebpf:"__galago_export_tcp_rec_type"`
+	DelayEpoch             *ebpf.Variable `ebpf:"delay_epoch"`
 	GalagoRbWakeupBytes    *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
 	KernelHz               *ebpf.Variable `ebpf:"kernel_hz"`
 }
@@ -267,6 +301,7 @@ type tcpPrograms struct {
 	OnReceiveReset   *ebpf.Program `ebpf:"on_receive_reset"`
 	OnSendReset      *ebpf.Program `ebpf:"on_send_reset"`
 	OnSetState       *ebpf.Program `ebpf:"on_set_state"`
+	OnSockOps        *ebpf.Program `ebpf:"on_sock_ops"`
 }
 
 func (p *tcpPrograms) Close() error {
@@ -278,6 +313,7 @@ func (p *tcpPrograms) Close() error {
 		p.OnReceiveReset,
 		p.OnSendReset,
 		p.OnSetState,
+		p.OnSockOps,
 	)
 }
 
