@@ -792,6 +792,7 @@ func attachedPrograms(t *testing.T, p *Probe) map[string]bool {
 		"on_set_state": p.objs.OnSetState, "dump_owners": p.objs.DumpOwners, "dump_tcp": p.objs.DumpTcp,
 		"on_send_reset": p.objs.OnSendReset, "on_receive_reset": p.objs.OnReceiveReset,
 		"on_kfree_skb": p.objs.OnKfreeSkb, "on_exceed_buf_limit": p.objs.OnExceedBufLimit,
+		"on_sock_ops": p.objs.OnSockOps,
 	} {
 		info, err := prog.Info()
 		if err != nil {
@@ -848,5 +849,22 @@ func TestPrivilegedHooksFollowSubItems(t *testing.T) {
 	}
 	if got := attachedPrograms(t, p); !maps.Equal(got, minimal) {
 		t.Fatalf("back to tcp_stats only: attached %v, want %v", got, minimal)
+	}
+	// tcp_delay attaches the sock_ops program (net_delay), and only it.
+	cfg.SubItems = bitStats | bitDelay
+	if err := p.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	withDelay := maps.Clone(minimal)
+	withDelay["on_sock_ops"] = true
+	if got := attachedPrograms(t, p); !maps.Equal(got, withDelay) {
+		t.Fatalf("tcp_stats+tcp_delay: attached %v, want %v", got, withDelay)
+	}
+	cfg.SubItems = bitStats
+	if err := p.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := attachedPrograms(t, p); !maps.Equal(got, minimal) {
+		t.Fatalf("tcp_delay off again: attached %v, want %v", got, minimal)
 	}
 }

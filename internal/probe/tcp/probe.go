@@ -71,14 +71,14 @@ type Probe struct {
 	// Kernel support of tmout_count (tcp_sock.total_rto) and tcp_oom (the
 	// reset reason of tcp_send_reset); nil when present.
 	rtoErr, oomErr error
-	iterOwners *link.Iter
-	iterTCP    *link.Iter
-	reader     *bpfrt.Reader
-	filter     *bpfrt.FilterSync
-	agg        *aggregator
-	hooks      hooksAvail
-	periodFrom time.Time
-	warnedLate bool
+	iterOwners     *link.Iter
+	iterTCP        *link.Iter
+	reader         *bpfrt.Reader
+	filter         *bpfrt.FilterSync
+	agg            *aggregator
+	hooks          hooksAvail
+	periodFrom     time.Time
+	warnedLate     bool
 	// cfgChanged wakes the loop to re-arm its timers and follow new targets.
 	cfgChanged chan struct{}
 }
@@ -223,6 +223,9 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		return fmt.Errorf("tcp: attach tp_btf/inet_sock_set_state: %w", err)
 	}
 	p.links = append(p.links, l)
+	if objs.OnSockOps != nil {
+		progs["on_sock_ops"] = objs.OnSockOps // run time stays 0 while detached
+	}
 	p.optProgs, p.optLinks = map[string]*ebpf.Program{}, map[string]link.Link{}
 	for _, h := range optionalHooks {
 		if prog := objs.optProgram(h.prog); prog != nil {
