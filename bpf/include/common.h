@@ -71,20 +71,32 @@ static __always_inline void galago_count_lost(void)
 		__rec;                                                         \
 	})
 
-/* Flags for bpf_ringbuf_submit: no wake-up until enough data is pending. */
-static __always_inline __u64 galago_rb_flags(void *rb)
+/* Flags for bpf_ringbuf_submit of a record of size bytes: wake the reader
+ * once, when this record takes the pending data across the threshold.
+ * Waking on every record above it would raise an IPI per record exactly
+ * when the machine is busiest and the reader behind; the ring buffer's poll
+ * is level-triggered and the reader also polls on a deadline, so records
+ * after the crossing are never stranded. */
+static __always_inline __u64 galago_rb_flags(void *rb, __u64 size)
 {
 	__u64 threshold = galago_rb_wakeup_bytes;
+	/* Each record carries an 8-byte header and is padded to 8 bytes. */
+	__u64 rec = (size + 8 + 7) & ~7ULL;
+	__u64 pending;
 
 	if (!threshold)
 		return 0;
-	if (bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) >= threshold)
+	/* The producer position moved at reserve time: pending counts this
+	 * record already. */
+	pending = bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA);
+	if (pending >= threshold && pending < threshold + rec)
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
 }
 
 /* GALAGO_RB_SUBMIT(&ring, rec) submits with batched wake-ups. */
-#define GALAGO_RB_SUBMIT(rb, rec) bpf_ringbuf_submit((rec), galago_rb_flags(rb))
+#define GALAGO_RB_SUBMIT(rb, rec)                                              \
+	bpf_ringbuf_submit((rec), galago_rb_flags((rb), sizeof(*(rec))))
 
 #endif /* GALAGO_RINGBUF */
 

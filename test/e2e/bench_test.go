@@ -199,9 +199,17 @@ func BenchmarkNginxWrkProbes(b *testing.B) {
 	pid := d.cmd.Process.Pid
 	port := startNginx(b)
 	const rounds, dur = 3, 5 * time.Second
-	on := map[string]string{
+	all := map[string]string{
 		"tcp":    `{"cmd":{"probe":["tcp_stats","tcp_rtt","tcp_srtt","tcp_windows","tcp_rate","tcp_sockbuf","tcp_abnormal"]},"blacklist":{},"params":{"report_period":5},"state":"running"}`,
 		"socket": `{"cmd":{"probe":["tcp_socket","udp_socket"]},"blacklist":{},"params":{"report_period":5},"state":"running"}`,
+	}
+	// GALAGO_BENCH_PROBES=tcp (or socket) measures one probe alone.
+	on := all
+	if only := os.Getenv("GALAGO_BENCH_PROBES"); only != "" {
+		on = map[string]string{}
+		for _, f := range strings.Split(only, ",") {
+			on[f] = all[f]
+		}
 	}
 	var offReq, onReq, agentCPU float64
 	for range rounds {
