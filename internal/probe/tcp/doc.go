@@ -23,7 +23,10 @@
 //     while tcp_abnormal (the sub-item of their fields) is on: Start and
 //     Reconfigure attach and detach them, so e.g. tcp_stats alone runs just
 //     inet_sock_set_state and the two iterators. Counts of a hook attached
-//     mid-period start at the attachment.
+//     mid-period start at the attachment;
+//   - net_delay (proc_flow_perf, sub-item tcp_delay) comes from a cgroup
+//     sock_ops program attached at the cgroup2 root only while tcp_delay is
+//     on (below).
 //
 // Counters become per-period deltas per connection (connections that
 // existed at Start count from Start), summed per row; gauges of the
@@ -61,6 +64,42 @@
 //	send_rsts           tcp_abnormal  tp_btf/tcp_send_reset (with a socket; also after tcp_disconnect)
 //	receive_rsts        tcp_abnormal  tp_btf/tcp_receive_reset
 //	retrans_ratio       tcp_abnormal  retran_packets / segs_out of the period (unset when nothing was sent)
+//	tmout_count         tcp_abnormal  tcp_sock.total_rto (6.7+): RTO expirations, SYN ones and repeated ones
+//	                                  included (as tcpi_total_rto), per-period delta modulo 2^16
+//	tcp_oom             tcp_abnormal  tp_btf/tcp_send_reset with reason SK_RST_REASON_TCP_ABORT_ON_MEMORY
+//	                                  (6.10+ reason argument; the enum value resolved by CO-RE)
+//	net_delay [h]       tcp_delay     proc_flow_perf, ns: end of tcp_sendmsg to the ACK of its last byte
+//	                                  (sock_ops BPF TX timestamping, 6.15+)
+//
+// tmout_count: gala-gopher counts RTO timer expirations per connection;
+// the kernel has counted exactly that per socket since 6.7 (total_rto,
+// bumped in tcp_retransmit_timer, also for SYN and SYN-ACK timeouts and
+// for the repeated expirations of one loss). Read by the iterator and at
+// close (guarded by bpf_core_field_exists). Verified against the kernel's
+// own tcpi_total_rto (getsockopt TCP_INFO; golang.org/x/sys v0.49
+// TCPInfo has the field) of a connection whose data an iptables DROP rule
+// discarded for 1.5 s: 4 expirations on the client, tmout_count 4; 0 on
+// the server, tmout_count 0.
+//
+// tcp_oom: tcp_check_oom() returning true (too many orphans, or the socket
+// over tcp_mem's hard limit) is always followed, in tcp_close and in
+// tcp_out_of_resources, by tcp_send_active_reset with reason
+// SK_RST_REASON_TCP_ABORT_ON_MEMORY (the kernel's TCPAbortOnMemory
+// counter); counting those resets is gala-gopher's count of
+// tcp_check_oom() == true. Event "TCP out of memory(N)." when tcp_oom > 0.
+// How it was verified, and what was not: a real trigger needs either
+// net.ipv4.tcp_mem or net.ipv4.tcp_max_orphans lowered, and on 6.18 both
+// are global (not per network namespace: neither file exists under
+// /proc/sys/net/ipv4 inside a test namespace, checked): lowering
+// them makes every closing connection of the machine abort, which a test
+// sharing the machine cannot do safely. So the positive path in the
+// kernel is NOT exercised by a test. Tested: the program loads and
+// resolves the enum value on this kernel; resets with other reasons (an
+// SO_LINGER 0 abort, connection refused, the 1.5 s drop test) give
+// tcp_oom 0 while send_rsts counts them, matching TCPAbortOnMemory 0 in
+// both test namespaces; the aggregation (storage and late records: in
+// tcp_close the state is CLOSE before the reset), the row and the event
+// are unit-tested on fixtures.
 //
 // Histogram bounds are galago's (the reference gives none for tcp_link):
 // µs 50..1e6 for RTTs, segments 1..1024, bytes 0..16 MiB, ms 1..120000.
@@ -68,13 +107,13 @@
 // Not measured, never exported (left unset): zero_rcv_wnd_count,
 // zero_snd_wnd_count, zero_win_rx_ratio, zero_win_tx_ratio (need a per-
 // segment hook: tcp:tcp_probe fires for every received segment, the cost
-// this probe avoids), tmout_count (no per-socket RTO-expiry counter or
-// tracepoint without kprobes), tcp_oom (tcp_check_oom has no tracepoint),
-// toa_client_ip (TOA option not parsed), and the whole proc_flow_perf table
-// (below). A hook missing on the running kernel is logged once
+// this probe avoids), toa_client_ip (TOA option not parsed), and
+// proc_flow_perf's sys_delay (below). On older kernels: tmout_count before
+// 6.7, tcp_oom before 6.10, net_delay before 6.15 (and without a cgroup2
+// mount). A hook or field missing on the running kernel is logged once
 // (bpfrt.MissingHooks) naming the fields it disables, which stay unset.
 //
-// # proc_flow_perf (tcp_delay): not measured
+// # proc_flow_perf (tcp_delay): net_delay measured, sys_delay not
 //
 // gala-gopher's tcp_delay.bpf.c samples, at most once per period per socket
 // (nanoseconds, keyed tgid/role/remote ip/server port):
@@ -89,7 +128,7 @@
 //     it: the time from the application's write until the peer
 //     acknowledged it (send queue wait + network round trip).
 //
-// Neither has an honest equivalent here that fits this probe:
+// sys_delay has no honest equivalent here; net_delay has an exact one:
 //
 //   - sys_delay needs both ends, and this kernel offers neither without
 //     kprobes. The arrival time: the kernel stamps received skbs only while
@@ -102,29 +141,54 @@
 //     every syscall of the machine. sock:sk_data_ready (per segment) paired
 //     with tcp_rcv_space_adjust would time only the first segment queued
 //     on an empty queue, a different quantity, at per-packet cost.
-//   - net_delay has an exact equivalent since Linux 6.14 (present on this
-//     6.18 kernel): BPF TX timestamping. A cgroup sock_ops program sets
-//     SK_BPF_CB_FLAGS=SK_BPF_CB_TX_TIMESTAMPING (bpf_setsockopt, in a
-//     locked callback such as *_ESTABLISHED_CB), is then called with
-//     BPF_SOCK_OPS_TSTAMP_SENDMSG_CB in tcp_sendmsg, requests a timestamp of
-//     that write's last byte with the kfunc bpf_sock_ops_enable_tx_tstamp,
-//     and gets BPF_SOCK_OPS_TSTAMP_ACK_CB when the peer acknowledges it.
-//     It is not used yet because it changes the probe's cost model: a
-//     sock_ops program attached at the cgroup2 root runs for every sendmsg
-//     of every socket carrying the flag (gala-gopher's sampling only limits
-//     how often the result is kept), and the pending sendmsg times need a
-//     map keyed by (socket, tskey). It is the way to add net_delay.
+//   - net_delay: BPF TX timestamping (sock_ops callbacks since 6.14, the
+//     kfunc since 6.15; present on 6.18). The program on_sock_ops, attached
+//     at the cgroup2 root (bpfrt.HaveCgroup2) while tcp_delay is on, sets
+//     SK_BPF_CB_FLAGS=SK_BPF_CB_TX_TIMESTAMPING with bpf_setsockopt in
+//     ACTIVE/PASSIVE_ESTABLISHED_CB on connections whose owner the snooper
+//     filter observes. tcp_sendmsg then calls it with TSTAMP_SENDMSG_CB at
+//     its end (the moment gala-gopher's kretprobe took): it calls the kfunc
+//     bpf_sock_ops_enable_tx_tstamp, which marks the write's last byte
+//     (write_seq - 1), and keeps that key and the time in socket storage.
+//     TSTAMP_ACK_CB comes when snd_una passes the key: one DELAY record
+//     (ring buffer) with ack - sendmsg, aggregated in Go per (tgid, role,
+//     remote ip, server port) into a histogram in ns (bounds 10 µs..10 s).
+//     One write per socket is timed at a time: writes issued while a timed
+//     one is unacknowledged are not stamped (sampling, like gala-gopher's
+//     once-per-period; each sample is exact for its write). A pending
+//     write older than 60 s, or stamped under an earlier attachment
+//     (delay_epoch), is abandoned.
 //
-// Until then the table is declared (its metadata is part of the surface)
-// and never filled; enabling tcp_delay logs that once.
+// net_delay cost: while attached, the program runs for the few sock_ops
+// callbacks of each connection setup on the machine, and on flagged
+// connections once per tcp_sendmsg (an early return while a timed write is
+// pending); a timed write adds the SCHED and SND_SW callbacks (early
+// returns), the ACK callback and one 40-byte ring buffer record: at most
+// one per connection per round trip. Detaching leaves the flag on sockets
+// already flagged: their sendmsg then calls into an empty cgroup program
+// list (a few instructions) until they close.
+//
+// net_delay limits: connections established before tcp_delay was enabled
+// (or while their owner was filtered out) are not flagged and not timed;
+// a snooper change affects flagging of new connections only (samples are
+// still filtered by owner at the time of the ACK). Verified with a tbf
+// qdisc (8 Mbit/s, burst 4096) on the client's egress in a test
+// namespace: 5 writes of 65536 bytes, each after the previous was
+// acknowledged: exactly 5 samples, each above the bound (65536-4096)/R =
+// 61.4 ms, summing to 337.4 ms against 339.3 ms measured by the client
+// itself (write return to tcpi_bytes_acked covering the write, 100 µs
+// polling); the server, which wrote nothing, has no row.
+//
+// sys_delay stays unset; enabling tcp_delay logs that once.
 //
 // # Events (report_event=1)
 //
 // gala-gopher's tcp_link events: entity id
 // "<tgid>_<client|server>_<client ip>_<server ip>_<server port>_<family>",
-// IP "CIP(<client ip>), SIP(<server ip>:<port>)", for backlog_drops,
-// filter_drops, sk_drops, lost_out and sacked_out above drops_thr, and
-// syn_srtt_max above latency_thr<<3 (µs against ms, as gala-gopher).
+// IP "CIP(<client ip>), SIP(<server ip>:<port>)", for tcp_oom above 0
+// ("TCP out of memory(N)."), backlog_drops, filter_drops, sk_drops,
+// lost_out and sacked_out above drops_thr, and syn_srtt_max above
+// latency_thr<<3 (µs against ms, as gala-gopher).
 //
 // # Limits
 //
