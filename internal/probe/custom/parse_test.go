@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/event"
+	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -232,8 +233,8 @@ func TestReaderConsume(t *testing.T) {
 	tables := testTables(t)
 	p := New(testFeature("/nonexistent/myprobe"), tables).(*Probe)
 	p.period.Store(int64(30 * time.Second))
-	rt := newFakeRuntime()
-	r := &reader{p: p, rt: rt, log: rt.log, warned: map[error]bool{}}
+	rt := probetest.NewRuntime(t, probetest.ProbeName("myprobe"))
+	r := &reader{p: p, rt: rt, log: rt.Logger(), warned: map[error]bool{}}
 
 	maxLine := "|custom_cfg|k|" + strings.Repeat("x", maxLineLen-len("|custom_cfg|k||1|")) + "|1|"
 	if len(maxLine) != maxLineLen {
@@ -254,7 +255,7 @@ func TestReaderConsume(t *testing.T) {
 	r.consume(&in)
 
 	var keys []string
-	for _, rec := range rt.records {
+	for _, rec := range rt.Records() {
 		keys = append(keys, rec.Str("id"))
 		if rec.Period != 30*time.Second {
 			t.Errorf("period %v", rec.Period)
@@ -263,22 +264,23 @@ func TestReaderConsume(t *testing.T) {
 	if want := []string{"a", "k", "c"}; !reflect.DeepEqual(keys, want) {
 		t.Fatalf("records %q, want %q", keys, want)
 	}
-	if len(rt.events) != 1 || rt.events[0].EntityID != "e1" || rt.events[0].PID != 7 {
-		t.Fatalf("events %+v", rt.events)
+	if evs := rt.Events(); len(evs) != 1 || evs[0].EntityID != "e1" || evs[0].PID != 7 {
+		t.Fatalf("events %+v", evs)
 	}
 	// too long x2, unknown table, bad number, unterminated.
-	if rt.errors != 5 {
-		t.Fatalf("errors %d, want 5", rt.errors)
+	if n := rt.ErrorCount(); n != 5 {
+		t.Fatalf("errors %d, want 5", n)
 	}
 	warns := 0
-	for _, l := range rt.logs {
-		if l.level == slog.LevelWarn {
+	logs := rt.LogEntries()
+	for _, l := range logs {
+		if l.Level == slog.LevelWarn {
 			warns++
 		}
 	}
 	// One per reason (too long, unknown, bad value, unterminated) + |log|.
 	if warns != 5 {
-		t.Fatalf("%d warnings, want 5: %+v", warns, rt.logs)
+		t.Fatalf("%d warnings, want 5: %+v", warns, logs)
 	}
 }
 

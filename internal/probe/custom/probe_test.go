@@ -17,6 +17,7 @@ import (
 
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -28,7 +29,7 @@ func TestEncodeConfig(t *testing.T) {
 	params.LatencyThr = 100
 	params.CustomParam = map[string]string{"p1": "a<b&c"}
 	got, err := encodeConfig(feat, probe.Config{SubItems: 2, Params: params,
-		Targets: newFakeTargets(snoop.Whitelist, 300, 200)})
+		Targets: probetest.NewTargets(snoop.Whitelist, 300, 200)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +39,8 @@ func TestEncodeConfig(t *testing.T) {
 		t.Fatalf("\n got %s\nwant %s", got, want)
 	}
 
-	tg := newFakeTargets(snoop.Blacklist, 7)
-	tg.cgroups = []uint64{99, 12}
+	tg := probetest.NewTargets(snoop.Blacklist, 7)
+	tg.SetCgroups(99, 12)
 	got, _ = encodeConfig(feat, probe.Config{Params: probe.DefaultParams(), Targets: tg})
 	want = `{"probe":[],"params":{"report_period":60,"sample_period":5000,"latency_thr":0,"offline_thr":0,` +
 		`"drops_thr":0,"res_lower_thr":0,"res_upper_thr":0,"report_event":0,"custom_param":{}},"pids":[7],"blacklist":true,"cgroup_ids":[12,99]}`
@@ -124,25 +125,23 @@ func deadOrZombie(pid int) bool {
 // change), its death, and a clean stop.
 func TestProbeEndToEnd(t *testing.T) {
 	_, p := writeProbe(t, e2eScript)
-	rt := newFakeRuntime()
-	targets := newFakeTargets(snoop.Whitelist, 300, 200)
+	rt := probetest.NewRuntime(t, probetest.ProbeName("myprobe"))
+	targets := probetest.NewTargets(snoop.Whitelist, 300, 200)
 	params := probe.DefaultParams()
 	params.ReportPeriod = 5
 	params.CustomParam = map[string]string{"p1": "v1"}
 	cfg := probe.Config{SubItems: 1, Params: params, Targets: targets}
 
 	before := time.Now()
-	if err := p.Start(rt.ctx, cfg, rt); err != nil {
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
 	}
-	rt.waitFor(t, "the first records", func() bool { return len(recordByKey(rt.records, "custom_cfg", "pid")) == 1 })
+	rt.WaitRecords(t, "the first records", func(recs []*table.Record) bool { return len(recordByKey(recs, "custom_cfg", "pid")) == 1 })
 	after := time.Now()
 
-	rt.mu.Lock()
-	recs := append([]*table.Record(nil), rt.records...)
-	events := append([]event.Event(nil), rt.events...)
-	errs := rt.errors
-	rt.mu.Unlock()
+	recs := rt.Records()
+	events := rt.Events()
+	errs := rt.ErrorCount()
 	if len(recs) != 4 {
 		t.Fatalf("%d records, want 4", len(recs))
 	}
@@ -193,10 +192,8 @@ func TestProbeEndToEnd(t *testing.T) {
 	if err := p.Reconfigure(cfg); err != nil {
 		t.Fatal(err)
 	}
-	rt.waitFor(t, "the reconfiguration echo", func() bool { return len(recordByKey(rt.records, "custom_cfg", "stdin")) == 1 })
-	rt.mu.Lock()
-	echo := recordByKey(rt.records, "custom_cfg", "stdin")[0]
-	rt.mu.Unlock()
+	rt.WaitRecords(t, "the reconfiguration echo", func(recs []*table.Record) bool { return len(recordByKey(recs, "custom_cfg", "stdin")) == 1 })
+	echo := recordByKey(rt.Records(), "custom_cfg", "stdin")[0]
 	wantStdin := `{"probe":["sub1","sub2"],"params":{"report_period":10,"sample_period":5000,"latency_thr":0,"offline_thr":0,` +
 		`"drops_thr":0,"res_lower_thr":0,"res_upper_thr":0,"report_event":0,"custom_param":{"p1":"v1"}},"pids":[200,300]}`
 	if echo.Str("config") != wantStdin || echo.Values[2].Num != 2 || echo.Period != 10*time.Second {
@@ -204,23 +201,19 @@ func TestProbeEndToEnd(t *testing.T) {
 	}
 
 	// The observed processes change: the configuration is sent again.
-	targets.set(400)
-	rt.waitFor(t, "the target change echo", func() bool { return len(recordByKey(rt.records, "custom_cfg", "stdin")) == 2 })
-	rt.mu.Lock()
-	echo = recordByKey(rt.records, "custom_cfg", "stdin")[1]
-	rt.mu.Unlock()
+	targets.Set(400)
+	rt.WaitRecords(t, "the target change echo", func(recs []*table.Record) bool { return len(recordByKey(recs, "custom_cfg", "stdin")) == 2 })
+	echo = recordByKey(rt.Records(), "custom_cfg", "stdin")[1]
 	if !strings.HasSuffix(echo.Str("config"), `"pids":[400]}`) || echo.Values[2].Num != 3 {
 		t.Errorf("after target change: %s seq %v", echo.Str("config"), echo.Values[2].Num)
 	}
 
 	// Log lines at the level their prefix gives.
-	rt.mu.Lock()
-	logs := append([]logEntry(nil), rt.logs...)
-	rt.mu.Unlock()
-	wantLogs := []logEntry{
-		{slog.LevelWarn, "probe warming up", map[string]string{"probe": "myprobe", "stream": "stdout"}},
-		{slog.LevelDebug, "plain line", map[string]string{"probe": "myprobe", "stream": "stdout"}},
-		{slog.LevelError, "on stderr", map[string]string{"probe": "myprobe", "stream": "stderr"}},
+	logs := rt.LogEntries()
+	wantLogs := []probetest.LogEntry{
+		{Level: slog.LevelWarn, Msg: "probe warming up", Attrs: map[string]string{"probe": "myprobe", "stream": "stdout"}},
+		{Level: slog.LevelDebug, Msg: "plain line", Attrs: map[string]string{"probe": "myprobe", "stream": "stdout"}},
+		{Level: slog.LevelError, Msg: "on stderr", Attrs: map[string]string{"probe": "myprobe", "stream": "stderr"}},
 	}
 	for _, w := range wantLogs {
 		found := false
@@ -236,15 +229,11 @@ func TestProbeEndToEnd(t *testing.T) {
 
 	// The probe is killed: the supervised reader reports it.
 	must(t, syscall.Kill(pid, syscall.SIGKILL))
-	select {
-	case err := <-rt.goErrs:
-		if err == nil || !strings.Contains(err.Error(), "signal: killed") || !strings.Contains(err.Error(), "myprobe") {
-			t.Fatalf("reader error %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the reader did not report the probe's death")
+	err = rt.WaitGoErr(t, "the reader to report the probe's death")
+	if err == nil || !strings.Contains(err.Error(), "signal: killed") || !strings.Contains(err.Error(), "myprobe") {
+		t.Fatalf("reader error %v", err)
 	}
-	rt.shutdown(t, p)
+	rt.Shutdown(t, p)
 	if !pidGone(pid) {
 		t.Fatalf("pid %d still exists after Stop", pid)
 	}
@@ -260,13 +249,13 @@ func TestProbeEndToEnd(t *testing.T) {
 // is left behind.
 func TestStopInterrupts(t *testing.T) {
 	_, p := writeProbe(t, e2eScript)
-	rt := newFakeRuntime()
-	if err := p.Start(rt.ctx, probe.Config{SubItems: 1, Params: probe.DefaultParams()}, rt); err != nil {
+	rt := probetest.NewRuntime(t, probetest.ProbeName("myprobe"))
+	if err := p.Start(rt.Context(), probe.Config{SubItems: 1, Params: probe.DefaultParams()}, rt); err != nil {
 		t.Fatal(err)
 	}
-	rt.waitFor(t, "the probe's pid", func() bool { return len(recordByKey(rt.records, "custom_cfg", "pid")) == 1 })
+	rt.WaitRecords(t, "the probe's pid", func(recs []*table.Record) bool { return len(recordByKey(recs, "custom_cfg", "pid")) == 1 })
 	c := p.run
-	rt.shutdown(t, p)
+	rt.Shutdown(t, p)
 	var ee *exec.ExitError
 	if !errors.As(c.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
 		t.Fatalf("probe ended with %v, want SIGINT", c.err)
@@ -274,10 +263,8 @@ func TestStopInterrupts(t *testing.T) {
 	if !pidGone(c.pid) {
 		t.Fatalf("pid %d still exists", c.pid)
 	}
-	select {
-	case err := <-rt.goErrs:
-		t.Fatalf("a stopped probe reported %v", err)
-	default:
+	if errs := rt.GoErrors(); len(errs) != 0 {
+		t.Fatalf("a stopped probe reported %v", errs)
 	}
 }
 
@@ -291,19 +278,17 @@ printf '|custom_cfg|child|%s|1|\n' "$!"
 wait
 `)
 	p.stopGrace = 200 * time.Millisecond
-	rt := newFakeRuntime()
-	if err := p.Start(rt.ctx, probe.Config{SubItems: 1, Params: probe.DefaultParams()}, rt); err != nil {
+	rt := probetest.NewRuntime(t, probetest.ProbeName("myprobe"))
+	if err := p.Start(rt.Context(), probe.Config{SubItems: 1, Params: probe.DefaultParams()}, rt); err != nil {
 		t.Fatal(err)
 	}
-	rt.waitFor(t, "the child's pid", func() bool { return len(recordByKey(rt.records, "custom_cfg", "child")) == 1 })
-	rt.mu.Lock()
-	child, err := strconv.Atoi(recordByKey(rt.records, "custom_cfg", "child")[0].Str("config"))
-	rt.mu.Unlock()
+	rt.WaitRecords(t, "the child's pid", func(recs []*table.Record) bool { return len(recordByKey(recs, "custom_cfg", "child")) == 1 })
+	child, err := strconv.Atoi(recordByKey(rt.Records(), "custom_cfg", "child")[0].Str("config"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := p.run
-	rt.shutdown(t, p)
+	rt.Shutdown(t, p)
 	var ee *exec.ExitError
 	if !errors.As(c.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("probe ended with %v, want SIGKILL", c.err)
@@ -324,8 +309,8 @@ wait
 func TestStartRefusesUnsafeBin(t *testing.T) {
 	feat, p := writeProbe(t, e2eScript)
 	must(t, os.Chmod(feat.Custom.Bin, 0o755))
-	rt := newFakeRuntime()
-	err := p.Start(rt.ctx, probe.Config{Params: probe.DefaultParams()}, rt)
+	rt := probetest.NewRuntime(t, probetest.ProbeName("myprobe"))
+	err := p.Start(rt.Context(), probe.Config{Params: probe.DefaultParams()}, rt)
 	if err == nil || !strings.Contains(err.Error(), "mode 0755") || !strings.Contains(err.Error(), feat.Custom.Bin) {
 		t.Fatalf("Start: %v", err)
 	}
@@ -335,12 +320,12 @@ func TestStartRefusesUnsafeBin(t *testing.T) {
 	// The default check is root's.
 	q := New(feat, nil).(*Probe)
 	must(t, os.Chmod(feat.Custom.Bin, 0o550))
-	err = q.Start(rt.ctx, probe.Config{Params: probe.DefaultParams()}, rt)
+	err = q.Start(rt.Context(), probe.Config{Params: probe.DefaultParams()}, rt)
 	if os.Geteuid() == 0 {
 		if err != nil {
 			t.Fatalf("root-owned 0550 bin refused: %v", err)
 		}
-		rt.shutdown(t, q)
+		rt.Shutdown(t, q)
 	} else if err == nil || !strings.Contains(err.Error(), "not root") {
 		t.Fatalf("Start of a bin not owned by root: %v", err)
 	}
@@ -350,12 +335,12 @@ func TestStartRefusesUnsafeBin(t *testing.T) {
 // reconfiguration instead of blocking it.
 func TestReconfigureUnreadStdin(t *testing.T) {
 	_, p := writeProbe(t, "#!/bin/sh\nprintf '|custom_cfg|up||1|\\n'\nexec sleep 1000\n")
-	rt := newFakeRuntime()
+	rt := probetest.NewRuntime(t, probetest.ProbeName("myprobe"))
 	cfg := probe.Config{SubItems: 1, Params: probe.DefaultParams(), CustomLabels: map[string]string{"x": strings.Repeat("y", 100)}}
-	if err := p.Start(rt.ctx, cfg, rt); err != nil {
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
 	}
-	rt.waitFor(t, "start", func() bool { return len(rt.records) == 1 })
+	rt.WaitRecords(t, "start", func(recs []*table.Record) bool { return len(recs) == 1 })
 	cfg.Params.CustomParam = map[string]string{"p1": strings.Repeat("v", 64)}
 	var err error
 	for range 1000 { // a pipe holds 64 KiB; each line is ~250 bytes
@@ -366,7 +351,7 @@ func TestReconfigureUnreadStdin(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "does not read its stdin") {
 		t.Fatalf("Reconfigure: %v", err)
 	}
-	rt.shutdown(t, p)
+	rt.Shutdown(t, p)
 }
 
 // fakePipeline collects what the Manager forwards.
