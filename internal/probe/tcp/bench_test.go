@@ -28,6 +28,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/probe/probetest"
 )
 
 var reqRate = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
@@ -85,7 +87,7 @@ http { access_log off; client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastc
 		r, _ := wrk(b, d)
 		offRPS += r
 		p := New(withPeriods(time.Second, 5*time.Second))
-		rt := newFakeRT()
+		rt := probetest.NewRuntime(b)
 		if err := p.Start(context.Background(), defaultCfg(), rt); err != nil {
 			b.Fatal(err)
 		}
@@ -103,9 +105,9 @@ http { access_log off; client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastc
 			}
 		}
 		probeCPU += (cpuSelf() - cpu0 + bpfTime).Seconds()
-		rt.stop()
+		rt.Stop()
 		_ = p.Stop()
-		lost += rt.lost
+		lost += rt.LostCount()
 	}
 	b.ReportMetric(offRPS/rounds, "rps_off")
 	b.ReportMetric(onRPS/rounds, "rps_on")
@@ -154,11 +156,11 @@ func BenchmarkConcurrentConns(b *testing.B) {
 	// Periods far beyond the benchmark: the loop stays idle, the benchmark
 	// drives sample and report itself.
 	p := New(withPeriods(time.Hour, time.Hour))
-	rt := newFakeRT()
+	rt := probetest.NewRuntime(b)
 	if err := p.Start(context.Background(), defaultCfg(), rt); err != nil {
 		b.Fatal(err)
 	}
-	defer func() { rt.stop(); _ = p.Stop() }()
+	defer func() { rt.Stop(); _ = p.Stop() }()
 	if err := p.sample(); err != nil { // warm-up: every connection known
 		b.Fatal(err)
 	}

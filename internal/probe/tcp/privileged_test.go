@@ -27,23 +27,16 @@ import (
 
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
+// requirePrivileged gates the privileged tier (probetest) and the tools
+// these tests run.
 func requirePrivileged(t *testing.T) {
 	t.Helper()
-	if os.Getenv("GALAGO_PRIVILEGED_TESTS") != "1" {
-		t.Skip("set GALAGO_PRIVILEGED_TESTS=1 (as root) to run")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("GALAGO_PRIVILEGED_TESTS=1 but not root")
-	}
-	for _, bin := range []string{"ip", "iptables"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s missing: %v", bin, err)
-		}
-	}
+	probetest.RequireTools(t, "ip", "iptables", "tc")
 }
 
 func run(t *testing.T, args ...string) {
@@ -202,20 +195,17 @@ const (
 
 func allItems() uint32 { return 0xff }
 
-func startProbe(t *testing.T, cfg probe.Config) (*Probe, *fakeRT) {
+func startProbe(t *testing.T, cfg probe.Config) (*Probe, *probetest.Runtime) {
 	t.Helper()
 	p := New(withPeriods(testSample, testReport))
-	rt := newFakeRT()
+	rt := probetest.NewRuntime(t)
 	if err := p.Start(context.Background(), cfg, rt); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {
-		rt.stop()
-		if err := p.Stop(); err != nil {
-			t.Error(err)
-		}
-		if len(rt.goErr) > 0 || rt.lost > 0 {
-			t.Errorf("probe goroutine errors %v, lost %d", rt.goErr, rt.lost)
+		rt.Shutdown(t, p)
+		if n := rt.LostCount(); n > 0 {
+			t.Errorf("lost %d ring buffer records", n)
 		}
 	})
 	return p, rt
@@ -230,11 +220,11 @@ func defaultCfg() probe.Config {
 func settle() { time.Sleep(2*testReport + testSample) }
 
 // rows are the tcp_metric records of one process.
-func rows(rt *fakeRT, tgid int) []*table.Record { return rowsOf(rt, table.TcpMetric, tgid) }
+func rows(rt *probetest.Runtime, tgid int) []*table.Record { return rowsOf(rt, table.TcpMetric, tgid) }
 
 // rowsOf are the records of table tb of one process.
-func rowsOf(rt *fakeRT, tb *table.Table, tgid int) []*table.Record {
-	recs, _ := rt.snapshot()
+func rowsOf(rt *probetest.Runtime, tb *table.Table, tgid int) []*table.Record {
+	recs := rt.Records()
 	var out []*table.Record
 	for _, r := range recs {
 		if r.Table == tb && r.Str("tgid") == strconv.Itoa(tgid) {
@@ -485,7 +475,7 @@ func TestPrivilegedRetransmits(t *testing.T) {
 	checkSum(t, cr, "tcp_oom", 0)
 	checkSum(t, rows(rt, srv.pid), "tcp_oom", 0)
 	t.Logf("client: %d retransmissions, %d RTO expirations (tcpi_total_rto) = tmout_count", ci.TotalRetrans, ci.TotalRto)
-	_, evs := rt.snapshot()
+	evs := rt.Events()
 	var got *event.Event
 	for i := range evs {
 		if evs[i].PID == cli.pid && evs[i].Metric == "lost_out" {
@@ -656,7 +646,7 @@ func TestPrivilegedSnoopers(t *testing.T) {
 		srv.expect("ready")
 		cfg := defaultCfg()
 		// Whitelist: only the server; blacklist: all but the server.
-		cfg.Targets = fakeTargets{mode: mode, pids: []int{srv.pid}}
+		cfg.Targets = probetest.NewTargets(mode, srv.pid)
 		p, rt := startProbe(t, cfg)
 		cli := startHelper(t, n.cns, "client", addr, 1000, 10)
 		cli.expect("done")
@@ -678,7 +668,7 @@ func TestPrivilegedSnoopers(t *testing.T) {
 		srv.do("close")
 		cli.wait()
 		srv.wait()
-		rt.stop()
+		rt.Stop()
 		_ = p.Stop()
 	}
 }
@@ -755,7 +745,7 @@ func TestPrivilegedNoLeftovers(t *testing.T) {
 	before := ourPrograms(t)
 	for range 3 {
 		p := New(withPeriods(testSample, testReport))
-		rt := newFakeRT()
+		rt := probetest.NewRuntime(t)
 		if err := p.Start(context.Background(), defaultCfg(), rt); err != nil {
 			t.Fatal(err)
 		}
@@ -763,7 +753,7 @@ func TestPrivilegedNoLeftovers(t *testing.T) {
 			t.Fatalf("running: %d new programs, want 8", got)
 		}
 		time.Sleep(2 * testSample)
-		rt.stop()
+		rt.Stop()
 		if err := p.Stop(); err != nil {
 			t.Fatal(err)
 		}
