@@ -19,6 +19,7 @@ import (
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/bpfrt/bpfrttest"
+	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
 )
 
@@ -122,7 +123,7 @@ func newReader(t *testing.T, objs *bpfrttest.Objects, c *collector, flush time.D
 // TestRingLossPrivileged fills a one-page ring without reading it: every
 // record that did not fit must be counted lost, exactly.
 func TestRingLossPrivileged(t *testing.T) {
-	bpfrttest.RequirePrivileged(t)
+	probetest.RequirePrivileged(t)
 	page := os.Getpagesize()
 	objs := load(t, uint32(page), 0)
 	var c collector
@@ -175,7 +176,7 @@ func TestRingLossPrivileged(t *testing.T) {
 // the reader; reaching it does; and the deadline poll delivers what sits
 // below it.
 func TestRingWakeupPrivileged(t *testing.T) {
-	bpfrttest.RequirePrivileged(t)
+	probetest.RequirePrivileged(t)
 	objs := load(t, 1<<16, 5*64) // wake at 5 pending records
 	var c collector
 	rd := newReader(t, objs, &c, time.Hour)
@@ -224,7 +225,7 @@ func waitCount(t *testing.T, c *collector, want int) {
 // TestStatsPrivileged: the kernel's run count of a program equals the
 // number of times the test ran it.
 func TestStatsPrivileged(t *testing.T) {
-	bpfrttest.RequirePrivileged(t)
+	probetest.RequirePrivileged(t)
 	objs := load(t, 1<<16, 0)
 	s := bpfrt.NewStats()
 	if err := s.Register("bpfrttest", map[string]*ebpf.Program{"test_emit": objs.TestEmit}); err != nil {
@@ -297,7 +298,7 @@ func (t *targets) set(mode snoop.Mode, pids []int, cgroups []uint64) {
 // (alone in a new cgroup) under each filter setting, and counts what the
 // BPF side let through per process.
 func TestFilterPrivileged(t *testing.T) {
-	bpfrttest.RequirePrivileged(t)
+	probetest.RequirePrivileged(t)
 	objs := load(t, 1<<16, 0)
 	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_enter", Program: objs.TestSysEnter})
 	if err != nil {
@@ -394,7 +395,7 @@ func runChild(t *testing.T, dir string, n int) int {
 
 // TestFilterSyncRunPrivileged: Run follows Changed, writing only the diff.
 func TestFilterSyncRunPrivileged(t *testing.T) {
-	bpfrttest.RequirePrivileged(t)
+	probetest.RequirePrivileged(t)
 	objs := load(t, 1<<16, 0)
 	fs, err := bpfrt.NewFilterSync(objs.FilterMode, objs.FilterTgids, objs.FilterCgroups)
 	if err != nil {

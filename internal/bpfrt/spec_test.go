@@ -9,6 +9,8 @@ import (
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/bpfrt/bpfrttest"
+	"github.com/galago-project/galago/internal/bpfrt/bpfspec"
+	"github.com/galago-project/galago/internal/probe/probetest"
 )
 
 // TestCommonHeaderSpec checks what common.h puts in every object that
@@ -18,39 +20,22 @@ func TestCommonHeaderSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]struct {
-		typ                 ebpf.MapType
-		key, value, entries uint32
-	}{
-		bpfrt.LostEventsMap:    {ebpf.PerCPUArray, 4, 8, 1},
-		bpfrt.FilterModeMap:    {ebpf.Array, 4, 4, 1},
-		bpfrt.FilterTGIDsMap:   {ebpf.Hash, 4, 1, 10240},
-		bpfrt.FilterCgroupsMap: {ebpf.Hash, 8, 1, 4096},
-		"events":               {ebpf.RingBuf, 0, 0, 4096},
-	}
-	for name, w := range want {
-		m := spec.Maps[name]
-		if m == nil {
-			t.Errorf("map %s missing", name)
-			continue
-		}
-		if m.Type != w.typ || m.KeySize != w.key || m.ValueSize != w.value || m.MaxEntries != w.entries {
-			t.Errorf("map %s: %s key %d value %d entries %d, want %+v", name, m.Type, m.KeySize, m.ValueSize, m.MaxEntries, w)
-		}
-	}
-	v := spec.Variables[bpfrt.WakeupBytesVar]
-	if v == nil || !v.Constant() || v.Size() != 8 {
-		t.Errorf("%s: %+v, want a const 8-byte variable", bpfrt.WakeupBytesVar, v)
-	}
-	for name, w := range map[string]struct {
-		typ ebpf.ProgramType
-		to  string
-	}{"test_emit": {ebpf.RawTracepoint, "galago_test_emit"}, "test_sys_enter": {ebpf.RawTracepoint, "sys_enter"}} {
-		p := spec.Programs[name]
-		if p == nil || p.Type != w.typ || p.AttachTo != w.to {
-			t.Errorf("program %s: %+v, want %s on %s", name, p, w.typ, w.to)
-		}
-	}
+	bpfspec.Maps(t, spec, map[string]bpfspec.Map{
+		bpfrt.LostEventsMap:    {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
+		bpfrt.FilterModeMap:    {Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1},
+		bpfrt.FilterTGIDsMap:   {Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 10240},
+		bpfrt.FilterCgroupsMap: {Type: ebpf.Hash, KeySize: 8, ValueSize: 1, MaxEntries: 4096},
+		"events":               {Type: ebpf.RingBuf, MaxEntries: 4096},
+		"runs":                 {Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1},
+	})
+	bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
+		bpfrt.WakeupBytesVar: {Size: 8, Constant: true},
+		"target_syscall":     {Size: 8, Constant: true},
+	})
+	bpfspec.Programs(t, spec, map[string]bpfspec.Program{
+		"test_emit":      {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "galago_test_emit"},
+		"test_sys_enter": {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sys_enter"},
+	})
 	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 2, RecordSize: 56}); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +51,7 @@ func TestCommonHeaderSpec(t *testing.T) {
 // TestFeaturesPrivileged checks the probes against facts every supported
 // kernel (5.8+, BTF) has, and a hook no kernel has.
 func TestFeaturesPrivileged(t *testing.T) {
-	bpfrttest.RequirePrivileged(t)
+	probetest.RequirePrivileged(t)
 	for _, name := range []string{"sched_process_fork", "sys_enter"} {
 		if err := bpfrt.HaveTPBTF(name); err != nil {
 			t.Errorf("HaveTPBTF(%s): %v", name, err)

@@ -5,11 +5,7 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
-
-	"github.com/cilium/ebpf/btf"
 )
-
-func sizeof(t btf.Type) (int, error) { return btf.Sizeof(t) }
 
 // fixture builds a record byte by byte, independent of the generated type.
 func fixture(typ, pid, tgid, ppid uint32, cg, ts uint64, exit uint32, comm string) []byte {

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/bpfrt/bpfrttest"
+	"github.com/galago-project/galago/internal/probe/probetest"
 )
 
 var progNames = []string{"tp_btf_fork", "tp_btf_exec", "tp_btf_exit", "raw_tp_fork", "raw_tp_exec", "raw_tp_exit"}
@@ -18,7 +20,12 @@ var progNames = []string{"tp_btf_fork", "tp_btf_exec", "tp_btf_exit", "raw_tp_fo
 // fork, exec and exit, with its pid, parent, comm and cgroup, through both
 // hook kinds; afterwards no program or link of ours is left in the kernel.
 func TestTrackerPrivileged(t *testing.T) {
-	bpfrttest.RequirePrivileged(t)
+	// Both hook kinds are asserted, so both must exist.
+	var hooks []error
+	for _, tp := range []string{"sched_process_fork", "sched_process_exec", "sched_process_exit"} {
+		hooks = append(hooks, bpfrt.HaveTPBTF(tp), bpfrt.HaveRawTracepoint(tp))
+	}
+	probetest.RequireHooks(t, hooks...)
 	progs0, links0, err := bpfrttest.Resident(progNames...)
 	if err != nil {
 		t.Fatal(err)

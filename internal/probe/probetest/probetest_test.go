@@ -44,7 +44,7 @@ var errFatal = errors.New("fatal")
 func fatal(fn func()) (failed bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			if v != errFatal {
+			if err, ok := v.(error); !ok || !errors.Is(err, errFatal) {
 				panic(v)
 			}
 			failed = true
@@ -110,7 +110,7 @@ func TestRuntimeGoErrors(t *testing.T) {
 	rt := NewRuntime(t)
 	boom := errors.New("boom")
 	rt.Go(func(context.Context) error { return boom })
-	if err := rt.WaitGoErr(t, "boom"); err != boom {
+	if err := rt.WaitGoErr(t, "boom"); !errors.Is(err, boom) {
 		t.Fatalf("WaitGoErr = %v", err)
 	}
 	late := errors.New("late")
@@ -120,7 +120,7 @@ func TestRuntimeGoErrors(t *testing.T) {
 	if want := []string{"Stop: stop failed", "probe goroutines failed: [late]"}; !reflect.DeepEqual(rec.errs, want) {
 		t.Errorf("Shutdown errors %q, want %q", rec.errs, want)
 	}
-	if errs := rt.Stop(); len(errs) != 2 || errs[0] != boom || errs[1] != late {
+	if errs := rt.Stop(); len(errs) != 2 || !errors.Is(errs[0], boom) || !errors.Is(errs[1], late) {
 		t.Errorf("Stop = %v", errs)
 	}
 

@@ -16,19 +16,27 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
+// privileged gates the privileged tests on root, ip(8) (the tests' network
+// namespaces) and every hook the hooks table names: the probe runs without
+// a missing one and leaves its fields unset, which must fail here instead.
 func privileged(t *testing.T) {
 	t.Helper()
-	if os.Getenv("GALAGO_PRIVILEGED_TESTS") != "1" {
-		t.Skip("set GALAGO_PRIVILEGED_TESTS=1 (root) to run")
+	probetest.RequireTools(t, "ip")
+	_, cgroupErr := bpfrt.HaveCgroup2()
+	checks := []error{cgroupErr}
+	for _, h := range hooks {
+		if h.kind == "tp_btf" {
+			checks = append(checks, bpfrt.HaveTPBTF(h.target))
+		}
 	}
-	if os.Geteuid() != 0 {
-		t.Fatal("GALAGO_PRIVILEGED_TESTS=1 needs root")
-	}
+	probetest.RequireHooks(t, checks...)
 }
 
 // netns is a network namespace the test owns, with loopback up.
@@ -235,11 +243,11 @@ func udpBurst(t *testing.T, sfd, rfd, port, n, size int) int {
 }
 
 // startProbe starts a probe with fast periods; stop via the returned func.
-func startProbe(t *testing.T, cfg probe.Config) (*Probe, *fakeRT, func()) {
+func startProbe(t *testing.T, cfg probe.Config) (*Probe, *probetest.Runtime, func()) {
 	t.Helper()
 	p := New(withInterval(300 * time.Millisecond))
-	rt := newFakeRT()
-	if err := p.Start(rt.ctx, cfg, rt); err != nil {
+	rt := probetest.NewRuntime(t)
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	stopped := false
@@ -248,13 +256,7 @@ func startProbe(t *testing.T, cfg probe.Config) (*Probe, *fakeRT, func()) {
 			return
 		}
 		stopped = true
-		rt.stop()
-		if err := p.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-		if len(rt.goErrs) > 0 {
-			t.Errorf("probe goroutines failed: %v", rt.goErrs)
-		}
+		rt.Shutdown(t, p)
 	}
 	t.Cleanup(stop)
 	return p, rt, stop
@@ -353,7 +355,7 @@ func TestPrivilegedTCP(t *testing.T) {
 	after := ns.counters(t)
 	settle()
 	stop()
-	recs, evs := rt.take()
+	recs, evs := rt.Take()
 	d := func(k string) float64 { return float64(after[k] - before[k]) }
 	t.Logf("kernel deltas: ActiveOpens %v PassiveOpens %v AttemptFails %v ListenOverflows %v ListenDrops %v TCPSynRetrans %v",
 		d("Tcp:ActiveOpens"), d("Tcp:PassiveOpens"), d("Tcp:AttemptFails"), d("TcpExt:ListenOverflows"), d("TcpExt:ListenDrops"), d("TcpExt:TCPSynRetrans"))
@@ -400,8 +402,8 @@ func TestPrivilegedTCP(t *testing.T) {
 	if !sawOverflow {
 		t.Errorf("no accept_overflow event in %+v", evs)
 	}
-	if rt.lost != 0 {
-		t.Errorf("lost %d events", rt.lost)
+	if n := rt.LostCount(); n != 0 {
+		t.Errorf("lost %d events", n)
 	}
 }
 
@@ -419,7 +421,7 @@ func TestPrivilegedUDP(t *testing.T) {
 // checkUDP sends a burst from sfd to rfd on port that overflows rfd's
 // receive buffer, stops the probe and checks endpoint_udp of the test
 // process against the namespace's Udp counters and the bytes moved.
-func checkUDP(t *testing.T, ns *netns, rt *fakeRT, stop func(), sfd, rfd, port int) {
+func checkUDP(t *testing.T, ns *netns, rt *probetest.Runtime, stop func(), sfd, rfd, port int) {
 	t.Helper()
 	const size = 100
 	const sent = 200
@@ -429,7 +431,7 @@ func checkUDP(t *testing.T, ns *netns, rt *fakeRT, stop func(), sfd, rfd, port i
 	after := ns.counters(t)
 	settle()
 	stop()
-	recs, _ := rt.take()
+	recs, _ := rt.Take()
 	drops := after["Udp:RcvbufErrors"] - before["Udp:RcvbufErrors"]
 	inerr := after["Udp:InErrors"] - before["Udp:InErrors"]
 	t.Logf("RcvbufErrors %d InErrors %d received bytes %d", drops, inerr, received)
@@ -512,7 +514,7 @@ func TestPrivilegedPreexisting(t *testing.T) {
 	after := ns.counters(t)
 	settle()
 	stop()
-	recs, _ := rt.take()
+	recs, _ := rt.Take()
 	d := func(k string) float64 { return float64(after[k] - before[k]) }
 	t.Logf("kernel deltas: PassiveOpens %v ListenOverflows %v ListenDrops %v", d("Tcp:PassiveOpens"), d("TcpExt:ListenOverflows"), d("TcpExt:ListenDrops"))
 
@@ -567,7 +569,7 @@ func TestPrivilegedWalkOnDemand(t *testing.T) {
 	}
 	settle()
 	stop()
-	recs, _ := rt.take()
+	recs, _ := rt.Take()
 	got, lat, _ := sums(recs, table.EndpointTcp, map[string]string{"tgid": pid, "role": "server", "client_ip": "127.0.0.1", "server_port": strconv.Itoa(port)})
 	t.Logf("after the on-demand walk: %v latency count %d", got, lat)
 
@@ -583,9 +585,9 @@ func TestPrivilegedSnoopers(t *testing.T) {
 		tgt  snoop.Targets
 		want bool
 	}{
-		{"whitelist-other", fakeTargets{mode: snoop.Whitelist, pids: []int{1}}, false},
-		{"whitelist-self", fakeTargets{mode: snoop.Whitelist, pids: []int{os.Getpid()}}, true},
-		{"blacklist-self", fakeTargets{mode: snoop.Blacklist, pids: []int{os.Getpid()}}, false},
+		{"whitelist-other", probetest.NewTargets(snoop.Whitelist, 1), false},
+		{"whitelist-self", probetest.NewTargets(snoop.Whitelist, os.Getpid()), true},
+		{"blacklist-self", probetest.NewTargets(snoop.Blacklist, os.Getpid()), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNetns(t)
@@ -602,7 +604,7 @@ func TestPrivilegedSnoopers(t *testing.T) {
 			}
 			settle()
 			stop()
-			recs, _ := rt.take()
+			recs, _ := rt.Take()
 			got, _, n := sums(recs, table.EndpointTcp, map[string]string{"tgid": strconv.Itoa(os.Getpid()), "server_port": "1"})
 			if tc.want && got["active_open_failed"] != 3 {
 				t.Errorf("observed: active_open_failed %v, want 3", got["active_open_failed"])

@@ -1,92 +1,19 @@
 package socket
 
 import (
-	"bytes"
-	"os"
 	"testing"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/galago-project/galago/internal/bpfrt/bpfspec"
 )
 
 // TestSpec checks both architectures' objects without loading them: every
 // program the hooks table names with its type and attach point, the maps,
 // and the record layout Decode reads.
 func TestSpec(t *testing.T) {
-	for _, obj := range []string{"socket_x86_bpfel.o", "socket_arm64_bpfel.o"} {
-		t.Run(obj, func(t *testing.T) {
-			b, err := os.ReadFile(obj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkSpec(t, b)
-		})
-	}
-	x86, _ := os.ReadFile("socket_x86_bpfel.o")
-	arm, _ := os.ReadFile("socket_arm64_bpfel.o")
-	if !bytes.Equal(_SocketBytes, x86) && !bytes.Equal(_SocketBytes, arm) {
-		t.Error("embedded object is neither committed object")
-	}
-}
-
-func checkSpec(t *testing.T, obj []byte) {
-	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(obj))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The hooks, plus the owner walk (an iterator, attached apart).
-	if len(spec.Programs) != len(hooks)+1 {
-		t.Errorf("%d programs, hooks table has %d (+ walk_owners)", len(spec.Programs), len(hooks))
-	}
-	if w := spec.Programs["walk_owners"]; w == nil || w.Type != ebpf.Tracing || w.AttachType != ebpf.AttachTraceIter || w.AttachTo != "task_file" {
-		t.Errorf("walk_owners: %+v, want iter/task_file", w)
-	}
-	for _, h := range hooks {
-		p := spec.Programs[h.prog]
-		if p == nil {
-			t.Errorf("program %s missing", h.prog)
-			continue
-		}
-		switch h.kind {
-		case "tp_btf":
-			if p.Type != ebpf.Tracing || p.AttachType != ebpf.AttachTraceRawTp || p.AttachTo != h.target {
-				t.Errorf("%s: %s/%s/%q, want tp_btf/%s", h.prog, p.Type, p.AttachType, p.AttachTo, h.target)
-			}
-		case "cgroup":
-			if p.AttachType != h.attach {
-				t.Errorf("%s: attach type %s, want %s", h.prog, p.AttachType, h.attach)
-			}
-		default:
-			t.Errorf("%s: unknown hook kind %q", h.prog, h.kind)
-		}
-	}
-	wantMaps := map[string]ebpf.MapType{
-		"events":               ebpf.RingBuf,
-		"lost_events":          ebpf.PerCPUArray,
-		"connect_start":        ebpf.SkStorage,
-		"galago_sk_owners":     ebpf.SkStorage,
-		"galago_listen_owners": ebpf.Hash,
-		"walk_asked":           ebpf.SkStorage,
-		"filter_mode":          ebpf.Array,
-		"filter_tgids":         ebpf.Hash,
-		"filter_cgroups":       ebpf.Hash,
-	}
-	for name, typ := range wantMaps {
-		m := spec.Maps[name]
-		if m == nil {
-			t.Errorf("map %s missing", name)
-			continue
-		}
-		if m.Type != typ {
-			t.Errorf("map %s: %s, want %s", name, m.Type, typ)
-		}
-	}
-	if got := spec.Maps["events"].MaxEntries; got != ringSize(1) {
-		t.Errorf("events ring %d bytes, want the default %d", got, ringSize(1))
-	}
-	if _, ok := spec.Variables["galago_rb_wakeup_bytes"]; !ok {
-		t.Error("galago_rb_wakeup_bytes missing")
-	}
+	bpfspec.Objects(t, _SocketBytes, []string{"socket_x86_bpfel.o", "socket_arm64_bpfel.o"}, checkSpec)
 	if got := unsafe.Sizeof(socketSocketEvent{}); got != RecordSize {
 		t.Errorf("sizeof(struct socket_event) = %d, RecordSize %d", got, RecordSize)
 	}
@@ -96,6 +23,56 @@ func checkSpec(t *testing.T, obj []byte) {
 	if off := unsafe.Offsetof(socketSocketEvent{}.Sport); off != 48 {
 		t.Errorf("sport at %d, Decode reads 48", off)
 	}
+}
+
+// cgroupProgType is the program type each cgroup attach point of the hooks
+// table takes.
+var cgroupProgType = map[ebpf.AttachType]ebpf.ProgramType{
+	ebpf.AttachCGroupInetIngress:   ebpf.CGroupSKB,
+	ebpf.AttachCGroupInetEgress:    ebpf.CGroupSKB,
+	ebpf.AttachCGroupInet4PostBind: ebpf.CGroupSock,
+	ebpf.AttachCGroupInet6PostBind: ebpf.CGroupSock,
+}
+
+func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
+	// The hooks, plus the owner walk (an iterator, attached apart).
+	progs := map[string]bpfspec.Program{
+		"walk_owners": {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceIter, AttachTo: "task_file"},
+	}
+	for _, h := range hooks {
+		switch h.kind {
+		case "tp_btf":
+			progs[h.prog] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: h.target}
+		case "cgroup":
+			typ, ok := cgroupProgType[h.attach]
+			if !ok {
+				t.Errorf("%s: no program type known for attach type %s", h.prog, h.attach)
+			}
+			progs[h.prog] = bpfspec.Program{Type: typ, AttachType: h.attach}
+		default:
+			t.Errorf("%s: unknown hook kind %q", h.prog, h.kind)
+		}
+	}
+	if len(progs) != len(hooks)+1 {
+		t.Errorf("hooks table names %d programs, %d distinct (+ walk_owners)", len(hooks), len(progs)-1)
+	}
+	bpfspec.Programs(t, spec, progs)
+	bpfspec.Maps(t, spec, map[string]bpfspec.Map{
+		"events":               {Type: ebpf.RingBuf, MaxEntries: ringSize(1)},
+		"lost_events":          {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
+		"connect_start":        {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 8},
+		"galago_sk_owners":     {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 32},
+		"galago_listen_owners": {Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16384},
+		"walk_asked":           {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 1},
+		"filter_mode":          {Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1},
+		"filter_tgids":         {Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 10240},
+		"filter_cgroups":       {Type: ebpf.Hash, KeySize: 8, ValueSize: 1, MaxEntries: 4096},
+	})
+	bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
+		"galago_rb_wakeup_bytes": {Size: 8, Constant: true},
+	})
+	bpfspec.StructSize(t, spec, "socket_event", RecordSize)
+	bpfspec.StructSize(t, spec, "galago_sk_owner", 32)
 }
 
 func TestRingSize(t *testing.T) {
