@@ -110,6 +110,7 @@ func runDaemon(cfg *config.Config) error {
 	go pipe.RunExpiry(ctx)
 	go pipe.RunMeta(ctx, mgr.Tables)
 
+	startProfiler(log)
 	servers, err := startServers(cfg, exporter, mgr, log)
 	if err != nil {
 		mgr.StopAll()
