@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -24,19 +23,6 @@ type Objects = bpfrttestObjects
 
 // Spec returns the embedded collection spec.
 func Spec() (*ebpf.CollectionSpec, error) { return loadBpfrttest() }
-
-// Privileged reports whether privileged tests were asked for
-// (GALAGO_PRIVILEGED_TESTS=1). When they were, a missing privilege or hook
-// must fail the test, never skip it.
-func Privileged() bool { return os.Getenv("GALAGO_PRIVILEGED_TESTS") == "1" }
-
-// RequirePrivileged skips t unless privileged tests were asked for.
-func RequirePrivileged(t testing.TB) {
-	t.Helper()
-	if !Privileged() {
-		t.Skip("set GALAGO_PRIVILEGED_TESTS=1 to run (needs root and BPF)")
-	}
-}
 
 // Resident counts the loaded BPF programs whose name is one of names, and
 // the links attached to them: what a start/stop cycle must leave as found.
