@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -230,7 +231,7 @@ func (m *Manager) reconcile(fs *feature, prev Desired) error {
 }
 
 func selectorsEqual(a, b Desired) bool {
-	return a.Mode == b.Mode && fmt.Sprint(a.Snoopers) == fmt.Sprint(b.Snoopers)
+	return a.Mode == b.Mode && reflect.DeepEqual(a.Snoopers, b.Snoopers)
 }
 
 func (m *Manager) reconfigure(fs *feature, prev Desired) error {

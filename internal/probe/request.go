@@ -237,7 +237,7 @@ func encodeDesired(f *Feature, d Desired) []byte {
 	out := map[string]any{
 		"cmd":    map[string]any{"bin": d.Bin, "probe": probes},
 		"params": EchoParams(f.Name, &d.Params),
-		"state":  map[bool]string{true: "running", false: "stopped"}[d.Running],
+		"state":  stateName(d.Running),
 	}
 	sel := map[string]any{}
 	if !d.Snoopers.Empty() {
@@ -266,6 +266,13 @@ func encodeDesired(f *Feature, d Desired) []byte {
 		panic(err)
 	}
 	return buf.Bytes() // Encode adds the trailing newline
+}
+
+func stateName(running bool) string {
+	if running {
+		return "running"
+	}
+	return "stopped"
 }
 
 func orEmpty[T any](s []T) []T {
