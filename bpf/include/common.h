@@ -72,11 +72,11 @@ static __always_inline void galago_count_lost(void)
 	})
 
 /* Flags for bpf_ringbuf_submit of a record of size bytes: wake the reader
- * once, when this record takes the pending data across the threshold.
- * Waking on every record above it would raise an IPI per record exactly
- * when the machine is busiest and the reader behind; the ring buffer's poll
- * is level-triggered and the reader also polls on a deadline, so records
- * after the crossing are never stranded. */
+ * when the pending data crosses the threshold, and again each further
+ * threshold's worth while it stays behind, rather than on every record
+ * above it, which would raise an IPI per record exactly when the machine
+ * is busiest. A crossing missed because another CPU reserved in between is
+ * caught at the next multiple; the reader's poll deadline bounds the rest. */
 static __always_inline __u64 galago_rb_flags(void *rb, __u64 size)
 {
 	__u64 threshold = galago_rb_wakeup_bytes;
@@ -89,7 +89,7 @@ static __always_inline __u64 galago_rb_flags(void *rb, __u64 size)
 	/* The producer position moved at reserve time: pending counts this
 	 * record already. */
 	pending = bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA);
-	if (pending >= threshold && pending < threshold + rec)
+	if (pending >= threshold && (pending - threshold) % threshold < rec)
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
 }
