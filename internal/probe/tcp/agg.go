@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -29,6 +30,25 @@ var (
 	nsBounds = []float64{1e4, 5e4, 1e5, 5e5, 1e6, 5e6, 1e7, 5e7, 1e8, 5e8, 1e9, 5e9, 1e10}
 )
 
+// Bounds of the aggregator's memory (package doc, "Memory"). Records they
+// keep out are counted and reported as lost events (probe.Runtime.Lost).
+const (
+	// maxTracked is the most connections remembered at once: live ones
+	// (where their counters stood at the last sample, ~100 bytes each)
+	// plus recently closed ones (identity and row, ~40 bytes each). A
+	// snapshot or close record of a connection not yet remembered is
+	// dropped while the table is full.
+	maxTracked = 1 << 18
+	// maxRows is the most tcp_metric rows (and proc_flow_perf rows) of one
+	// report period, and the most row keys kept for reuse. A record whose
+	// row would be one more is dropped.
+	maxRows = 1 << 14
+	// liveExpiry: a live connection no sample has seen for this many
+	// samples is forgotten (it closed and its close record was lost to a
+	// full ring buffer).
+	liveExpiry = 3
+)
+
 // connID identifies one connection: a socket can carry several in turn
 // (connect after tcp_disconnect), which the generation tells apart.
 type connID struct {
@@ -46,6 +66,28 @@ type linkKey struct {
 	clientPort int // -1 when report_cport is off
 	serverPort uint16
 	family     uint16
+}
+
+// rawKey is a linkKey before its strings are built: the lookup key of the
+// row keys kept for reuse, so that a record of a known row costs no string
+// formatting or allocation.
+type rawKey struct {
+	client, server netip.Addr
+	tgid           uint32
+	clientPort     int32
+	comm           [16]int8
+	serverPort     uint16
+	family         uint16
+	role           uint8
+}
+
+// keyEntry is one row key shared by the connections of the row, with the
+// row's aggregate of the current period (so that a record finds it without
+// hashing the key's strings).
+type keyEntry struct {
+	key    linkKey
+	agg    *linkAgg // the row of period `period`; stale when older
+	period uint64
 }
 
 // cumulative are the counters that only grow during a connection.
@@ -68,6 +110,40 @@ func cumulativeOf(r *tcpTcpConn) cumulative {
 		backlogDrops: uint64(r.C.BacklogDrops), filterDrops: uint64(r.C.FilterDrops),
 		sndBufLimit: uint64(r.C.SndBufLimit), rmemScheduls: uint64(r.C.RmemScheduls),
 		tcpOom: uint64(r.C.TcpOom), tmout: totalRTO(r.TotalRto),
+	}
+}
+
+// baseline is where a live connection's counters stood at its last sample,
+// at the widths the record carries them (the per-connection state is kept
+// small: 64 bytes instead of 112).
+type baseline struct {
+	bytesAcked, bytesReceived         uint64
+	segsIn, segsOut, retrans, skDrops uint32
+	sendRsts, recvRsts                uint32
+	backlogDrops, filterDrops         uint32
+	sndBufLimit, rmemScheduls, tcpOom uint32
+	tmout                             uint16
+}
+
+func baselineOf(r *tcpTcpConn) baseline {
+	return baseline{
+		bytesAcked: r.BytesAcked, bytesReceived: r.BytesReceived,
+		segsIn: r.SegsIn, segsOut: r.SegsOut, retrans: r.TotalRetrans, skDrops: r.SkDrops,
+		sendRsts: r.C.SendRsts, recvRsts: r.C.ReceiveRsts,
+		backlogDrops: r.C.BacklogDrops, filterDrops: r.C.FilterDrops,
+		sndBufLimit: r.C.SndBufLimit, rmemScheduls: r.C.RmemScheduls,
+		tcpOom: r.C.TcpOom, tmout: uint16(totalRTO(r.TotalRto)),
+	}
+}
+
+func (b *baseline) cumulative() cumulative {
+	return cumulative{
+		bytesAcked: b.bytesAcked, bytesReceived: b.bytesReceived,
+		segsIn: uint64(b.segsIn), segsOut: uint64(b.segsOut), retrans: uint64(b.retrans), skDrops: uint64(b.skDrops),
+		sendRsts: uint64(b.sendRsts), recvRsts: uint64(b.recvRsts),
+		backlogDrops: uint64(b.backlogDrops), filterDrops: uint64(b.filterDrops),
+		sndBufLimit: uint64(b.sndBufLimit), rmemScheduls: uint64(b.rmemScheduls),
+		tcpOom: uint64(b.tcpOom), tmout: uint64(b.tmout),
 	}
 }
 
@@ -114,16 +190,16 @@ func (a *cumulative) add(b cumulative) {
 	a.tmout += b.tmout
 }
 
-// connState is what the aggregator remembers of one connection.
+// connState is what the aggregator remembers of one live connection,
+// stored in the map by value (no allocation per connection).
 type connState struct {
-	key         linkKey
-	last        cumulative
-	lostMax     uint64 // max lost_out seen this period
-	sackedMax   uint64
+	key       *keyEntry
+	last      baseline
+	lostMax   uint32 // max lost_out seen this period
+	sackedMax uint32
+	// seen is the sample number of the last snapshot.
+	seen        uint64
 	synObserved bool
-	closed      bool
-	// seen is the sample number of the last snapshot or close record.
-	seen uint64
 }
 
 // linkAgg accumulates one row over a period.
@@ -165,24 +241,60 @@ type hooksAvail struct {
 
 // aggregator turns snapshots and close records into per-period rows. It is
 // pure (no BPF): the probe feeds it under its lock.
+//
+// Per connection it keeps only what the next record needs: a live
+// connection its baseline (conns); a closed one, for one to two sample
+// periods, only its row (closedNew, closedOld), so that a snapshot read
+// before its close record was handled is ignored (the iterator runs
+// unlocked while close records are applied; such a snapshot is applied by
+// the first snapshot call after the close) and a LATE record (a reset sent
+// after the close) finds its row. Close records come through the ring
+// buffer in order, right after the close, so one to two periods is ample.
 type aggregator struct {
-	conns  map[connID]*connState
-	links  map[linkKey]*linkAgg
-	flows  map[flowKey]*table.Histogram // net_delay per proc_flow_perf row
-	sample uint64
+	conns map[connID]connState
+	// Recently closed connections, two generations: closedNew collects
+	// the closes until the end of the next snapshot, then becomes
+	// closedOld, dropped at the end of the one after.
+	closedNew, closedOld map[connID]*keyEntry
+	keys                 map[rawKey]*keyEntry // row keys, reset every period
+	links                map[linkKey]*linkAgg
+	flows                map[flowKey]*table.Histogram // net_delay per proc_flow_perf row
+	sample               uint64
+	period               uint64
+	// dropped counts records the bounds kept out since takeDropped.
+	dropped uint64
+	// The bounds: maxTracked and maxRows (tests lower them).
+	maxTracked, maxRows int
 	// reportCport keeps client ports in the key (params report_cport).
 	reportCport bool
 	observed    func(tgid uint32) bool
 }
 
 func newAggregator() *aggregator {
-	return &aggregator{conns: map[connID]*connState{}, links: map[linkKey]*linkAgg{}, flows: map[flowKey]*table.Histogram{}}
+	return &aggregator{
+		conns: map[connID]connState{}, closedNew: map[connID]*keyEntry{}, closedOld: map[connID]*keyEntry{},
+		keys: map[rawKey]*keyEntry{}, links: map[linkKey]*linkAgg{}, flows: map[flowKey]*table.Histogram{},
+		maxTracked: maxTracked, maxRows: maxRows,
+	}
 }
 
-// keyOf builds the row key of a connection; role unknown (a socket that
+// tracked is the number of connections remembered (bounded by maxTracked).
+func (a *aggregator) tracked() int {
+	return len(a.conns) + len(a.closedNew) + len(a.closedOld)
+}
+
+// takeDropped returns the number of records the bounds kept out since the
+// last call (the probe reports them as lost events).
+func (a *aggregator) takeDropped() uint64 {
+	n := a.dropped
+	a.dropped = 0
+	return n
+}
+
+// keyOf finds the row key of a connection; role unknown (a socket that
 // existed before the probe) is inferred from the listeners: a connection
 // whose local port is listened on in its namespace was accepted.
-func (a *aggregator) keyOf(c *conn, listeners map[listenKey]bool) (linkKey, bool) {
+func (a *aggregator) keyOf(c *conn, listeners map[listenKey]bool) (*keyEntry, bool) {
 	role := c.raw.Role
 	if role == roleUnknown {
 		role = roleClient
@@ -190,22 +302,32 @@ func (a *aggregator) keyOf(c *conn, listeners map[listenKey]bool) (linkKey, bool
 			role = roleServer
 		}
 	}
-	k := linkKey{tgid: c.raw.Tgid, comm: c.comm, role: role, family: c.family, clientPort: -1}
+	rk := rawKey{tgid: c.raw.Tgid, comm: c.raw.Comm, role: role, family: c.family, clientPort: -1}
 	switch role {
 	case roleClient:
-		k.clientIP, k.serverIP, k.serverPort = c.local.String(), c.remot.String(), c.raw.Dport
+		rk.client, rk.server, rk.serverPort = c.local, c.remot, c.raw.Dport
 		if a.reportCport {
-			k.clientPort = int(c.raw.Sport)
+			rk.clientPort = int32(c.raw.Sport)
 		}
 	case roleServer:
-		k.clientIP, k.serverIP, k.serverPort = c.remot.String(), c.local.String(), c.raw.Sport
+		rk.client, rk.server, rk.serverPort = c.remot, c.local, c.raw.Sport
 		if a.reportCport {
-			k.clientPort = int(c.raw.Dport)
+			rk.clientPort = int32(c.raw.Dport)
 		}
 	default:
-		return k, false
+		return nil, false
 	}
-	return k, true
+	if e := a.keys[rk]; e != nil {
+		return e, true
+	}
+	e := &keyEntry{key: linkKey{
+		tgid: rk.tgid, comm: commString(rk.comm[:]), role: role, family: rk.family,
+		clientIP: rk.client.String(), serverIP: rk.server.String(), clientPort: int(rk.clientPort), serverPort: rk.serverPort,
+	}}
+	if len(a.keys) < a.maxRows {
+		a.keys[rk] = e
+	}
+	return e, true
 }
 
 type listenKey struct {
@@ -213,12 +335,22 @@ type listenKey struct {
 	port  uint16
 }
 
-func (a *aggregator) link(k linkKey) *linkAgg {
-	l := a.links[k]
-	if l == nil {
-		l = newLinkAgg()
-		a.links[k] = l
+// link returns the row of e in the current period, nil (and one record
+// counted as dropped) when the period already has maxRows rows.
+func (a *aggregator) link(e *keyEntry) *linkAgg {
+	if e.agg != nil && e.period == a.period {
+		return e.agg
 	}
+	l := a.links[e.key]
+	if l == nil {
+		if len(a.links) >= a.maxRows {
+			a.dropped++
+			return nil
+		}
+		l = newLinkAgg()
+		a.links[e.key] = l
+	}
+	e.agg, e.period = l, a.period
 	return l
 }
 
@@ -244,52 +376,70 @@ func (l *linkAgg) observe(r *tcpTcpConn, h hooksAvail) {
 }
 
 // update applies one snapshot or close record to its connection.
-func (a *aggregator) update(c *conn, key linkKey, h hooksAvail, baseline bool) {
+func (a *aggregator) update(c *conn, key *keyEntry, h hooksAvail, baseline bool) {
 	id := connID{c.raw.Cookie, c.raw.Gen}
-	st := a.conns[id]
-	if st == nil {
-		st = &connState{key: key}
-		a.conns[id] = st
+	st, known := a.conns[id]
+	if !known {
+		if a.closedNew[id] != nil || a.closedOld[id] != nil {
+			return // a snapshot read before the close record was handled
+		}
+		if a.tracked() >= a.maxTracked {
+			a.dropped++
+			return
+		}
+		st = connState{key: key}
 		if baseline {
 			// Existed before the probe: count from now on, and its SYN RTT
 			// belongs to a period the probe did not see.
-			st.last = cumulativeOf(&c.raw)
+			st.last = baselineOf(&c.raw)
 			st.synObserved = true
 			st.seen = a.sample
+			a.conns[id] = st
 			return
 		}
 	}
-	if st.closed {
-		return // a snapshot read before the close record was handled
-	}
-	st.seen = a.sample
 	if baseline {
-		st.last = cumulativeOf(&c.raw)
+		st.last = baselineOf(&c.raw)
+		st.seen = a.sample
+		a.conns[id] = st
 		return
 	}
 	cur := cumulativeOf(&c.raw)
+	delta := cur.minus(st.last.cumulative())
+	st.last = baselineOf(&c.raw)
+	st.seen = a.sample
+	st.lostMax = max(st.lostMax, c.raw.LostOut)
+	st.sackedMax = max(st.sackedMax, c.raw.SackedOut)
+	// A row the period has no room for loses this record's share (counted
+	// by link); the baseline still moves, so nothing counts twice.
 	l := a.link(st.key)
-	l.sum.add(cur.minus(st.last))
-	st.last = cur
-	l.observe(&c.raw, h)
-	if v := uint64(c.raw.LostOut); v > st.lostMax {
-		st.lostMax = v
-	}
-	if v := uint64(c.raw.SackedOut); v > st.sackedMax {
-		st.sackedMax = v
-	}
-	if !st.synObserved && c.raw.C.SynSrttUs > 0 {
-		st.synObserved = true
-		v := float64(c.raw.C.SynSrttUs)
-		l.synSRTT.Observe(v)
-		if !l.synSeen || v > l.synMax {
-			l.synMax = v
+	if l != nil {
+		l.sum.add(delta)
+		l.observe(&c.raw, h)
+		if !st.synObserved && c.raw.C.SynSrttUs > 0 {
+			st.synObserved = true
+			v := float64(c.raw.C.SynSrttUs)
+			l.synSRTT.Observe(v)
+			if !l.synSeen || v > l.synMax {
+				l.synMax = v
+			}
+			l.synSeen = true
 		}
-		l.synSeen = true
 	}
-	if c.raw.Type == recClose {
-		st.closed = true
+	if c.raw.Type != recClose {
+		a.conns[id] = st
+		return
 	}
+	// Closed: its period maxima go to the row now (nothing can change
+	// them any more), and only its row is remembered.
+	if l != nil {
+		l.lostOut += uint64(st.lostMax)
+		l.sackedOut += uint64(st.sackedMax)
+	}
+	if known {
+		delete(a.conns, id)
+	}
+	a.closedNew[id] = st.key
 }
 
 // snapshot applies one iterator pass. baseline marks the pass at start:
@@ -321,9 +471,15 @@ func (a *aggregator) closed(c *conn, h hooksAvail) {
 	if !a.isObserved(c.raw.Tgid) {
 		return
 	}
-	key, ok := a.keyOf(c, nil)
-	if !ok {
-		return
+	id := connID{c.raw.Cookie, c.raw.Gen}
+	var key *keyEntry
+	if st, ok := a.conns[id]; ok {
+		key = st.key // known: update keeps the key it was first seen with
+	} else {
+		var ok bool
+		if key, ok = a.keyOf(c, nil); !ok {
+			return
+		}
 	}
 	a.update(c, key, h, false)
 }
@@ -332,16 +488,27 @@ func (a *aggregator) closed(c *conn, h hooksAvail) {
 // closed (the reset tcp_disconnect sends). Returns false when the
 // connection is unknown (it closed before the probe saw it).
 func (a *aggregator) late(c *conn) bool {
-	st := a.conns[connID{c.raw.Cookie, c.raw.Gen}]
-	if st == nil {
-		return false
+	id := connID{c.raw.Cookie, c.raw.Gen}
+	e := a.closedNew[id]
+	if e == nil {
+		e = a.closedOld[id]
 	}
-	a.link(st.key).sum.add(cumulative{
-		sendRsts: uint64(c.raw.C.SendRsts), recvRsts: uint64(c.raw.C.ReceiveRsts),
-		backlogDrops: uint64(c.raw.C.BacklogDrops), filterDrops: uint64(c.raw.C.FilterDrops),
-		sndBufLimit: uint64(c.raw.C.SndBufLimit), rmemScheduls: uint64(c.raw.C.RmemScheduls),
-		tcpOom: uint64(c.raw.C.TcpOom),
-	})
+	if e == nil {
+		// Its close record was lost, or not handled yet.
+		st, ok := a.conns[id]
+		if !ok {
+			return false
+		}
+		e = st.key
+	}
+	if l := a.link(e); l != nil {
+		l.sum.add(cumulative{
+			sendRsts: uint64(c.raw.C.SendRsts), recvRsts: uint64(c.raw.C.ReceiveRsts),
+			backlogDrops: uint64(c.raw.C.BacklogDrops), filterDrops: uint64(c.raw.C.FilterDrops),
+			sndBufLimit: uint64(c.raw.C.SndBufLimit), rmemScheduls: uint64(c.raw.C.RmemScheduls),
+			tcpOom: uint64(c.raw.C.TcpOom),
+		})
+	}
 	return true
 }
 
@@ -362,6 +529,10 @@ func (a *aggregator) delay(d *delaySample) {
 	k := flowKey{tgid: d.raw.Tgid, role: d.raw.Role, remoteIP: d.remote.String(), serverPort: d.raw.ServerPort}
 	h := a.flows[k]
 	if h == nil {
+		if len(a.flows) >= a.maxRows {
+			a.dropped++
+			return
+		}
 		h = table.NewHistogram(nsBounds)
 		a.flows[k] = h
 	}
@@ -380,35 +551,44 @@ func (a *aggregator) isObserved(tgid uint32) bool {
 	return a.observed == nil || a.observed(tgid)
 }
 
-// expire forgets connections not seen for a few samples: closed ones once
-// late records and stale snapshots can no longer refer to them, live ones
-// that vanished without a close record (lost to a full ring buffer).
+// expire ends a sample: live connections not seen for liveExpiry samples
+// are forgotten (they vanished without a close record, lost to a full ring
+// buffer), and closed ones age by one generation.
 func (a *aggregator) expire() {
 	for id, st := range a.conns {
-		if a.sample-st.seen > 3 {
+		if a.sample-st.seen > liveExpiry {
 			if st.lostMax > 0 || st.sackedMax > 0 {
-				l := a.link(st.key)
-				l.lostOut += st.lostMax
-				l.sackedOut += st.sackedMax
+				if l := a.link(st.key); l != nil {
+					l.lostOut += uint64(st.lostMax)
+					l.sackedOut += uint64(st.sackedMax)
+				}
 			}
 			delete(a.conns, id)
 		}
 	}
+	clear(a.closedOld) // keeps its buckets for reuse: bounded by maxTracked
+	a.closedOld, a.closedNew = a.closedNew, a.closedOld
 }
 
 // flush moves the period's lost_out/sacked_out maxima into their rows and
 // returns the rows, starting a new period.
 func (a *aggregator) flush() map[linkKey]*linkAgg {
-	for _, st := range a.conns {
+	for id, st := range a.conns {
 		if st.lostMax > 0 || st.sackedMax > 0 {
-			l := a.link(st.key)
-			l.lostOut += st.lostMax
-			l.sackedOut += st.sackedMax
+			if l := a.link(st.key); l != nil {
+				l.lostOut += uint64(st.lostMax)
+				l.sackedOut += uint64(st.sackedMax)
+			}
+			st.lostMax, st.sackedMax = 0, 0
+			a.conns[id] = st
 		}
-		st.lostMax, st.sackedMax = 0, 0
 	}
 	out := a.links
 	a.links = map[linkKey]*linkAgg{}
+	a.period++
+	// Keys of connections still remembered stay valid (they hold their
+	// entry); dropping the table bounds it by the rows of one period.
+	clear(a.keys)
 	return out
 }
 

@@ -47,7 +47,6 @@ type conn struct {
 	// dual-stack socket carrying IPv4 traffic), else AF_INET6.
 	family       uint16
 	local, remot netip.Addr
-	comm         string
 }
 
 // decode parses one fixed-size record.
@@ -85,7 +84,6 @@ func decode(b []byte) (conn, error) {
 	default:
 		return c, fmt.Errorf("tcp record: unknown address family %d", c.raw.Family)
 	}
-	c.comm = commString(c.raw.Comm[:])
 	return c, nil
 }
 
@@ -105,6 +103,8 @@ func decodeAll(b []byte) ([]conn, error) {
 	return out, nil
 }
 
+// commString is a record's comm as a string. Built once per row key, not
+// per record (aggregator.keyOf).
 func commString(c []int8) string {
 	b := make([]byte, 0, len(c))
 	for _, v := range c {

@@ -81,7 +81,7 @@ func TestDecode(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.raw
-	if r.Tgid != 42 || r.Cookie != 7 || c.comm != "curl" || c.local != netip.MustParseAddr("10.231.1.1") ||
+	if r.Tgid != 42 || r.Cookie != 7 || commString(r.Comm[:]) != "curl" || c.local != netip.MustParseAddr("10.231.1.1") ||
 		c.remot != netip.MustParseAddr("10.231.1.2") || r.Sport != 40000 || r.Dport != 80 || c.family != afInet ||
 		r.BytesAcked != 1000 || r.BytesReceived != 20 || r.SegsIn != 3 || r.SegsOut != 4 || r.TotalRetrans != 1 ||
 		r.SrttUs != 150 || r.RtoUs != 204000 || r.C.SendRsts != 1 || r.C.SynSrttUs != 99 || r.Netns != 4026531840 ||
@@ -132,8 +132,8 @@ func FuzzDecode(f *testing.F) {
 		if c.raw.Type != recLate && !c.local.IsValid() {
 			t.Fatalf("valid record without address: %+v", c)
 		}
-		if strings.ContainsRune(c.comm, 0) {
-			t.Fatalf("comm with NUL: %q", c.comm)
+		if strings.ContainsRune(commString(c.raw.Comm[:]), 0) {
+			t.Fatalf("comm with NUL: %q", commString(c.raw.Comm[:]))
 		}
 	})
 }

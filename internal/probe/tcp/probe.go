@@ -269,6 +269,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		return err
 	}
 	p.agg.snapshot(recs, p.hooks, true)
+	p.reportDroppedLocked()
 	p.periodFrom = p.now()
 	rt.Go(p.reader.Run)
 	rt.Go(p.loop)
@@ -579,6 +580,7 @@ func (p *Probe) handle(raw []byte) error {
 		defer p.mu.Unlock()
 		if p.agg != nil {
 			p.agg.delay(&d)
+			p.reportDroppedLocked()
 		}
 		return nil
 	}
@@ -591,6 +593,7 @@ func (p *Probe) handle(raw []byte) error {
 	if p.agg == nil {
 		return nil
 	}
+	defer p.reportDroppedLocked()
 	switch c.raw.Type {
 	case recClose:
 		p.agg.closed(&c, p.hooks)
@@ -692,7 +695,17 @@ func (p *Probe) sample() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.agg.snapshot(recs, p.hooks, false)
+	p.reportDroppedLocked()
 	return nil
+}
+
+// reportDroppedLocked reports the records the aggregator's memory bounds
+// kept out (maxTracked, maxRows) as lost events: the probe's lost-events
+// self-metric, like records lost to a full ring buffer.
+func (p *Probe) reportDroppedLocked() {
+	if n := p.agg.takeDropped(); n > 0 {
+		p.rt.Lost(n)
+	}
 }
 
 // report publishes the period's rows and, with report_event=1, its events.
@@ -703,6 +716,7 @@ func (p *Probe) report() {
 	p.periodFrom = now
 	rows := p.agg.flush()
 	flows := p.agg.flushFlows()
+	p.reportDroppedLocked()
 	cfg, h, rt := p.cfg, p.hooks, p.rt
 	p.mu.Unlock()
 	if cfg.Has(bitDelay) && h.netDelay {
