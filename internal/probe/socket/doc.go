@@ -18,7 +18,8 @@
 // connections from one client IP to one server port of a process share a
 // row. role is "server" for a listener's rows and "client" for connect()
 // rows; protocol is the address family number (2 IPv4, 10 IPv6) as
-// gala-gopher prints it. Counters are per report period.
+// gala-gopher prints it. Counters are per report period (see "Cost model"
+// for how they are kept).
 //
 //	field               source
 //	listendrop          accept_overflow + SYN-time syn queue drops (syncookies off) + ACK-time
@@ -54,8 +55,10 @@
 //	                    gala-gopher counts them (cgroup_skb egress)
 //	estab_latency       client: connect() to ESTABLISHED; server: the SYN/ACK to ACK time, the
 //	                    kernel's first RTT sample of the child (srtt_us, µs resolution), absent
-//	                    when the SYN/ACK was retransmitted (Karn's rule: no sample). In ns, buckets
-//	                    3, 10, 50, 100, 500, 1000, 10000 ms as gala-gopher.
+//	                    when the SYN/ACK was retransmitted (Karn's rule: no sample); a client socket
+//	                    already connecting when the probe started has no sample either. In ns,
+//	                    buckets 3, 10, 50, 100, 500, 1000, 10000 ms as gala-gopher, bucketed in the
+//	                    kernel; sum exact; max is the period's largest sample (see Limits).
 //	toa_client_ip       NOT MEASURED (TOA is an out-of-tree kernel module); unset
 //	multi               NOT MEASURED (gala-gopher's pgid folding of pre-forked servers); unset
 //
@@ -76,6 +79,34 @@
 //	bind_sends     bytes sendmsg() passed to the socket (sock:sock_send_length)
 //	bind_rcvs      bytes recvmsg() returned, MSG_PEEK excluded (sock:sock_recv_length)
 //
+// # Cost model
+//
+// Everything is aggregated in the kernel. The hooks add to per-endpoint
+// counters in two BPF hash maps, tcp_endpoints (key struct socket_tcp_key:
+// tgid, comm, role, client and server IP, server port, family; value the
+// twelve counters, the estab_latency buckets, its sum and a two-slot
+// per-period maximum) and udp_endpoints (tgid, local and remote IP and
+// port, family; the three byte counts), with atomic adds. Counters only
+// grow: user space never writes them. At the end of each report period it
+// advances the socket_period variable, reads both maps (BPF_MAP_LOOKUP_BATCH,
+// 512 endpoints a call) and reports each endpoint's growth since its
+// previous read, so no increment is lost to a read/reset race. Per
+// connection the cost is a few hash lookups and atomic adds in the kernel,
+// nothing in user space; per period, one batch read of the live endpoints.
+//
+// tp_btf/inet_sock_set_state fires several times per connection; it leaves
+// before touching any map on the transitions it does not count
+// (ESTABLISHED and later, and the child's LISTEN -> SYN_RECV). An accepted
+// child gets no socket storage: at the end of its handshake the owner is
+// looked up in the listener index (galago_listen_owners). A client costs
+// two socket storages (the owner, needed by the softirq hooks, and the
+// connect() time).
+//
+// The ring buffer ("events", a fixed 64 KiB: ringbuf_map_size does not
+// apply) carries only what needs user space: owner walk requests
+// (struct socket_walk_req), once per unowned socket, since only user space
+// can run the iterator.
+//
 // # Limits
 //
 // Owners of sockets opened before the probe started (every listener on a
@@ -84,7 +115,7 @@
 // the socket, so one walk covers every network namespace). It runs at Start
 // once the hooks are attached, after Reconfigure enables a sub-item, and on
 // demand: a hook that meets a listener or UDP socket without owner asks
-// once per socket (ring record SOCKET_EV_UNOWNED; walks at least a second
+// once per socket (ring record struct socket_walk_req; walks at least a second
 // apart), and the event that revealed it is not attributed. A socket no
 // process holds (a kernel tunnel's UDP socket) stays unowned and
 // unreported. Without iter/task_file support only sockets opened (or, for
@@ -99,6 +130,26 @@
 //
 // SYN-time queue checks are evaluated by the ingress program just before
 // tcp_conn_request runs; a racing accept() between the two can shift one
-// count. IPv6 SYNs with extension headers are not inspected. Records lost
-// to a full ring buffer are reported through Runtime.Lost.
+// count. IPv6 SYNs with extension headers are not inspected.
+//
+// Each endpoint map holds at most 16384 endpoints (no preallocation: kernel
+// memory follows the live endpoints). An increment for a new endpoint of a
+// full map is dropped and counted in the per-CPU agg_lost map; its growth
+// is reported through Runtime.Lost, as are walk requests lost to a full
+// ring buffer (the socket then asks again at its next event).
+//
+// Endpoints without growth for ten minutes are deleted with
+// BPF_MAP_LOOKUP_AND_DELETE_ELEM, which returns the final value
+// atomically: growth that raced the decision is still reported, and
+// counting restarts in the element the next increment inserts. Only a hook
+// already holding the element when it is deleted (a window of its own run
+// time, well under a microsecond) loses its increment; the element itself
+// is freed after an RCU grace period, never reused under it. Disabling a
+// sub-item deletes its endpoints, so enabling it again starts from zero.
+//
+// The estab_latency maximum is kept per period in slot socket_period&1
+// without atomics: two CPUs completing handshakes of one endpoint within
+// the same few nanoseconds may keep the smaller value, and a handshake that
+// completes while user space reads the map is counted in the period that
+// ends but may carry its maximum into the next one.
 package socket

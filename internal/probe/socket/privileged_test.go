@@ -405,6 +405,10 @@ func TestPrivilegedTCP(t *testing.T) {
 	if n := rt.LostCount(); n != 0 {
 		t.Errorf("lost %d events", n)
 	}
+	// Map reads, the period variable and idle deletes all worked.
+	if n := rt.ErrorCount(); n != 0 {
+		t.Errorf("%d errors: %v", n, rt.Logs())
+	}
 }
 
 func TestPrivilegedUDP(t *testing.T) {
@@ -450,6 +454,9 @@ func checkUDP(t *testing.T, ns *netns, rt *probetest.Runtime, stop func(), sfd, 
 	all, _, _ := sums(recs, u, map[string]string{"tgid": pid})
 	if all["bind_sends"] != sent*size {
 		t.Errorf("bind_sends %v, want %d", all["bind_sends"], sent*size)
+	}
+	if n := rt.ErrorCount(); n != 0 {
+		t.Errorf("%d errors: %v", n, rt.Logs())
 	}
 }
 

@@ -6,17 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/bits"
-	"net/netip"
-	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/galago-project/galago/internal/bpfrt"
-	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
@@ -92,6 +89,8 @@ type Probe struct {
 	kick     chan struct{} // period or targets changed
 	walker   *link.Iter    // iter/task_file owner walk; nil when unavailable
 	walkReq  chan struct{} // a hook met an unowned socket
+	seq      uint64        // report periods ended (socket_period)
+	lost     uint64        // agg_lost reported so far
 	stopOnce sync.Once
 }
 
@@ -138,17 +137,6 @@ func (p *Probe) period(cfg probe.Config) time.Duration {
 		return d
 	}
 	return probe.DefaultParams().Period()
-}
-
-// ringSize is ringbuf_map_size (MB) rounded down to a power of two.
-func ringSize(mb int) uint32 {
-	if mb < 1 {
-		mb = 1
-	}
-	if mb > 32 {
-		mb = 32
-	}
-	return 1 << (bits.Len(uint(mb)) - 1) << 20
 }
 
 // Start loads the BPF object, attaches the hooks of the enabled sub-items
@@ -201,10 +189,9 @@ func (p *Probe) load(cfg probe.Config) error {
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
-	spec.Maps["events"].MaxEntries = ringSize(cfg.Params.RingbufMapSize)
-	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: RecordSize, FillPercent: 25}); err != nil {
-		return fmt.Errorf("socket: %w", err)
-	}
+	// The ring buffer carries only walk requests (once per unowned
+	// socket, each submitted with an immediate wake-up): its fixed 64 KiB
+	// (4096 requests) replace ringbuf_map_size.
 	p.absent = map[string]bool{}
 	cg, cgErr := bpfrt.HaveCgroup2()
 	p.cgroup2 = cg
@@ -356,21 +343,19 @@ func (p *Probe) closeLocked() error {
 	return errors.Join(errs...)
 }
 
+// handle takes one ring buffer record: an owner walk request.
 func (p *Probe) handle(raw []byte) error {
-	ev, err := Decode(raw)
+	req, err := DecodeWalkRequest(raw)
 	if err != nil {
 		return err
 	}
-	if ev.Type == EvUnowned {
-		select {
-		case p.walkReq <- struct{}{}:
-		default: // a walk is already pending
-		}
-		return nil
+	if rt := p.runtime(); rt != nil {
+		rt.Logger().Debug("socket: unowned socket, owner walk requested", "family", req.Family, "port", req.Port, "netns", req.Netns)
 	}
-	p.mu.Lock()
-	p.agg.add(ev, p.now())
-	p.mu.Unlock()
+	select {
+	case p.walkReq <- struct{}{}:
+	default: // a walk is already pending
+	}
 	return nil
 }
 
@@ -458,12 +443,29 @@ func targetsChanged(t snoop.Targets) <-chan struct{} {
 	return t.Changed()
 }
 
-// report publishes the period that ends at now and its events.
+// report publishes the period that ends at now and its events: it moves
+// socket_period on (the slot of the per-period latency maximum), reads both
+// endpoint maps, reports the growth since the previous read, and deletes
+// endpoints idle for idleTimeout.
 func (p *Probe) report(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.rt == nil {
 		return
+	}
+	seq := p.seq
+	p.seq++
+	if err := p.coll.Variables["socket_period"].Set(p.seq); err != nil {
+		p.fail(fmt.Errorf("socket: advance period: %w", err))
+	}
+	if err := p.collect(now, seq); err != nil {
+		p.fail(err)
+	}
+	if lost, err := p.aggLost(); err != nil {
+		p.fail(err)
+	} else if lost > p.lost {
+		p.rt.Lost(lost - p.lost)
+		p.lost = lost
 	}
 	period := p.period(p.cfg)
 	recs, evs := p.agg.flush(now, period, p.cfg)
@@ -475,226 +477,169 @@ func (p *Probe) report(now time.Time) {
 	}
 }
 
-// ---- aggregation ----
-
-// tcp counters, in table order.
-const (
-	cListendrop = iota
-	cAcceptOverflow
-	cSynOverflow
-	cPassiveOpen
-	cPassiveOpenFailed
-	cRetranSynacks
-	cRetranSyn
-	cActiveOpen
-	cActiveOpenFailed
-	cSynSent
-	cSynDrop
-	cSynackSent
-	nTCPCounters
-)
-
-var tcpCounterFields = [nTCPCounters]string{
-	"listendrop", "accept_overflow", "syn_overflow", "passive_open", "passive_open_failed",
-	"retran_synacks", "retran_syn", "active_open", "active_open_failed", "syn_sent",
-	"syn_drop", "synack_sent",
+func (p *Probe) fail(err error) {
+	p.rt.Error()
+	p.log.Warn("socket: report", "err", err)
 }
 
-// estabBounds are gala-gopher's estab_latency buckets, in ns.
-var estabBounds = []float64{3e6, 10e6, 50e6, 100e6, 500e6, 1e9, 10e9}
-
-type tcpKey struct {
-	tgid       uint32
-	comm       string
-	role       uint8
-	client     netip.Addr
-	server     netip.Addr
-	serverPort uint16
-	family     uint16
-}
-
-type tcpEndpoint struct {
-	c        [nTCPCounters]uint64
-	latency  *table.Histogram
-	lastSeen time.Time
-}
-
-type udpKey struct {
-	tgid       uint32
-	local      netip.Addr
-	localPort  uint16
-	remote     netip.Addr // invalid when unconnected
-	remotePort uint16
-	family     uint16
-}
-
-type udpEndpoint struct {
-	drops, sends, rcvs uint64
-	lastSeen           time.Time
-}
-
-type aggregator struct {
-	tcp map[tcpKey]*tcpEndpoint
-	udp map[udpKey]*udpEndpoint
-}
-
-func newAggregator() *aggregator {
-	return &aggregator{tcp: map[tcpKey]*tcpEndpoint{}, udp: map[udpKey]*udpEndpoint{}}
-}
-
-func (a *aggregator) add(ev Event, now time.Time) {
-	if ev.Type >= EvUDPSend {
-		k := udpKey{tgid: ev.TGID, local: ev.Src, localPort: ev.SrcPort, family: ev.Family}
-		if ev.DstPort != 0 && !ev.Dst.IsUnspecified() {
-			k.remote, k.remotePort = ev.Dst, ev.DstPort
-		}
-		u := a.udp[k]
-		if u == nil {
-			u = &udpEndpoint{}
-			a.udp[k] = u
-		}
-		u.lastSeen = now
-		switch ev.Type {
-		case EvUDPSend:
-			u.sends += ev.Value
-		case EvUDPRecv:
-			u.rcvs += ev.Value
-		case EvUDPDrop:
-			u.drops += ev.Value
-		}
-		return
-	}
-	// Endpoints are per client IP: the client port is not a key.
-	k := tcpKey{tgid: ev.TGID, comm: ev.Comm, role: ev.Role, client: ev.Src, server: ev.Dst, serverPort: ev.DstPort, family: ev.Family}
-	t := a.tcp[k]
-	if t == nil {
-		t = &tcpEndpoint{latency: table.NewHistogram(estabBounds)}
-		a.tcp[k] = t
-	}
-	t.lastSeen = now
-	switch ev.Type {
-	case EvSynSent:
-		t.c[cSynSent]++
-	case EvActiveOpen:
-		t.c[cActiveOpen]++
-		t.latency.Observe(float64(ev.Value))
-	case EvActiveFail:
-		t.c[cActiveOpenFailed]++
-	case EvPassiveOpen:
-		t.c[cPassiveOpen]++
-		if ev.Value > 0 {
-			t.latency.Observe(float64(ev.Value))
-		}
-	case EvPassiveFail:
-		t.c[cPassiveOpenFailed]++
-	case EvRetranSynack:
-		t.c[cRetranSynacks]++
-	case EvRetranSyn:
-		t.c[cRetranSyn]++
-	case EvSynDrop:
-		t.c[cSynDrop]++
-	case EvAcceptOverflow:
-		t.c[cAcceptOverflow]++
-		t.c[cListendrop]++
-	case EvSynOverflow:
-		t.c[cSynOverflow]++
-		if ev.Value != 0 {
-			t.c[cListendrop]++
-		}
-	case EvListenDrop:
-		t.c[cListendrop]++
-	case EvSynackSent:
-		t.c[cSynackSent]++
-	}
-}
-
-func roleName(r uint8) string {
-	if r == RoleServer {
-		return "server"
-	}
-	return "client"
-}
-
-// flush renders and resets one period; endpoints idle for idleTimeout are
-// forgotten.
-func (a *aggregator) flush(now time.Time, period time.Duration, cfg probe.Config) ([]*table.Record, []event.Event) {
-	var recs []*table.Record
-	var evs []event.Event
-	T := table.EndpointTcp
-	if cfg.Has(bitTCP) {
-		for k, t := range a.tcp {
-			if now.Sub(t.lastSeen) >= idleTimeout {
-				delete(a.tcp, k)
-				continue
+// collect reads the endpoint maps of the enabled sub-items into the
+// aggregator; a disabled sub-item's endpoints are deleted, so that enabling
+// it again starts from zero.
+func (p *Probe) collect(now time.Time, seq uint64) error {
+	tcpMap, udpMap := p.coll.Maps["tcp_endpoints"], p.coll.Maps["udp_endpoints"]
+	var errs []error
+	if p.cfg.Has(bitTCP) {
+		entries, err := readTCP(tcpMap)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			p.agg.observeTCP(entries, seq, now)
+			for _, k := range p.agg.idleTCP(now) {
+				raw := p.agg.tcp[k].raw
+				var v [tcpValSize]byte
+				found, err := lookupAndDelete(tcpMap, raw[:], v[:])
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				final, _ := decodeTCPVal(v[:])
+				p.agg.retireTCP(k, final, found, seq, now)
 			}
-			r := T.NewRecord(now, period)
-			r.SetStr(T.MustIndex("tgid"), strconv.FormatUint(uint64(k.tgid), 10))
-			r.SetStr(T.MustIndex("comm"), k.comm)
-			r.SetStr(T.MustIndex("role"), roleName(k.role))
-			r.SetStr(T.MustIndex("client_ip"), k.client.String())
-			r.SetStr(T.MustIndex("server_ip"), k.server.String())
-			r.SetStr(T.MustIndex("server_port"), strconv.Itoa(int(k.serverPort)))
-			r.SetStr(T.MustIndex("protocol"), strconv.Itoa(int(k.family)))
-			for i, name := range tcpCounterFields {
-				r.SetNum(T.MustIndex(name), float64(t.c[i]))
-			}
-			r.SetHist(T.MustIndex("estab_latency"), t.latency)
-			recs = append(recs, r)
-			if cfg.Params.ReportEvent == 1 {
-				evs = append(evs, tcpEvents(k, t, now)...)
-			}
-			t.c = [nTCPCounters]uint64{}
-			t.latency = table.NewHistogram(estabBounds)
 		}
 	} else {
-		clear(a.tcp)
+		clear(p.agg.tcp)
+		errs = append(errs, deleteAll(tcpMap))
 	}
-	U := table.EndpointUdp
-	if cfg.Has(bitUDP) {
-		for k, u := range a.udp {
-			if now.Sub(u.lastSeen) >= idleTimeout {
-				delete(a.udp, k)
-				continue
+	if p.cfg.Has(bitUDP) {
+		entries, err := readUDP(udpMap)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			p.agg.observeUDP(entries, now)
+			for _, k := range p.agg.idleUDP(now) {
+				raw := p.agg.udp[k].raw
+				var v [udpValSize]byte
+				found, err := lookupAndDelete(udpMap, raw[:], v[:])
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				final, _ := decodeUDPVal(v[:])
+				p.agg.retireUDP(k, final, found, now)
 			}
-			r := U.NewRecord(now, period)
-			r.SetStr(U.MustIndex("tgid"), strconv.FormatUint(uint64(k.tgid), 10))
-			r.SetStr(U.MustIndex("local_ip"), k.local.String())
-			r.SetStr(U.MustIndex("local_port"), strconv.Itoa(int(k.localPort)))
-			if k.remote.IsValid() {
-				r.SetStr(U.MustIndex("remote_ip"), k.remote.String())
-				r.SetStr(U.MustIndex("remote_port"), strconv.Itoa(int(k.remotePort)))
-			}
-			r.SetStr(U.MustIndex("protocol"), strconv.Itoa(int(k.family)))
-			r.SetNum(U.MustIndex("udp_rcv_drops"), float64(u.drops))
-			r.SetNum(U.MustIndex("bind_sends"), float64(u.sends))
-			r.SetNum(U.MustIndex("bind_rcvs"), float64(u.rcvs))
-			recs = append(recs, r)
-			u.drops, u.sends, u.rcvs = 0, 0, 0
 		}
 	} else {
-		clear(a.udp)
+		clear(p.agg.udp)
+		errs = append(errs, deleteAll(udpMap))
 	}
-	return recs, evs
+	return errors.Join(errs...)
 }
 
-// tcpEvents are gala-gopher's endpoint_tcp events for one period.
-func tcpEvents(k tcpKey, t *tcpEndpoint, now time.Time) []event.Event {
-	var out []event.Event
-	id := fmt.Sprintf("%d_%s_%s_%d_%d", k.tgid, k.client, k.server, k.serverPort, k.role)
-	ip := fmt.Sprintf("Client %s, Server %s:%d", k.client, k.server, k.serverPort)
-	add := func(metric, format string, v uint64) {
-		if v == 0 {
+// batchSize is how many endpoints one BPF_MAP_LOOKUP_BATCH returns; larger
+// than any hash bucket, as the kernel requires.
+const batchSize = 512
+
+// readBatch reads every element of m in batches of fixed-size byte arrays.
+func readBatch[K, V any](m *ebpf.Map, each func(k *K, v *V)) error {
+	keys := make([]K, batchSize)
+	vals := make([]V, batchSize)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		for i := 0; i < n; i++ {
+			each(&keys[i], &vals[i])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("socket: read %s: %w", m, err)
+		}
+	}
+}
+
+func readTCP(m *ebpf.Map) ([]tcpEntry, error) {
+	var out []tcpEntry
+	var bad error
+	err := readBatch(m, func(k *[tcpKeySize]byte, v *[tcpValSize]byte) {
+		key, err := decodeTCPKey(k[:])
+		if err != nil {
+			bad = err
 			return
 		}
-		out = append(out, event.Event{
-			Time: now, Entity: "endpoint_tcp", EntityID: id, Metric: metric,
-			PID: int(k.tgid), Comm: k.comm, IP: ip, Severity: event.SeverityWarn,
-			Message: fmt.Sprintf(format, v),
-		})
-	}
-	add("listendrop", "TCP listen drops(%d).", t.c[cListendrop])
-	add("accept_overflow", "TCP accept queue overflow(%d).", t.c[cAcceptOverflow])
-	add("syn_overflow", "TCP syn queue overflow(%d).", t.c[cSynOverflow])
-	add("retran_synacks", "TCP SYN/ACK retransmission occurs.(%d).", t.c[cRetranSynacks])
-	return out
+		val, _ := decodeTCPVal(v[:])
+		out = append(out, tcpEntry{raw: *k, key: key, val: val})
+	})
+	return out, errors.Join(err, bad)
 }
+
+func readUDP(m *ebpf.Map) ([]udpEntry, error) {
+	var out []udpEntry
+	var bad error
+	err := readBatch(m, func(k *[udpKeySize]byte, v *[udpValSize]byte) {
+		key, err := decodeUDPKey(k[:])
+		if err != nil {
+			bad = err
+			return
+		}
+		val, _ := decodeUDPVal(v[:])
+		out = append(out, udpEntry{raw: *k, key: key, val: val})
+	})
+	return out, errors.Join(err, bad)
+}
+
+// lookupAndDelete removes key from m and returns its last value
+// atomically: an increment that raced the idle decision is in it.
+func lookupAndDelete(m *ebpf.Map, key, val []byte) (bool, error) {
+	err := m.LookupAndDelete(key, val)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("socket: delete idle endpoint: %w", err)
+	}
+	return true, nil
+}
+
+// deleteAll empties m (a disabled sub-item's endpoints).
+func deleteAll(m *ebpf.Map) error {
+	var keys [][]byte
+	it := m.Iterate()
+	key := make([]byte, m.KeySize())
+	val := make([]byte, m.ValueSize())
+	for it.Next(&key, &val) {
+		keys = append(keys, append([]byte(nil), key...))
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("socket: empty %s: %w", m, err)
+	}
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("socket: empty %s: %w", m, err)
+		}
+	}
+	return nil
+}
+
+// aggLost sums agg_lost over the CPUs: increments lost to a full endpoint
+// map since the probe loaded.
+func (p *Probe) aggLost() (uint64, error) {
+	var per []uint64
+	if err := p.coll.Maps["agg_lost"].Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("socket: read agg_lost: %w", err)
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
+}
+
+// The BPF structs as the Go side reads them.
+var (
+	_ [tcpKeySize]byte  = [unsafe.Sizeof(socketSocketTcpKey{})]byte{}
+	_ [tcpValSize]byte  = [unsafe.Sizeof(socketSocketTcpVal{})]byte{}
+	_ [udpKeySize]byte  = [unsafe.Sizeof(socketSocketUdpKey{})]byte{}
+	_ [udpValSize]byte  = [unsafe.Sizeof(socketSocketUdpVal{})]byte{}
+	_ [WalkReqSize]byte = [unsafe.Sizeof(socketSocketWalkReq{})]byte{}
+)

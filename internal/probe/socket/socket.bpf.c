@@ -24,11 +24,13 @@
  *       receive (drops happen in softirq, where current is unrelated)
  *   iter/task_file                  walk_owners: owners of sockets opened
  *       before the probe (galago_owner_from_file); hooks meeting an unowned
- *       listener or UDP socket ask for a walk (SOCKET_EV_UNOWNED, once per
+ *       listener or UDP socket ask for a walk (struct socket_walk_req, once per
  *       socket: walk_asked)
- * Events: one fixed-size struct socket_event per occurrence, ring buffer
- *   "events" (lost reservations counted in lost_events); user space
- *   aggregates per endpoint and report period.
+ * Output: per-endpoint counters in the hash maps tcp_endpoints and
+ *   udp_endpoints (estab_latency buckets, sum and per-period max included),
+ *   updated in place; user space reads them once per report period. The
+ *   ring buffer "events" carries only owner walk requests (struct
+ *   socket_walk_req), which need user space to run the iterator.
  * Filter: snoopers via GALAGO_FILTER, checked against the socket owner.
  * Kernel: 6.2+ (kfree_skb rx_sk needs 6.10+ for ACK-time overflows;
  *   sock_*_length 6.3+), BTF, cgroup2.
@@ -57,25 +59,38 @@ enum skb_drop_reason___socket {
 	SKB_DROP_REASON_TCP_LISTEN_OVERFLOW___socket = 0,
 };
 
-enum socket_event_type {
-	SOCKET_EV_SYN_SENT = 1,
-	SOCKET_EV_ACTIVE_OPEN = 2,   /* value: connect->ESTABLISHED ns */
-	SOCKET_EV_ACTIVE_FAIL = 3,
-	SOCKET_EV_PASSIVE_OPEN = 4,  /* value: SYN/ACK RTT ns, 0 = no sample */
-	SOCKET_EV_PASSIVE_FAIL = 5,
-	SOCKET_EV_RETRAN_SYNACK = 6,
-	SOCKET_EV_RETRAN_SYN = 7,
-	SOCKET_EV_SYN_DROP = 8,
-	SOCKET_EV_ACCEPT_OVERFLOW = 9, /* also a listen drop */
-	SOCKET_EV_SYN_OVERFLOW = 10,   /* value 1: the SYN was dropped (listen drop) */
-	SOCKET_EV_LISTEN_DROP = 11,    /* a listen drop that is no overflow */
-	SOCKET_EV_SYNACK_SENT = 12,
-	SOCKET_EV_UDP_SEND = 13,       /* value: bytes */
-	SOCKET_EV_UDP_RECV = 14,       /* value: bytes */
-	SOCKET_EV_UDP_DROP = 15,       /* value: bytes */
-	SOCKET_EV_UNOWNED = 16,        /* a hook met a listener or UDP socket
-					* without owner: user space re-runs the
-					* task_file walk (walk_owners) */
+/* Walk requests: the only records of the ring buffer (see below). */
+struct socket_walk_req {
+	__u32 netns;  /* inode of the socket's network namespace */
+	__u16 family;
+	__u16 port;   /* local port, host order */
+};
+
+/* ---- per-endpoint counters, aggregated in the kernel ----
+ *
+ * endpoint_tcp and endpoint_udp rows are counters per endpoint key: the hooks
+ * add to them in place (atomic adds: several CPUs update one endpoint) and
+ * user space reads the maps once per report period and reports the growth
+ * since its previous read. Counters only grow; user space never writes them,
+ * so no increment is lost to a read/reset race. It deletes endpoints idle for
+ * ten minutes with BPF_MAP_LOOKUP_AND_DELETE_ELEM, which returns the final
+ * value atomically. */
+
+/* Counter indexes of struct socket_tcp_val, in endpoint_tcp order. */
+enum socket_tcp_counter {
+	SOCKET_C_LISTENDROP = 0,
+	SOCKET_C_ACCEPT_OVERFLOW = 1,
+	SOCKET_C_SYN_OVERFLOW = 2,
+	SOCKET_C_PASSIVE_OPEN = 3,
+	SOCKET_C_PASSIVE_OPEN_FAILED = 4,
+	SOCKET_C_RETRAN_SYNACKS = 5,
+	SOCKET_C_RETRAN_SYN = 6,
+	SOCKET_C_ACTIVE_OPEN = 7,
+	SOCKET_C_ACTIVE_OPEN_FAILED = 8,
+	SOCKET_C_SYN_SENT = 9,
+	SOCKET_C_SYN_DROP = 10,
+	SOCKET_C_SYNACK_SENT = 11,
+	SOCKET_NR_TCP_COUNTERS = 12,
 };
 
 enum socket_role {
@@ -83,28 +98,177 @@ enum socket_role {
 	SOCKET_ROLE_SERVER = 1,
 };
 
-/* TCP: saddr/sport are the client, daddr/dport the server.
- * UDP: saddr/sport are local, daddr/dport remote (zero when unconnected). */
-struct socket_event {
-	__u32 type;  /* enum socket_event_type */
+/* estab_latency buckets: gala-gopher's bounds in ns (3, 10, 50, 100, 500,
+ * 1000, 10000 ms); bucket i counts values <= bound i, the last one the rest. */
+#define SOCKET_NR_BOUNDS 7
+#define SOCKET_NR_BUCKETS (SOCKET_NR_BOUNDS + 1)
+
+/* One endpoint_tcp row, as gala-gopher keys it: the client port is not a
+ * key. The whole key (padding included) is zeroed before it is filled. */
+struct socket_tcp_key {
 	__u32 tgid;
-	__u64 value;
-	__u8 saddr[16];
-	__u8 daddr[16];
-	__u16 sport;
-	__u16 dport;
 	__u16 family;
-	__u8 role;   /* enum socket_role */
-	__u8 _pad;
+	__u16 server_port;
+	__u8 client[16];
+	__u8 server[16];
 	char comm[GALAGO_TASK_COMM_LEN];
+	__u8 role; /* enum socket_role */
+	__u8 _pad[3];
 };
 
-GALAGO_EXPORT_TYPE(struct socket_event, socket_event);
-GALAGO_EXPORT_TYPE(enum socket_event_type, socket_event_type);
+struct socket_tcp_val {
+	__u64 counters[SOCKET_NR_TCP_COUNTERS];
+	__u64 lat_buckets[SOCKET_NR_BUCKETS];
+	__u64 lat_sum; /* ns */
+	/* Largest latency of report period max_period[i], in slot period & 1:
+	 * user space advances socket_period at the end of a period and reads
+	 * the slot of the period that ended, which no hook writes until the
+	 * next advance. */
+	__u64 max_period[2];
+	__u64 max_ns[2];
+};
+
+/* One endpoint_udp row; remote is zero for unconnected sockets. */
+struct socket_udp_key {
+	__u32 tgid;
+	__u16 family;
+	__u16 local_port;
+	__u16 remote_port;
+	__u16 _pad;
+	__u8 local[16];
+	__u8 remote[16];
+};
+
+struct socket_udp_val {
+	__u64 rcv_drops; /* bytes */
+	__u64 sends;     /* bytes */
+	__u64 rcvs;      /* bytes */
+};
+
+GALAGO_EXPORT_TYPE(struct socket_walk_req, socket_walk_req);
+GALAGO_EXPORT_TYPE(struct socket_tcp_key, socket_tcp_key);
+GALAGO_EXPORT_TYPE(struct socket_tcp_val, socket_tcp_val);
+GALAGO_EXPORT_TYPE(struct socket_udp_key, socket_udp_key);
+GALAGO_EXPORT_TYPE(struct socket_udp_val, socket_udp_val);
+GALAGO_EXPORT_TYPE(enum socket_tcp_counter, socket_tcp_counter);
+
+/* max_entries: endpoints kept at once (rows idle for ten minutes are
+ * deleted). No preallocation: memory follows the live endpoints, and a
+ * deleted element is freed only after an RCU grace period, so a hook still
+ * holding it never writes into another endpoint's reused element. */
+#define SOCKET_MAX_TCP_ENDPOINTS 16384
+#define SOCKET_MAX_UDP_ENDPOINTS 16384
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SOCKET_MAX_TCP_ENDPOINTS);
+	__type(key, struct socket_tcp_key);
+	__type(value, struct socket_tcp_val);
+} tcp_endpoints SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SOCKET_MAX_UDP_ENDPOINTS);
+	__type(key, struct socket_udp_key);
+	__type(value, struct socket_udp_val);
+} udp_endpoints SEC(".maps");
+
+/* agg_lost[0], per CPU: increments lost because an endpoint map was full.
+ * User space reports the growth through Runtime.Lost. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} agg_lost SEC(".maps");
+
+/* The current report period (user space advances it); selects the slot of
+ * max_ns. */
+volatile __u64 socket_period = 0;
+
+/* Zero values to insert new endpoints from (not on the stack: the TCP value
+ * is 232 bytes). */
+const struct socket_tcp_val socket_tcp_zero = {};
+const struct socket_udp_val socket_udp_zero = {};
+
+static __always_inline void count_agg_lost(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&agg_lost, &zero);
+
+	if (n)
+		*n += 1; /* per-CPU slot */
+}
+
+/* endpoint: the value of key in map, inserted (zero) when new; NULL, and
+ * counted as lost, when the map is full. */
+static __always_inline void *endpoint(void *map, const void *key, const void *zero)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+	long err;
+
+	if (v)
+		return v;
+	err = bpf_map_update_elem(map, key, zero, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: another CPU inserted it */) {
+		count_agg_lost();
+		return NULL;
+	}
+	v = bpf_map_lookup_elem(map, key);
+	if (!v)
+		count_agg_lost(); /* deleted by user space in between */
+	return v;
+}
+
+static __always_inline void tcp_add(const struct socket_tcp_key *k, __u32 c)
+{
+	struct socket_tcp_val *v = endpoint(&tcp_endpoints, k, &socket_tcp_zero);
+
+	if (v && c < SOCKET_NR_TCP_COUNTERS)
+		__sync_fetch_and_add(&v->counters[c], 1);
+}
+
+/* tcp_open counts an open (counter c) and, when have_lat, its latency. */
+static __always_inline void tcp_open(const struct socket_tcp_key *k, __u32 c, __u64 lat, bool have_lat)
+{
+	static const __u64 bounds[SOCKET_NR_BOUNDS] = {
+		3000000ULL, 10000000ULL, 50000000ULL, 100000000ULL,
+		500000000ULL, 1000000000ULL, 10000000000ULL,
+	};
+	struct socket_tcp_val *v = endpoint(&tcp_endpoints, k, &socket_tcp_zero);
+	__u32 i;
+
+	if (!v || c >= SOCKET_NR_TCP_COUNTERS)
+		return;
+	__sync_fetch_and_add(&v->counters[c], 1);
+	if (!have_lat)
+		return;
+	for (i = 0; i < SOCKET_NR_BOUNDS; i++) {
+		if (lat <= bounds[i])
+			break;
+	}
+	if (i < SOCKET_NR_BUCKETS)
+		__sync_fetch_and_add(&v->lat_buckets[i], 1);
+	__sync_fetch_and_add(&v->lat_sum, lat);
+
+	/* Not atomic: two CPUs opening connections of one endpoint within
+	 * the same few nanoseconds may keep the smaller of their two values. */
+	__u64 p = socket_period;
+	__u32 s = p & 1;
+
+	if (v->max_period[s] != p) {
+		v->max_ns[s] = lat;
+		v->max_period[s] = p;
+	} else if (lat > v->max_ns[s]) {
+		v->max_ns[s] = lat;
+	}
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1024 * 1024);
+	__uint(max_entries, 64 * 1024);
 } events SEC(".maps");
 
 /* Start of connect() per client socket, for estab_latency. Socket storage:
@@ -129,29 +293,30 @@ struct {
 /* ask_walk: a hook met a listener or UDP socket without owner (opened
  * before the probe, or before the sub-item's hooks were attached). The
  * event that revealed it cannot be attributed; the walk attributes the
- * ones that follow. sk is a BTF socket or a cgroup_skb full socket. */
-static __always_inline void ask_walk(void *sk, __u16 family, __u16 lport)
+ * ones that follow. sk is a BTF socket or a cgroup_skb full socket. The
+ * socket is marked only once its request is in the ring: a full ring
+ * (counted in lost_events) lets the next event ask again. */
+static __always_inline void ask_walk(void *sk, __u16 family, __u16 lport, __u32 netns)
 {
 	__u8 *asked = bpf_sk_storage_get(&walk_asked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	struct socket_event *e;
+	struct socket_walk_req *e;
 
 	if (!asked || *asked)
 		return;
-	*asked = 1;
-	e = GALAGO_RB_RESERVE(&events, struct socket_event);
+	e = GALAGO_RB_RESERVE(&events, struct socket_walk_req);
 	if (!e)
 		return;
-	__builtin_memset(e, 0, sizeof(*e));
-	e->type = SOCKET_EV_UNOWNED;
+	*asked = 1;
+	e->netns = netns;
 	e->family = family;
-	e->sport = lport;
-	/* Rare and urgent: wake the reader now rather than at the batch. */
+	e->port = lport;
+	/* Rare and urgent: wake the reader now. */
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 static __always_inline void ask_walk_sk(const struct sock *sk)
 {
-	ask_walk((void *)sk, sk->__sk_common.skc_family, sk->__sk_common.skc_num);
+	ask_walk((void *)sk, sk->__sk_common.skc_family, sk->__sk_common.skc_num, galago_sk_netns(sk));
 }
 
 static __always_inline bool owner_observed(const struct galago_sk_owner *o)
@@ -159,30 +324,22 @@ static __always_inline bool owner_observed(const struct galago_sk_owner *o)
 	return galago_observed_in(o->tgid, o->cgroup_id);
 }
 
-static __always_inline struct socket_event *ev_new(__u32 type, const struct galago_sk_owner *o, __u8 role)
+static __always_inline void key_owner(struct socket_tcp_key *k, const struct galago_sk_owner *o, __u8 role)
 {
-	struct socket_event *e = GALAGO_RB_RESERVE(&events, struct socket_event);
-
-	if (!e)
-		return NULL;
-	__builtin_memset(e, 0, sizeof(*e));
-	e->type = type;
-	e->tgid = o->tgid;
-	e->role = role;
-	__builtin_memcpy(e->comm, o->comm, sizeof(e->comm));
-	return e;
+	__builtin_memset(k, 0, sizeof(*k));
+	k->tgid = o->tgid;
+	k->role = role;
+	__builtin_memcpy(k->comm, o->comm, sizeof(k->comm));
 }
 
 /* Addresses of a full or request socket (struct sock_common first). */
-static __always_inline void ev_addrs_common(struct socket_event *e, const struct sock_common *c, bool local_is_client)
+static __always_inline void key_addrs_common(struct socket_tcp_key *k, const struct sock_common *c, bool local_is_client)
 {
 	__u16 family = BPF_CORE_READ(c, skc_family);
-	__u16 lport = BPF_CORE_READ(c, skc_num);
-	__u16 rport = bpf_ntohs(BPF_CORE_READ(c, skc_dport));
-	__u8 *local = local_is_client ? e->saddr : e->daddr;
-	__u8 *remote = local_is_client ? e->daddr : e->saddr;
+	__u8 *local = local_is_client ? k->client : k->server;
+	__u8 *remote = local_is_client ? k->server : k->client;
 
-	e->family = family;
+	k->family = family;
 	/* Explicit sizes: BPF_CORE_READ_INTO copies sizeof(*dst), one byte
 	 * through these __u8 pointers. */
 	if (family == AF_INET6) {
@@ -192,43 +349,90 @@ static __always_inline void ev_addrs_common(struct socket_event *e, const struct
 		bpf_core_read(local, 4, &c->skc_rcv_saddr);
 		bpf_core_read(remote, 4, &c->skc_daddr);
 	}
-	if (local_is_client) {
-		e->sport = lport;
-		e->dport = rport;
-	} else {
-		e->sport = rport;
-		e->dport = lport;
-	}
+	if (local_is_client)
+		k->server_port = bpf_ntohs(BPF_CORE_READ(c, skc_dport));
+	else
+		k->server_port = BPF_CORE_READ(c, skc_num);
 }
 
-static __always_inline void emit_sk(__u32 type, const struct sock *sk, const struct galago_sk_owner *o, __u8 role, __u64 value)
+/* tcp_add_sk counts counter c on the endpoint of sk. */
+static __always_inline void tcp_add_sk(__u32 c, const struct sock *sk, const struct galago_sk_owner *o, __u8 role)
 {
-	struct socket_event *e = ev_new(type, o, role);
+	struct socket_tcp_key k;
 
-	if (!e)
-		return;
-	ev_addrs_common(e, &sk->__sk_common, role == SOCKET_ROLE_CLIENT);
-	e->value = value;
-	GALAGO_RB_SUBMIT(&events, e);
+	key_owner(&k, o, role);
+	key_addrs_common(&k, &sk->__sk_common, role == SOCKET_ROLE_CLIENT);
+	tcp_add(&k, c);
 }
 
 /* ---- TCP state changes ---- */
+
+/* The owner of an accepted child: the owner of the listener on its (netns,
+ * local port), without creating socket storage on the child (its endpoint
+ * is counted once, at the end of the handshake, and nothing later needs
+ * the child's owner). */
+static __always_inline struct galago_sk_owner *child_owner(const struct sock *sk)
+{
+	struct galago_listen_key k = galago_listen_key_of(sk);
+	struct galago_sk_owner *o = galago_owner_get(sk);
+
+	/* An owner recorded on the child itself (a TCP Fast Open child the
+	 * task_file walk found in an fd table) wins. */
+	if (o && o->role == GALAGO_ROLE_SERVER)
+		return o;
+	return bpf_map_lookup_elem(&galago_listen_owners, &k);
+}
 
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(tcp_state, const struct sock *sk, const int oldstate, const int newstate)
 {
 	struct galago_sk_owner *o;
+	struct socket_tcp_key k;
 
+	/* Most transitions of a connection (ESTABLISHED and after, the child's
+	 * LISTEN -> SYN_RECV) count nothing: leave before touching any map. */
+	switch (oldstate) {
+	case TCP_CLOSE:
+		if (newstate != TCP_SYN_SENT && newstate != TCP_LISTEN)
+			return 0;
+		break;
+	case TCP_SYN_SENT:
+	case TCP_SYN_RECV:
+	case TCP_LISTEN:
+		if (oldstate == TCP_LISTEN && newstate == TCP_SYN_RECV)
+			return 0;
+		break;
+	default:
+		if (newstate != TCP_LISTEN)
+			return 0;
+	}
 	if (sk->sk_protocol != IPPROTO_TCP)
 		return 0;
 
-	if (oldstate == TCP_LISTEN && newstate == TCP_SYN_RECV) {
-		/* A child cloned from a listener (the ACK of the handshake):
-		 * it belongs to the listener's owner until accept(). */
-		galago_owner_inherit_listener(sk);
+	if (oldstate == TCP_SYN_RECV) {
+		o = child_owner(sk);
+		if (!o || !owner_observed(o))
+			return 0;
+		key_owner(&k, o, SOCKET_ROLE_SERVER);
+		key_addrs_common(&k, &sk->__sk_common, false);
+		/* The bind bucket is gone on the way to CLOSE (skc_num 0). */
+		k.server_port = galago_sk_local_port(sk);
+		if (newstate == TCP_ESTABLISHED) {
+			/* tcp_rcv_state_process took the SYN/ACK RTT sample
+			 * (tcp_synack_rtt_meas) just before; srtt_us is 8x
+			 * the first sample. No sample when the SYN/ACK was
+			 * retransmitted (Karn). */
+			const struct tcp_sock *tp = (const struct tcp_sock *)sk;
+			__u64 srtt = BPF_CORE_READ(tp, srtt_us) >> 3;
+
+			tcp_open(&k, SOCKET_C_PASSIVE_OPEN, srtt * 1000, srtt != 0);
+		} else {
+			tcp_add(&k, SOCKET_C_PASSIVE_OPEN_FAILED);
+		}
 		return 0;
 	}
 
+	/* connect(), listen() and the end of a listener: owner bookkeeping. */
 	o = galago_owner_on_state(sk, oldstate, newstate);
 	if (!o || !owner_observed(o))
 		return 0;
@@ -238,36 +442,25 @@ int BPF_PROG(tcp_state, const struct sock *sk, const int oldstate, const int new
 
 		if (ts)
 			*ts = bpf_ktime_get_ns();
-		emit_sk(SOCKET_EV_SYN_SENT, sk, o, SOCKET_ROLE_CLIENT, 0);
+		tcp_add_sk(SOCKET_C_SYN_SENT, sk, o, SOCKET_ROLE_CLIENT);
 		return 0;
 	}
 	if (oldstate == TCP_SYN_SENT && o->role == GALAGO_ROLE_CLIENT) {
+		key_owner(&k, o, SOCKET_ROLE_CLIENT);
+		key_addrs_common(&k, &sk->__sk_common, true);
 		if (newstate == TCP_ESTABLISHED) {
 			__u64 *ts = bpf_sk_storage_get(&connect_start, (struct sock *)sk, 0, 0);
 			__u64 lat = 0;
+			bool have = false;
 
 			if (ts && *ts) {
 				lat = bpf_ktime_get_ns() - *ts;
+				have = true;
 				*ts = 0;
 			}
-			emit_sk(SOCKET_EV_ACTIVE_OPEN, sk, o, SOCKET_ROLE_CLIENT, lat);
+			tcp_open(&k, SOCKET_C_ACTIVE_OPEN, lat, have);
 		} else {
-			emit_sk(SOCKET_EV_ACTIVE_FAIL, sk, o, SOCKET_ROLE_CLIENT, 0);
-		}
-		return 0;
-	}
-	if (oldstate == TCP_SYN_RECV && o->role == GALAGO_ROLE_SERVER) {
-		if (newstate == TCP_ESTABLISHED) {
-			/* tcp_rcv_state_process took the SYN/ACK RTT sample
-			 * (tcp_synack_rtt_meas) just before; srtt_us is 8x
-			 * the first sample. No sample when the SYN/ACK was
-			 * retransmitted (Karn). */
-			const struct tcp_sock *tp = (const struct tcp_sock *)sk;
-			__u64 srtt = BPF_CORE_READ(tp, srtt_us) >> 3;
-
-			emit_sk(SOCKET_EV_PASSIVE_OPEN, sk, o, SOCKET_ROLE_SERVER, srtt * 1000);
-		} else {
-			emit_sk(SOCKET_EV_PASSIVE_FAIL, sk, o, SOCKET_ROLE_SERVER, 0);
+			tcp_add(&k, SOCKET_C_ACTIVE_OPEN_FAILED);
 		}
 	}
 	return 0;
@@ -277,7 +470,7 @@ SEC("tp_btf/tcp_retransmit_synack")
 int BPF_PROG(tcp_rtx_synack, const struct sock *sk, const struct request_sock *req)
 {
 	struct galago_sk_owner *o = galago_owner_get(sk);
-	struct socket_event *e;
+	struct socket_tcp_key k;
 
 	if (!o) {
 		ask_walk_sk(sk);
@@ -285,11 +478,9 @@ int BPF_PROG(tcp_rtx_synack, const struct sock *sk, const struct request_sock *r
 	}
 	if (o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
 		return 0;
-	e = ev_new(SOCKET_EV_RETRAN_SYNACK, o, SOCKET_ROLE_SERVER);
-	if (!e)
-		return 0;
-	ev_addrs_common(e, &req->__req_common, false);
-	GALAGO_RB_SUBMIT(&events, e);
+	key_owner(&k, o, SOCKET_ROLE_SERVER);
+	key_addrs_common(&k, &req->__req_common, false);
+	tcp_add(&k, SOCKET_C_RETRAN_SYNACKS);
 	return 0;
 }
 
@@ -304,41 +495,38 @@ int BPF_PROG(tcp_rtx_skb, const struct sock *sk, const struct sk_buff *skb, int 
 	o = galago_owner_get(sk);
 	if (!o || o->role != GALAGO_ROLE_CLIENT || !owner_observed(o))
 		return 0;
-	emit_sk(SOCKET_EV_RETRAN_SYN, sk, o, SOCKET_ROLE_CLIENT, 0);
+	tcp_add_sk(SOCKET_C_RETRAN_SYN, sk, o, SOCKET_ROLE_CLIENT);
 	return 0;
 }
 
-/* Client IP and port of a packet received by a listener, from its headers. */
-static __always_inline void ev_addrs_skb(struct socket_event *e, const struct sk_buff *skb, const struct sock *listener)
+/* Client and server addresses of a packet received by a listener, from its
+ * headers. */
+static __always_inline void key_addrs_skb(struct socket_tcp_key *k, const struct sk_buff *skb, const struct sock *listener)
 {
 	unsigned char *head = BPF_CORE_READ(skb, head);
 	__u16 nh = BPF_CORE_READ(skb, network_header);
-	__u16 th = BPF_CORE_READ(skb, transport_header);
-	__u16 port;
 
 	if (BPF_CORE_READ(skb, protocol) == bpf_htons(0x86DD)) {
 		struct ipv6hdr *ip6 = (struct ipv6hdr *)(head + nh);
 
-		e->family = AF_INET6;
-		bpf_probe_read_kernel(e->saddr, 16, &ip6->saddr);
-		bpf_probe_read_kernel(e->daddr, 16, &ip6->daddr);
+		k->family = AF_INET6;
+		bpf_probe_read_kernel(k->client, 16, &ip6->saddr);
+		bpf_probe_read_kernel(k->server, 16, &ip6->daddr);
 	} else {
 		struct iphdr *ip = (struct iphdr *)(head + nh);
 
-		e->family = AF_INET;
-		bpf_probe_read_kernel(e->saddr, 4, &ip->saddr);
-		bpf_probe_read_kernel(e->daddr, 4, &ip->daddr);
+		k->family = AF_INET;
+		bpf_probe_read_kernel(k->client, 4, &ip->saddr);
+		bpf_probe_read_kernel(k->server, 4, &ip->daddr);
 	}
-	bpf_probe_read_kernel(&port, 2, head + th);
-	e->sport = bpf_ntohs(port);
-	e->dport = listener->__sk_common.skc_num;
+	k->server_port = listener->__sk_common.skc_num;
 }
 
 SEC("tp_btf/kfree_skb")
 int BPF_PROG(skb_drop, struct sk_buff *skb, void *location, enum skb_drop_reason reason, struct sock *rx_sk)
 {
 	struct galago_sk_owner *o;
-	struct socket_event *e;
+	struct socket_tcp_key k;
 
 	if (rx_sk) {
 		/* The final ACK of a handshake reached a listener that could
@@ -357,11 +545,16 @@ int BPF_PROG(skb_drop, struct sk_buff *skb, void *location, enum skb_drop_reason
 		if (o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
 			return 0;
 		bool full = rx_sk->sk_ack_backlog > rx_sk->sk_max_ack_backlog;
-		e = ev_new(full ? SOCKET_EV_ACCEPT_OVERFLOW : SOCKET_EV_LISTEN_DROP, o, SOCKET_ROLE_SERVER);
-		if (!e)
+
+		key_owner(&k, o, SOCKET_ROLE_SERVER);
+		key_addrs_skb(&k, skb, rx_sk);
+		struct socket_tcp_val *v = endpoint(&tcp_endpoints, &k, &socket_tcp_zero);
+
+		if (!v)
 			return 0;
-		ev_addrs_skb(e, skb, rx_sk);
-		GALAGO_RB_SUBMIT(&events, e);
+		__sync_fetch_and_add(&v->counters[SOCKET_C_LISTENDROP], 1);
+		if (full)
+			__sync_fetch_and_add(&v->counters[SOCKET_C_ACCEPT_OVERFLOW], 1);
 		return 0;
 	}
 
@@ -374,7 +567,7 @@ int BPF_PROG(skb_drop, struct sk_buff *skb, void *location, enum skb_drop_reason
 	o = galago_owner_get(sk);
 	if (!o || o->role != GALAGO_ROLE_CLIENT || !owner_observed(o))
 		return 0;
-	emit_sk(SOCKET_EV_SYN_DROP, sk, o, SOCKET_ROLE_CLIENT, 0);
+	tcp_add_sk(SOCKET_C_SYN_DROP, sk, o, SOCKET_ROLE_CLIENT);
 	return 0;
 }
 
@@ -430,19 +623,18 @@ static __always_inline void parse_pkt(struct __sk_buff *skb, struct pkt *p)
 	p->ok = 1;
 }
 
-static __always_inline void pkt_to_ev(struct socket_event *e, const struct pkt *p, bool ingress)
+static __always_inline void key_pkt(struct socket_tcp_key *k, const struct pkt *p, bool ingress)
 {
 	/* Ingress SYN: source is the client. Egress SYN/ACK: destination is. */
-	e->family = p->family;
+	k->family = p->family;
 	if (p->family == AF_INET) {
-		__builtin_memcpy(e->saddr, ingress ? &p->saddr4 : &p->daddr4, 4);
-		__builtin_memcpy(e->daddr, ingress ? &p->daddr4 : &p->saddr4, 4);
+		__builtin_memcpy(k->client, ingress ? &p->saddr4 : &p->daddr4, 4);
+		__builtin_memcpy(k->server, ingress ? &p->daddr4 : &p->saddr4, 4);
 	} else {
-		__builtin_memcpy(e->saddr, ingress ? p->saddr6 : p->daddr6, 16);
-		__builtin_memcpy(e->daddr, ingress ? p->daddr6 : p->saddr6, 16);
+		__builtin_memcpy(k->client, ingress ? p->saddr6 : p->daddr6, 16);
+		__builtin_memcpy(k->server, ingress ? p->daddr6 : p->saddr6, 16);
 	}
-	e->sport = bpf_ntohs(ingress ? p->sport : p->dport);
-	e->dport = bpf_ntohs(ingress ? p->dport : p->sport);
+	k->server_port = bpf_ntohs(ingress ? p->dport : p->sport);
 }
 
 /* Is the SYN going to reach tcp_conn_request? Not when it belongs to a
@@ -483,7 +675,7 @@ static __always_inline struct galago_sk_owner *listener_owner(struct bpf_sock *b
 		return NULL;
 	o = bpf_sk_storage_get(&galago_sk_owners, bsk, 0, 0);
 	if (!o) {
-		ask_walk(bsk, bsk->family, bsk->src_port);
+		ask_walk(bsk, bsk->family, bsk->src_port, 0);
 		return NULL;
 	}
 	if (o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
@@ -521,24 +713,27 @@ int listen_ingress(struct __sk_buff *skb)
 	__u32 max = sk->sk_max_ack_backlog;
 	__u32 qlen = tp->inet_conn.icsk_accept_queue.qlen.counter;
 	__u8 syncookies = sk->__sk_common.skc_net.net->ipv4.sysctl_tcp_syncookies;
-	struct socket_event *e;
+	bool syn_full = qlen > max;
+	bool accept_full = sk->sk_ack_backlog > max && (!syn_full || syncookies != 0);
+	struct socket_tcp_key k;
+	struct socket_tcp_val *v;
 
-	if (qlen > max) {
-		e = ev_new(SOCKET_EV_SYN_OVERFLOW, o, SOCKET_ROLE_SERVER);
-		if (e) {
-			pkt_to_ev(e, &p, true);
-			e->value = syncookies == 0; /* no cookie: dropped */
-			GALAGO_RB_SUBMIT(&events, e);
-		}
+	if (!syn_full && !accept_full)
+		return 1;
+	key_owner(&k, o, SOCKET_ROLE_SERVER);
+	key_pkt(&k, &p, true);
+	v = endpoint(&tcp_endpoints, &k, &socket_tcp_zero);
+	if (!v)
+		return 1;
+	if (syn_full) {
+		__sync_fetch_and_add(&v->counters[SOCKET_C_SYN_OVERFLOW], 1);
+		/* No cookie: the SYN is dropped, a listen drop. */
 		if (syncookies == 0)
-			return 1;
+			__sync_fetch_and_add(&v->counters[SOCKET_C_LISTENDROP], 1);
 	}
-	if (sk->sk_ack_backlog > max) {
-		e = ev_new(SOCKET_EV_ACCEPT_OVERFLOW, o, SOCKET_ROLE_SERVER);
-		if (e) {
-			pkt_to_ev(e, &p, true);
-			GALAGO_RB_SUBMIT(&events, e);
-		}
+	if (accept_full) {
+		__sync_fetch_and_add(&v->counters[SOCKET_C_ACCEPT_OVERFLOW], 1);
+		__sync_fetch_and_add(&v->counters[SOCKET_C_LISTENDROP], 1);
 	}
 	return 1;
 }
@@ -548,7 +743,7 @@ int listen_egress(struct __sk_buff *skb)
 {
 	struct bpf_sock *bsk = skb->sk;
 	struct galago_sk_owner *o;
-	struct socket_event *e;
+	struct socket_tcp_key k;
 	struct pkt p = {};
 
 	if (!bsk)
@@ -562,11 +757,9 @@ int listen_egress(struct __sk_buff *skb)
 	parse_pkt(skb, &p);
 	if (!p.ok || (p.flags & (TCPHDR_SYN | TCPHDR_ACK)) != (TCPHDR_SYN | TCPHDR_ACK))
 		return 1;
-	e = ev_new(SOCKET_EV_SYNACK_SENT, o, SOCKET_ROLE_SERVER);
-	if (!e)
-		return 1;
-	pkt_to_ev(e, &p, false);
-	GALAGO_RB_SUBMIT(&events, e);
+	key_owner(&k, o, SOCKET_ROLE_SERVER);
+	key_pkt(&k, &p, false);
+	tcp_add(&k, SOCKET_C_SYNACK_SENT);
 	return 1;
 }
 
@@ -581,15 +774,40 @@ static __always_inline struct galago_sk_owner *udp_owner_current(struct sock *sk
 	return galago_owner_set_current(sk, GALAGO_ROLE_UNKNOWN, GALAGO_OWNER_CONNECT);
 }
 
-static __always_inline void emit_udp(__u32 type, struct sock *sk, const struct galago_sk_owner *o, __u64 bytes)
-{
-	struct socket_event *e = ev_new(type, o, 0);
+/* udp_add adds bytes to field off (UDP_SENDS etc.) of sk's endpoint. */
+enum { UDP_RCV_DROPS, UDP_SENDS, UDP_RCVS };
 
-	if (!e)
+static __always_inline void udp_add(int field, const struct sock *sk, const struct galago_sk_owner *o, __u64 bytes)
+{
+	const struct sock_common *c = &sk->__sk_common;
+	struct socket_udp_key k;
+	struct socket_udp_val *v;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	k.tgid = o->tgid;
+	k.family = c->skc_family;
+	k.local_port = c->skc_num;
+	k.remote_port = bpf_ntohs(c->skc_dport);
+	if (k.family == AF_INET6) {
+		bpf_core_read(k.local, 16, &c->skc_v6_rcv_saddr);
+		bpf_core_read(k.remote, 16, &c->skc_v6_daddr);
+	} else {
+		bpf_core_read(k.local, 4, &c->skc_rcv_saddr);
+		bpf_core_read(k.remote, 4, &c->skc_daddr);
+	}
+	v = endpoint(&udp_endpoints, &k, &socket_udp_zero);
+	if (!v)
 		return;
-	ev_addrs_common(e, &sk->__sk_common, true);
-	e->value = bytes;
-	GALAGO_RB_SUBMIT(&events, e);
+	switch (field) {
+	case UDP_RCV_DROPS:
+		__sync_fetch_and_add(&v->rcv_drops, bytes);
+		break;
+	case UDP_SENDS:
+		__sync_fetch_and_add(&v->sends, bytes);
+		break;
+	default:
+		__sync_fetch_and_add(&v->rcvs, bytes);
+	}
 }
 
 SEC("tp_btf/sock_send_length")
@@ -604,7 +822,7 @@ int BPF_PROG(udp_send, struct sock *sk, int ret, int flags)
 	o = udp_owner_current(sk);
 	if (!o || !owner_observed(o))
 		return 0;
-	emit_udp(SOCKET_EV_UDP_SEND, sk, o, ret);
+	udp_add(UDP_SENDS, sk, o, ret);
 	return 0;
 }
 
@@ -620,7 +838,7 @@ int BPF_PROG(udp_recv, struct sock *sk, int ret, int flags)
 	o = udp_owner_current(sk);
 	if (!o || !owner_observed(o))
 		return 0;
-	emit_udp(SOCKET_EV_UDP_RECV, sk, o, ret);
+	udp_add(UDP_RCVS, sk, o, ret);
 	return 0;
 }
 
@@ -639,7 +857,7 @@ int BPF_PROG(udp_drop, int rc, struct sock *sk, struct sk_buff *skb)
 	if (!owner_observed(o))
 		return 0;
 	/* skb->len is the payload: the UDP header was pulled before queueing. */
-	emit_udp(SOCKET_EV_UDP_DROP, sk, o, BPF_CORE_READ(skb, len));
+	udp_add(UDP_RCV_DROPS, sk, o, BPF_CORE_READ(skb, len));
 	return 0;
 }
 

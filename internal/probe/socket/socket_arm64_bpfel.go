@@ -30,70 +30,108 @@ type socketGalagoSkOwner struct {
 	Comm     [16]int8
 }
 
-type socketSocketEvent struct {
-	_      structs.HostLayout
-	Type   uint32
-	Tgid   uint32
-	Value  uint64
-	Saddr  [16]uint8
-	Daddr  [16]uint8
-	Sport  uint16
-	Dport  uint16
-	Family uint16
-	Role   uint8
-	Pad    uint8
-	Comm   [16]int8
-}
-
-type socketSocketEventType uint32
+type socketSocketTcpCounter uint32
 
 const (
-	socketSocketEventTypeSOCKET_EV_SYN_SENT        socketSocketEventType = 1
-	socketSocketEventTypeSOCKET_EV_ACTIVE_OPEN     socketSocketEventType = 2
-	socketSocketEventTypeSOCKET_EV_ACTIVE_FAIL     socketSocketEventType = 3
-	socketSocketEventTypeSOCKET_EV_PASSIVE_OPEN    socketSocketEventType = 4
-	socketSocketEventTypeSOCKET_EV_PASSIVE_FAIL    socketSocketEventType = 5
-	socketSocketEventTypeSOCKET_EV_RETRAN_SYNACK   socketSocketEventType = 6
-	socketSocketEventTypeSOCKET_EV_RETRAN_SYN      socketSocketEventType = 7
-	socketSocketEventTypeSOCKET_EV_SYN_DROP        socketSocketEventType = 8
-	socketSocketEventTypeSOCKET_EV_ACCEPT_OVERFLOW socketSocketEventType = 9
-	socketSocketEventTypeSOCKET_EV_SYN_OVERFLOW    socketSocketEventType = 10
-	socketSocketEventTypeSOCKET_EV_LISTEN_DROP     socketSocketEventType = 11
-	socketSocketEventTypeSOCKET_EV_SYNACK_SENT     socketSocketEventType = 12
-	socketSocketEventTypeSOCKET_EV_UDP_SEND        socketSocketEventType = 13
-	socketSocketEventTypeSOCKET_EV_UDP_RECV        socketSocketEventType = 14
-	socketSocketEventTypeSOCKET_EV_UDP_DROP        socketSocketEventType = 15
-	socketSocketEventTypeSOCKET_EV_UNOWNED         socketSocketEventType = 16
+	socketSocketTcpCounterSOCKET_C_LISTENDROP          socketSocketTcpCounter = 0
+	socketSocketTcpCounterSOCKET_C_ACCEPT_OVERFLOW     socketSocketTcpCounter = 1
+	socketSocketTcpCounterSOCKET_C_SYN_OVERFLOW        socketSocketTcpCounter = 2
+	socketSocketTcpCounterSOCKET_C_PASSIVE_OPEN        socketSocketTcpCounter = 3
+	socketSocketTcpCounterSOCKET_C_PASSIVE_OPEN_FAILED socketSocketTcpCounter = 4
+	socketSocketTcpCounterSOCKET_C_RETRAN_SYNACKS      socketSocketTcpCounter = 5
+	socketSocketTcpCounterSOCKET_C_RETRAN_SYN          socketSocketTcpCounter = 6
+	socketSocketTcpCounterSOCKET_C_ACTIVE_OPEN         socketSocketTcpCounter = 7
+	socketSocketTcpCounterSOCKET_C_ACTIVE_OPEN_FAILED  socketSocketTcpCounter = 8
+	socketSocketTcpCounterSOCKET_C_SYN_SENT            socketSocketTcpCounter = 9
+	socketSocketTcpCounterSOCKET_C_SYN_DROP            socketSocketTcpCounter = 10
+	socketSocketTcpCounterSOCKET_C_SYNACK_SENT         socketSocketTcpCounter = 11
+	socketSocketTcpCounterSOCKET_NR_TCP_COUNTERS       socketSocketTcpCounter = 12
 )
+
+type socketSocketTcpKey struct {
+	_          structs.HostLayout
+	Tgid       uint32
+	Family     uint16
+	ServerPort uint16
+	Client     [16]uint8
+	Server     [16]uint8
+	Comm       [16]int8
+	Role       uint8
+	Pad        [3]uint8
+}
+
+type socketSocketTcpVal struct {
+	_          structs.HostLayout
+	Counters   [12]uint64
+	LatBuckets [8]uint64
+	LatSum     uint64
+	MaxPeriod  [2]uint64
+	MaxNs      [2]uint64
+}
+
+type socketSocketUdpKey struct {
+	_          structs.HostLayout
+	Tgid       uint32
+	Family     uint16
+	LocalPort  uint16
+	RemotePort uint16
+	Pad        uint16
+	Local      [16]uint8
+	Remote     [16]uint8
+}
+
+type socketSocketUdpVal struct {
+	_        structs.HostLayout
+	RcvDrops uint64
+	Sends    uint64
+	Rcvs     uint64
+}
+
+type socketSocketWalkReq struct {
+	_      structs.HostLayout
+	Netns  uint32
+	Family uint16
+	Port   uint16
+}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	socketMapConnectStart                = "connect_start"
-	socketMapEvents                      = "events"
-	socketMapFilterCgroups               = "filter_cgroups"
-	socketMapFilterMode                  = "filter_mode"
-	socketMapFilterTgids                 = "filter_tgids"
-	socketMapGalagoListenOwners          = "galago_listen_owners"
-	socketMapGalagoSkOwners              = "galago_sk_owners"
-	socketMapLostEvents                  = "lost_events"
-	socketMapWalkAsked                   = "walk_asked"
-	socketProgListenEgress               = "listen_egress"
-	socketProgListenIngress              = "listen_ingress"
-	socketProgSkbDrop                    = "skb_drop"
-	socketProgTcpRtxSkb                  = "tcp_rtx_skb"
-	socketProgTcpRtxSynack               = "tcp_rtx_synack"
-	socketProgTcpState                   = "tcp_state"
-	socketProgUdpBind4                   = "udp_bind4"
-	socketProgUdpBind6                   = "udp_bind6"
-	socketProgUdpDrop                    = "udp_drop"
-	socketProgUdpRecv                    = "udp_recv"
-	socketProgUdpSend                    = "udp_send"
-	socketProgWalkOwners                 = "walk_owners"
-	socketVarGalagoExportSocketEvent     = "__galago_export_socket_event"
-	socketVarGalagoExportSocketEventType = "__galago_export_socket_event_type"
-	socketVarGalagoRbWakeupBytes         = "galago_rb_wakeup_bytes"
+	socketMapAggLost                      = "agg_lost"
+	socketMapConnectStart                 = "connect_start"
+	socketMapEvents                       = "events"
+	socketMapFilterCgroups                = "filter_cgroups"
+	socketMapFilterMode                   = "filter_mode"
+	socketMapFilterTgids                  = "filter_tgids"
+	socketMapGalagoListenOwners           = "galago_listen_owners"
+	socketMapGalagoSkOwners               = "galago_sk_owners"
+	socketMapLostEvents                   = "lost_events"
+	socketMapTcpEndpoints                 = "tcp_endpoints"
+	socketMapUdpEndpoints                 = "udp_endpoints"
+	socketMapWalkAsked                    = "walk_asked"
+	socketProgListenEgress                = "listen_egress"
+	socketProgListenIngress               = "listen_ingress"
+	socketProgSkbDrop                     = "skb_drop"
+	socketProgTcpRtxSkb                   = "tcp_rtx_skb"
+	socketProgTcpRtxSynack                = "tcp_rtx_synack"
+	socketProgTcpState                    = "tcp_state"
+	socketProgUdpBind4                    = "udp_bind4"
+	socketProgUdpBind6                    = "udp_bind6"
+	socketProgUdpDrop                     = "udp_drop"
+	socketProgUdpRecv                     = "udp_recv"
+	socketProgUdpSend                     = "udp_send"
+	socketProgWalkOwners                  = "walk_owners"
+	socketVarGalagoExportSocketTcpCounter = "__galago_export_socket_tcp_counter"
+	socketVarGalagoExportSocketTcpKey     = "__galago_export_socket_tcp_key"
+	socketVarGalagoExportSocketTcpVal     = "__galago_export_socket_tcp_val"
+	socketVarGalagoExportSocketUdpKey     = "__galago_export_socket_udp_key"
+	socketVarGalagoExportSocketUdpVal     = "__galago_export_socket_udp_val"
+	socketVarGalagoExportSocketWalkReq    = "__galago_export_socket_walk_req"
+	socketVarGalagoRbWakeupBytes          = "galago_rb_wakeup_bytes"
+	socketVarSocketPeriod                 = "socket_period"
+	socketVarSocketTcpZero                = "socket_tcp_zero"
+	socketVarSocketUdpZero                = "socket_udp_zero"
 )
 
 // loadSocket returns the embedded CollectionSpec for socket.
@@ -156,6 +194,7 @@ type socketProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type socketMapSpecs struct {
+	AggLost            *ebpf.MapSpec `ebpf:"agg_lost"`
 	ConnectStart       *ebpf.MapSpec `ebpf:"connect_start"`
 	Events             *ebpf.MapSpec `ebpf:"events"`
 	FilterCgroups      *ebpf.MapSpec `ebpf:"filter_cgroups"`
@@ -164,6 +203,8 @@ type socketMapSpecs struct {
 	GalagoListenOwners *ebpf.MapSpec `ebpf:"galago_listen_owners"`
 	GalagoSkOwners     *ebpf.MapSpec `ebpf:"galago_sk_owners"`
 	LostEvents         *ebpf.MapSpec `ebpf:"lost_events"`
+	TcpEndpoints       *ebpf.MapSpec `ebpf:"tcp_endpoints"`
+	UdpEndpoints       *ebpf.MapSpec `ebpf:"udp_endpoints"`
 	WalkAsked          *ebpf.MapSpec `ebpf:"walk_asked"`
 }
 
@@ -171,9 +212,16 @@ type socketMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type socketVariableSpecs struct {
-	GalagoExportSocketEvent     *ebpf.VariableSpec `ebpf:"__galago_export_socket_event"`
-	GalagoExportSocketEventType *ebpf.VariableSpec `ebpf:"__galago_export_socket_event_type"`
-	GalagoRbWakeupBytes         *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
+	GalagoExportSocketTcpCounter *ebpf.VariableSpec `ebpf:"__galago_export_socket_tcp_counter"`
+	GalagoExportSocketTcpKey     *ebpf.VariableSpec `ebpf:"__galago_export_socket_tcp_key"`
+	GalagoExportSocketTcpVal     *ebpf.VariableSpec `ebpf:"__galago_export_socket_tcp_val"`
+	GalagoExportSocketUdpKey     *ebpf.VariableSpec `ebpf:"__galago_export_socket_udp_key"`
+	GalagoExportSocketUdpVal     *ebpf.VariableSpec `ebpf:"__galago_export_socket_udp_val"`
+	GalagoExportSocketWalkReq    *ebpf.VariableSpec `ebpf:"__galago_export_socket_walk_req"`
+	GalagoRbWakeupBytes          *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
+	SocketPeriod                 *ebpf.VariableSpec `ebpf:"socket_period"`
+	SocketTcpZero                *ebpf.VariableSpec `ebpf:"socket_tcp_zero"`
+	SocketUdpZero                *ebpf.VariableSpec `ebpf:"socket_udp_zero"`
 }
 
 // socketObjects contains all objects after they have been loaded into the kernel.
@@ -196,6 +244,7 @@ func (o *socketObjects) Close() error {
 //
 // It can be passed to loadSocketObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socketMaps struct {
+	AggLost            *ebpf.Map `ebpf:"agg_lost"`
 	ConnectStart       *ebpf.Map `ebpf:"connect_start"`
 	Events             *ebpf.Map `ebpf:"events"`
 	FilterCgroups      *ebpf.Map `ebpf:"filter_cgroups"`
@@ -204,11 +253,14 @@ type socketMaps struct {
 	GalagoListenOwners *ebpf.Map `ebpf:"galago_listen_owners"`
 	GalagoSkOwners     *ebpf.Map `ebpf:"galago_sk_owners"`
 	LostEvents         *ebpf.Map `ebpf:"lost_events"`
+	TcpEndpoints       *ebpf.Map `ebpf:"tcp_endpoints"`
+	UdpEndpoints       *ebpf.Map `ebpf:"udp_endpoints"`
 	WalkAsked          *ebpf.Map `ebpf:"walk_asked"`
 }
 
 func (m *socketMaps) Close() error {
 	return _SocketClose(
+		m.AggLost,
 		m.ConnectStart,
 		m.Events,
 		m.FilterCgroups,
@@ -217,6 +269,8 @@ func (m *socketMaps) Close() error {
 		m.GalagoListenOwners,
 		m.GalagoSkOwners,
 		m.LostEvents,
+		m.TcpEndpoints,
+		m.UdpEndpoints,
 		m.WalkAsked,
 	)
 }
@@ -225,9 +279,16 @@ func (m *socketMaps) Close() error {
 //
 // It can be passed to loadSocketObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socketVariables struct {
-	GalagoExportSocketEvent     *ebpf.Variable `ebpf:"__galago_export_socket_event"`
-	GalagoExportSocketEventType *ebpf.Variable `ebpf:"__galago_export_socket_event_type"`
-	GalagoRbWakeupBytes         *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
+	GalagoExportSocketTcpCounter *ebpf.Variable `ebpf:"__galago_export_socket_tcp_counter"`
+	GalagoExportSocketTcpKey     *ebpf.Variable `ebpf:"__galago_export_socket_tcp_key"`
+	GalagoExportSocketTcpVal     *ebpf.Variable `ebpf:"__galago_export_socket_tcp_val"`
+	GalagoExportSocketUdpKey     *ebpf.Variable `ebpf:"__galago_export_socket_udp_key"`
+	GalagoExportSocketUdpVal     *ebpf.Variable `ebpf:"__galago_export_socket_udp_val"`
+	GalagoExportSocketWalkReq    *ebpf.Variable `ebpf:"__galago_export_socket_walk_req"`
+	GalagoRbWakeupBytes          *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
+	SocketPeriod                 *ebpf.Variable `ebpf:"socket_period"`
+	SocketTcpZero                *ebpf.Variable `ebpf:"socket_tcp_zero"`
+	SocketUdpZero                *ebpf.Variable `ebpf:"socket_udp_zero"`
 }
 
 // socketPrograms contains all programs after they have been loaded into the kernel.

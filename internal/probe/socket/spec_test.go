@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/bpfrt/bpfspec"
 )
@@ -14,14 +15,33 @@ import (
 // and the record layout Decode reads.
 func TestSpec(t *testing.T) {
 	bpfspec.Objects(t, _SocketBytes, []string{"socket_x86_bpfel.o", "socket_arm64_bpfel.o"}, checkSpec)
-	if got := unsafe.Sizeof(socketSocketEvent{}); got != RecordSize {
-		t.Errorf("sizeof(struct socket_event) = %d, RecordSize %d", got, RecordSize)
+	// The offsets the decoders read.
+	var tk socketSocketTcpKey
+	var tv socketSocketTcpVal
+	var uk socketSocketUdpKey
+	var wr socketSocketWalkReq
+	for name, c := range map[string][2]uintptr{
+		"tcp_key.family":      {unsafe.Offsetof(tk.Family), 4},
+		"tcp_key.server_port": {unsafe.Offsetof(tk.ServerPort), 6},
+		"tcp_key.client":      {unsafe.Offsetof(tk.Client), 8},
+		"tcp_key.server":      {unsafe.Offsetof(tk.Server), 24},
+		"tcp_key.comm":        {unsafe.Offsetof(tk.Comm), 40},
+		"tcp_key.role":        {unsafe.Offsetof(tk.Role), 56},
+		"tcp_val.lat_buckets": {unsafe.Offsetof(tv.LatBuckets), 8 * uintptr(nTCPCounters)},
+		"tcp_val.lat_sum":     {unsafe.Offsetof(tv.LatSum), 8 * uintptr(nTCPCounters+nBuckets)},
+		"tcp_val.max_period":  {unsafe.Offsetof(tv.MaxPeriod), 8 * uintptr(nTCPCounters+nBuckets+1)},
+		"tcp_val.max_ns":      {unsafe.Offsetof(tv.MaxNs), 8 * uintptr(nTCPCounters+nBuckets+3)},
+		"udp_key.remote_port": {unsafe.Offsetof(uk.RemotePort), 8},
+		"udp_key.local":       {unsafe.Offsetof(uk.Local), 12},
+		"udp_key.remote":      {unsafe.Offsetof(uk.Remote), 28},
+		"walk_req.port":       {unsafe.Offsetof(wr.Port), 6},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("%s at %d, the decoder reads %d", name, c[0], c[1])
+		}
 	}
-	if off := unsafe.Offsetof(socketSocketEvent{}.Comm); off != 56 {
-		t.Errorf("comm at %d, Decode reads 56", off)
-	}
-	if off := unsafe.Offsetof(socketSocketEvent{}.Sport); off != 48 {
-		t.Errorf("sport at %d, Decode reads 48", off)
+	if len(tv.LatBuckets) != len(estabBounds)+1 || len(tv.Counters) != len(tcpCounterFields) {
+		t.Errorf("%d buckets for %d bounds, %d counters for %d fields", len(tv.LatBuckets), len(estabBounds), len(tv.Counters), len(tcpCounterFields))
 	}
 }
 
@@ -58,7 +78,10 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 	}
 	bpfspec.Programs(t, spec, progs)
 	bpfspec.Maps(t, spec, map[string]bpfspec.Map{
-		"events":               {Type: ebpf.RingBuf, MaxEntries: ringSize(1)},
+		"events":               {Type: ebpf.RingBuf, MaxEntries: 64 << 10},
+		"tcp_endpoints":        {Type: ebpf.Hash, KeySize: tcpKeySize, ValueSize: tcpValSize, MaxEntries: 16384},
+		"udp_endpoints":        {Type: ebpf.Hash, KeySize: udpKeySize, ValueSize: udpValSize, MaxEntries: 16384},
+		"agg_lost":             {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
 		"lost_events":          {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
 		"connect_start":        {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 8},
 		"galago_sk_owners":     {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 32},
@@ -70,15 +93,21 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 	})
 	bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
 		"galago_rb_wakeup_bytes": {Size: 8, Constant: true},
+		"socket_period":          {Size: 8},
+		"socket_tcp_zero":        {Size: tcpValSize, Constant: true},
+		"socket_udp_zero":        {Size: udpValSize, Constant: true},
 	})
-	bpfspec.StructSize(t, spec, "socket_event", RecordSize)
-	bpfspec.StructSize(t, spec, "galago_sk_owner", 32)
-}
-
-func TestRingSize(t *testing.T) {
-	for mb, want := range map[int]uint32{0: 1 << 20, 1: 1 << 20, 3: 2 << 20, 8: 8 << 20, 31: 16 << 20, 64: 32 << 20} {
-		if got := ringSize(mb); got != want {
-			t.Errorf("ringSize(%d) = %d, want %d", mb, got, want)
+	// No preallocation: a deleted endpoint's element is not reused under a
+	// hook still holding it (see socket.bpf.c).
+	for _, name := range []string{"tcp_endpoints", "udp_endpoints"} {
+		if m := spec.Maps[name]; m != nil && m.Flags&unix.BPF_F_NO_PREALLOC == 0 {
+			t.Errorf("%s: flags %#x, want BPF_F_NO_PREALLOC", name, m.Flags)
 		}
 	}
+	bpfspec.StructSize(t, spec, "socket_walk_req", WalkReqSize)
+	bpfspec.StructSize(t, spec, "socket_tcp_key", tcpKeySize)
+	bpfspec.StructSize(t, spec, "socket_tcp_val", tcpValSize)
+	bpfspec.StructSize(t, spec, "socket_udp_key", udpKeySize)
+	bpfspec.StructSize(t, spec, "socket_udp_val", udpValSize)
+	bpfspec.StructSize(t, spec, "galago_sk_owner", 32)
 }
