@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"fmt"
-	"net/netip"
 	"strconv"
 	"time"
 
@@ -72,13 +71,15 @@ type linkKey struct {
 // row keys kept for reuse, so that a record of a known row costs no string
 // formatting or allocation.
 type rawKey struct {
-	client, server netip.Addr
+	client, server [16]byte // netip.Addr.As16 (IPv4 mapped; family tells)
+	comm           [16]int8
 	tgid           uint32
 	clientPort     int32
-	comm           [16]int8
 	serverPort     uint16
 	family         uint16
-	role           uint8
+	// role is 32 bits wide so that the struct has no padding: the map
+	// then hashes it as plain memory instead of field by field.
+	role uint32
 }
 
 // keyEntry is one row key shared by the connections of the row, with the
@@ -302,27 +303,30 @@ func (a *aggregator) keyOf(c *conn, listeners map[listenKey]bool) (*keyEntry, bo
 			role = roleServer
 		}
 	}
-	rk := rawKey{tgid: c.raw.Tgid, comm: c.raw.Comm, role: role, family: c.family, clientPort: -1}
+	rk := rawKey{tgid: c.raw.Tgid, comm: c.raw.Comm, role: uint32(role), family: c.family, clientPort: -1}
+	client, server := c.local, c.remot
 	switch role {
 	case roleClient:
-		rk.client, rk.server, rk.serverPort = c.local, c.remot, c.raw.Dport
+		rk.serverPort = c.raw.Dport
 		if a.reportCport {
 			rk.clientPort = int32(c.raw.Sport)
 		}
 	case roleServer:
-		rk.client, rk.server, rk.serverPort = c.remot, c.local, c.raw.Sport
+		client, server = c.remot, c.local
+		rk.serverPort = c.raw.Sport
 		if a.reportCport {
 			rk.clientPort = int32(c.raw.Dport)
 		}
 	default:
 		return nil, false
 	}
+	rk.client, rk.server = client.As16(), server.As16()
 	if e := a.keys[rk]; e != nil {
 		return e, true
 	}
 	e := &keyEntry{key: linkKey{
 		tgid: rk.tgid, comm: commString(rk.comm[:]), role: role, family: rk.family,
-		clientIP: rk.client.String(), serverIP: rk.server.String(), clientPort: int(rk.clientPort), serverPort: rk.serverPort,
+		clientIP: client.String(), serverIP: server.String(), clientPort: int(rk.clientPort), serverPort: rk.serverPort,
 	}}
 	if len(a.keys) < a.maxRows {
 		a.keys[rk] = e
@@ -375,13 +379,14 @@ func (l *linkAgg) observe(r *tcpTcpConn, h hooksAvail) {
 	l.sndbuf.Observe(float64(r.SkSndbuf))
 }
 
-// update applies one snapshot or close record to its connection.
-func (a *aggregator) update(c *conn, key *keyEntry, h hooksAvail, baseline bool) {
-	id := connID{c.raw.Cookie, c.raw.Gen}
-	st, known := a.conns[id]
+// update applies one snapshot or close record to its connection: st and
+// known are its entry in conns (the caller has looked it up).
+func (a *aggregator) update(c *conn, id connID, st connState, known bool, key *keyEntry, h hooksAvail, baseline bool) {
 	if !known {
-		if a.closedNew[id] != nil || a.closedOld[id] != nil {
-			return // a snapshot read before the close record was handled
+		// A close record is unique; a snapshot of a connection whose close
+		// was handled was read before it.
+		if c.raw.Type != recClose && (a.closedNew[id] != nil || a.closedOld[id] != nil) {
+			return
 		}
 		if a.tracked() >= a.maxTracked {
 			a.dropped++
@@ -457,11 +462,16 @@ func (a *aggregator) snapshot(recs []conn, h hooksAvail, baseline bool) {
 		if c.raw.Type != recSnapshot || !a.isObserved(c.raw.Tgid) {
 			continue
 		}
-		key, ok := a.keyOf(c, listeners)
-		if !ok {
-			continue
+		id := connID{c.raw.Cookie, c.raw.Gen}
+		st, known := a.conns[id]
+		key := st.key
+		if !known {
+			var ok bool
+			if key, ok = a.keyOf(c, listeners); !ok {
+				continue
+			}
 		}
-		a.update(c, key, h, baseline)
+		a.update(c, id, st, known, key, h, baseline)
 	}
 	a.expire()
 }
@@ -472,16 +482,15 @@ func (a *aggregator) closed(c *conn, h hooksAvail) {
 		return
 	}
 	id := connID{c.raw.Cookie, c.raw.Gen}
-	var key *keyEntry
-	if st, ok := a.conns[id]; ok {
-		key = st.key // known: update keeps the key it was first seen with
-	} else {
+	st, known := a.conns[id]
+	key := st.key // a known connection keeps the key it was first seen with
+	if !known {
 		var ok bool
 		if key, ok = a.keyOf(c, nil); !ok {
 			return
 		}
 	}
-	a.update(c, key, h, false)
+	a.update(c, id, st, known, key, h, false)
 }
 
 // late applies a LATE record: a counter that grew after the connection

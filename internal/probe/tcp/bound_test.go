@@ -3,6 +3,7 @@ package tcp
 import (
 	"net/netip"
 	"testing"
+	"unsafe"
 )
 
 // synth builds a record without going through the byte encoding (a
@@ -181,5 +182,38 @@ func TestAggregatorCaps(t *testing.T) {
 	}
 	if rows, n := b.flush(), b.takeDropped(); len(rows) != 10 || n != 15 {
 		t.Fatalf("%d rows, %d dropped; want 10, 15", len(rows), n)
+	}
+}
+
+// TestRawKeyPlainMemory: rawKey has no padding (the map hashes it as plain
+// memory, and equal keys are equal bytes).
+func TestRawKeyPlainMemory(t *testing.T) {
+	var k rawKey
+	if got, want := unsafe.Sizeof(k), unsafe.Sizeof(k.client)+unsafe.Sizeof(k.server)+unsafe.Sizeof(k.comm)+
+		unsafe.Sizeof(k.tgid)+unsafe.Sizeof(k.clientPort)+unsafe.Sizeof(k.serverPort)+unsafe.Sizeof(k.family)+
+		unsafe.Sizeof(k.role); got != want {
+		t.Errorf("rawKey is %d bytes, its fields %d: padding", got, want)
+	}
+}
+
+// BenchmarkAggregatorChurn: the Go cost of one short connection (close
+// record of a connection no sample saw, its row known) and of one sample of
+// a live connection.
+func BenchmarkAggregatorChurn(b *testing.B) {
+	a := newAggregator()
+	h := hooksAvail{resets: true, hz: true}
+	recs := make([]conn, 1000)
+	for i := range recs {
+		recs[i] = synth(recClose, 1, 0, uint16(i), 100, 100)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		c := &recs[i%len(recs)]
+		c.raw.Cookie = uint64(i + 1)
+		a.closed(c, h)
+		if i%10000 == 9999 {
+			a.snapshot(nil, h, false)
+			a.flush()
+		}
 	}
 }

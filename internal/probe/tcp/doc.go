@@ -219,9 +219,13 @@
 // lost-events self-metric (probe.Runtime.Lost), the same counter as ring
 // buffer records lost to a full buffer. Nothing is dropped silently.
 // Measured on the daemon (tcp probe, all sub-items but tcp_delay, nginx
-// on loopback under wrk with "Connection: close", 3 × 10 s): RSS stays at
-// ~36 MiB, where keeping every closed connection's full state for three
-// samples grew it to 175 MiB.
+// on loopback under wrk -c32 with "Connection: close", ~10.5k requests/s,
+// i.e. ~21k observed connections/s, 3 × 10 s): RSS 35 MiB before and
+// after the load, in-use heap 9 MiB; keeping each closed connection's
+// full state for three samples, as before, grew RSS to 141 MiB (heap
+// 59 MiB). Go CPU per request fell from ~6.8 µs to ~4.4 µs (CPU
+// profile); BenchmarkAggregatorChurn: ~220 ns and no allocation per
+// short connection.
 //
 // # Limits
 //
