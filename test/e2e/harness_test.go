@@ -111,6 +111,7 @@ type daemonOpts struct {
 	restOff    bool
 	probesInit string
 	imdb       string // replaces the imdb section body
+	customJSON string // gala-gopher-custom.json content (written root-owned 0640)
 	webTLS     string // replaces ssl_auth = "off" in web_server
 	restTLS    string // replaces ssl_auth = "off" in rest_api_server
 	env        []string
@@ -155,6 +156,15 @@ galago = {
 	path := filepath.Join(dir, "gala-gopher.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o640); err != nil {
 		t.Fatal(err)
+	}
+	if o.customJSON != "" {
+		p := filepath.Join(dir, "gala-gopher-custom.json")
+		if err := os.WriteFile(p, []byte(o.customJSON), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o640); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if o.probesInit != "" {
 		if err := os.WriteFile(filepath.Join(dir, "probes.init"), []byte(o.probesInit), 0o640); err != nil {
