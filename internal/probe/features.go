@@ -102,3 +102,17 @@ func LookupBuiltin(name string) *Feature {
 	}
 	return nil
 }
+
+// MustSubItemBit is the bit of a built-in feature's sub-item, for probes
+// that name their sub-items at init; a wrong name is a programming error.
+func MustSubItemBit(feature, name string) uint32 {
+	f := LookupBuiltin(feature)
+	if f == nil {
+		panic("probe: no built-in feature " + feature)
+	}
+	bit, ok := f.SubItemBit(name)
+	if !ok {
+		panic("probe: feature " + feature + " has no sub-item " + name)
+	}
+	return bit
+}

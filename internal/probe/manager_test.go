@@ -302,3 +302,22 @@ type panicky struct{}
 func (panicky) Name() string                                 { return "virt" }
 func (panicky) Start(context.Context, Config, Runtime) error { panic("start exploded") }
 func (panicky) Stop() error                                  { return nil }
+
+func TestMustSubItemBit(t *testing.T) {
+	if got := MustSubItemBit("tcp", "tcp_stats"); got != 0x8 {
+		t.Fatalf("tcp_stats bit = %#x, want 0x8 (gala-gopher's value)", got)
+	}
+	if got := MustSubItemBit("baseinfo", "con"); got != 0x100 {
+		t.Fatalf("con bit = %#x, want 0x100", got)
+	}
+	for _, c := range [][2]string{{"tcp", "nope"}, {"nope", "cpu"}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("MustSubItemBit(%q, %q) did not panic", c[0], c[1])
+				}
+			}()
+			MustSubItemBit(c[0], c[1])
+		}()
+	}
+}

@@ -19,24 +19,16 @@ const Name = "baseinfo"
 
 // Sub-item bits, in the order of probe.Builtin's baseinfo entry.
 var (
-	bitCPU  = subItemBit("cpu")
-	bitMem  = subItemBit("mem")
-	bitNIC  = subItemBit("nic")
-	bitNet  = subItemBit("net")
-	bitDisk = subItemBit("disk")
-	bitFS   = subItemBit("fs")
-	bitProc = subItemBit("proc")
-	bitHost = subItemBit("host")
-	bitCon  = subItemBit("con")
+	bitCPU  = probe.MustSubItemBit(Name, "cpu")
+	bitMem  = probe.MustSubItemBit(Name, "mem")
+	bitNIC  = probe.MustSubItemBit(Name, "nic")
+	bitNet  = probe.MustSubItemBit(Name, "net")
+	bitDisk = probe.MustSubItemBit(Name, "disk")
+	bitFS   = probe.MustSubItemBit(Name, "fs")
+	bitProc = probe.MustSubItemBit(Name, "proc")
+	bitHost = probe.MustSubItemBit(Name, "host")
+	bitCon  = probe.MustSubItemBit(Name, "con")
 )
-
-func subItemBit(name string) uint32 {
-	bit, ok := probe.LookupBuiltin(Name).SubItemBit(name)
-	if !ok {
-		panic("baseinfo: no sub-item " + name)
-	}
-	return bit
-}
 
 // collector gathers one sub-item's tables.
 type collector interface {

@@ -23,17 +23,9 @@ import (
 const Name = "socket"
 
 var (
-	bitTCP = subItemBit("tcp_socket")
-	bitUDP = subItemBit("udp_socket")
+	bitTCP = probe.MustSubItemBit(Name, "tcp_socket")
+	bitUDP = probe.MustSubItemBit(Name, "udp_socket")
 )
-
-func subItemBit(name string) uint32 {
-	bit, ok := probe.LookupBuiltin(Name).SubItemBit(name)
-	if !ok {
-		panic("socket: no sub-item " + name)
-	}
-	return bit
-}
 
 // idleTimeout is how long an endpoint without events is still reported
 // (with measured zeros), as gala-gopher ages its endpoints.

@@ -23,23 +23,15 @@ const Name = "tcp"
 
 // Sub-item bits, from probe.Builtin's tcp entry.
 var (
-	bitAbnormal = subItemBit("tcp_abnormal")
-	bitWindows  = subItemBit("tcp_windows")
-	bitRTT      = subItemBit("tcp_rtt")
-	bitStats    = subItemBit("tcp_stats")
-	bitSockbuf  = subItemBit("tcp_sockbuf")
-	bitRate     = subItemBit("tcp_rate")
-	bitSRTT     = subItemBit("tcp_srtt")
-	bitDelay    = subItemBit("tcp_delay")
+	bitAbnormal = probe.MustSubItemBit(Name, "tcp_abnormal")
+	bitWindows  = probe.MustSubItemBit(Name, "tcp_windows")
+	bitRTT      = probe.MustSubItemBit(Name, "tcp_rtt")
+	bitStats    = probe.MustSubItemBit(Name, "tcp_stats")
+	bitSockbuf  = probe.MustSubItemBit(Name, "tcp_sockbuf")
+	bitRate     = probe.MustSubItemBit(Name, "tcp_rate")
+	bitSRTT     = probe.MustSubItemBit(Name, "tcp_srtt")
+	bitDelay    = probe.MustSubItemBit(Name, "tcp_delay")
 )
-
-func subItemBit(name string) uint32 {
-	bit, ok := probe.LookupBuiltin(Name).SubItemBit(name)
-	if !ok {
-		panic("tcp: no sub-item " + name)
-	}
-	return bit
-}
 
 // Probe is the tcp feature. See the package documentation.
 type Probe struct {
