@@ -42,8 +42,11 @@ test-deps:
 # end-to-end (the real binary with a real Prometheus). Needs root.
 test: test-deps check-generated lint unit fuzz e2e
 
+# Unit and privileged tiers together. -p 1: the privileged tests of several
+# probes share one kernel (global hooks, the cgroup2 root, BPF stats), so
+# packages run one after another rather than competing for two cores.
 unit:
-	GALAGO_PRIVILEGED_TESTS=1 $(GO) test -race -count=1 $(PKGS)
+	GALAGO_PRIVILEGED_TESTS=1 $(GO) test -race -count=1 -p 1 $(PKGS)
 
 E2E_LOG ?= /tmp/galago-e2e.log
 
