@@ -306,8 +306,8 @@ func (m *Manager) start(fs *feature) error {
 		m.log.Error("probe failed to start", "probe", fs.def.Name, "err", err)
 		return err
 	}
+	// lastErr stays: after a restart it tells why the probe had failed.
 	fs.status.Store(int32(StatusRunning))
-	fs.lastErr = nil
 	m.log.Info("probe started", "probe", fs.def.Name,
 		"sub_items", strings.Join(fs.def.SubItemNames(fs.desired.SubItems), ","))
 	return nil

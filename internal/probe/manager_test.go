@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -213,28 +214,16 @@ func TestPutMergeRollbackAndGet(t *testing.T) {
 	h.w.mu.Unlock()
 	// Blacklist mode is echoed as "blacklist"; "{}" observes everything.
 	ok(`{"blacklist":{}}`)
-	if got := h.get(t, "tcp"); !contains(got, `"blacklist":{}`) || contains(got, `"snoopers"`) {
+	if got := h.get(t, "tcp"); !strings.Contains(got, `"blacklist":{}`) || strings.Contains(got, `"snoopers"`) {
 		t.Fatalf("blacklist GET: %s", got)
 	}
 	ok(`{"state":"stopped"}`)
 	if fp.stops.Load() != 1 {
 		t.Fatalf("stops = %d", fp.stops.Load())
 	}
-	if got := h.get(t, "tcp"); !contains(got, `"state":"stopped"`) {
+	if got := h.get(t, "tcp"); !strings.Contains(got, `"state":"stopped"`) {
 		t.Fatalf("GET after stop: %s", got)
 	}
-}
-
-func contains(s, sub string) bool {
-	return len(s) >= len(sub) && (len(sub) == 0 || indexOf(s, sub) >= 0)
-}
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 // TestFaultIsolation: a probe whose goroutine panics is restarted with
@@ -264,7 +253,7 @@ func TestFaultIsolation(t *testing.T) {
 			io = st
 		}
 	}
-	if tcp.Restarts != 1 || tcp.Errors != 1 || tcp.Status != StatusRunning || !contains(tcp.LastError, "") {
+	if tcp.Restarts != 1 || tcp.Errors != 1 || tcp.Status != StatusRunning || !strings.Contains(tcp.LastError, "panic: boom") {
 		t.Fatalf("tcp status %+v", tcp)
 	}
 	if io.Status != StatusRunning || io.Restarts != 0 || h.fake["io"].starts.Load() != 1 {
@@ -289,7 +278,7 @@ func TestStartPanic(t *testing.T) {
 	h := newHarness(t)
 	h.m.Register("virt", func() Probe { return panicky{} })
 	err := h.put(t, "virt", `{"state":"running"}`)
-	if err == nil || !contains(err.Error(), "failed to start probe: panic: start exploded") {
+	if err == nil || !strings.Contains(err.Error(), "failed to start probe: panic: start exploded") {
 		t.Fatalf("err = %v", err)
 	}
 	if got := h.get(t, "virt"); got != "{}\n" {
