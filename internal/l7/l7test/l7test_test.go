@@ -1,0 +1,81 @@
+package l7test
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/galago-project/galago/internal/l7"
+)
+
+func TestParseWrite(t *testing.T) {
+	segs := []Segment{{true, []byte("PING\r\n")}, {false, []byte("+PONG\r\n")}}
+	var b bytes.Buffer
+	if err := Write(&b, "two lines\nof comment", segs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !got[0].FromClient || string(got[1].Data) != "+PONG\r\n" {
+		t.Fatalf("%+v", got)
+	}
+	for _, bad := range []string{"X 00", "C zz", "C"} {
+		if _, err := Parse(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestChunksResplitTruncate(t *testing.T) {
+	segs := []Segment{{true, []byte("abc")}, {true, []byte("de")}, {false, []byte("xyz")}}
+	srv := Chunks(segs, l7.Server, 100, 10)
+	if srv[0].Dir != l7.Ingress || srv[2].Dir != l7.Egress || srv[1].TS != 110 {
+		t.Fatalf("%+v", srv)
+	}
+	re := Resplit(srv, 2)
+	var s []string
+	for _, c := range re {
+		s = append(s, string(c.Data))
+	}
+	if strings.Join(s, "|") != "ab|cd|e|xy|z" || re[1].TS != 100 || re[2].TS != 110 {
+		t.Fatalf("%v %+v", s, re)
+	}
+	tr := Truncate(srv, 2)
+	if string(tr[0].Data) != "ab" || tr[0].Size != 3 || string(srv[0].Data) != "abc" {
+		t.Fatalf("%+v", tr)
+	}
+}
+
+func TestRecorder(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		b := make([]byte, 4)
+		_, _ = io.ReadFull(c, b)
+		_, _ = c.Write([]byte("pong"))
+		c.Close()
+	}()
+	r := Record(t, ln.Addr().String())
+	c, err := net.Dial("tcp", r.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.Write([]byte("ping"))
+	b, _ := io.ReadAll(c)
+	c.Close()
+	segs := r.Segments()
+	if string(b) != "pong" || len(segs) != 2 || !segs[0].FromClient || string(segs[1].Data) != "pong" {
+		t.Fatalf("%q %+v", b, segs)
+	}
+}
