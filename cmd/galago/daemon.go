@@ -155,13 +155,20 @@ func trackProcesses(ctx context.Context, r *snoop.Resolver, exp *output.Exporter
 	}, func() float64 { return float64(lost.Load()) })); err != nil {
 		log.Warn("proctrack self-metric", "err", err)
 	}
+	if err := exp.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "galago_snoop_exited_evicted_total",
+		Help: "Exited processes a snooper set forgot before its grace period ended because it held too many (" +
+			strconv.Itoa(snoop.MaxExited) + "): rows they left after that are no longer attributed to them.",
+	}, func() float64 { return float64(r.ExitedEvicted()) })); err != nil {
+		log.Warn("snoop self-metric", "err", err)
+	}
 	if err := stats.Register("proctrack", t.Programs()); err != nil {
 		log.Warn("proctrack BPF stats", "err", err)
 	}
 	t.Subscribe(func(e proctrack.Event) {
 		switch e.Type {
 		case proctrack.Exec, proctrack.Fork:
-			r.Notify(int(e.TGID))
+			r.Notify(e.Process())
 		case proctrack.Exit:
 			r.NotifyExit(int(e.TGID))
 		}

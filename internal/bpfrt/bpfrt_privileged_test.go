@@ -3,6 +3,7 @@ package bpfrt_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,19 +24,46 @@ import (
 	"github.com/galago-project/galago/internal/snoop"
 )
 
-const childEnv = "GALAGO_BPFRT_TEST_GETPPID"
+const (
+	childEnv     = "GALAGO_BPFRT_TEST_GETPPID"
+	childWaitEnv = "GALAGO_BPFRT_TEST_WAIT"
+)
 
-// TestMain doubles as the child process of the filter test: it calls
-// getppid the number of times in childEnv and exits.
+// TestMain doubles as the child process of the filter tests: it calls
+// getppid the number of times in childEnv and exits; with childWaitEnv it
+// first waits for a byte on stdin.
 func TestMain(m *testing.M) {
 	if n := os.Getenv(childEnv); n != "" {
 		k, _ := strconv.Atoi(n)
+		if os.Getenv(childWaitEnv) != "" {
+			var b [1]byte
+			_, _ = os.Stdin.Read(b[:])
+		}
 		for range k {
 			unix.Getppid()
 		}
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// filterObjects are bpfrttest's GALAGO_FILTER maps and programs.
+func filterObjects(objs *bpfrttest.Objects) bpfrt.FilterObjects {
+	return bpfrt.FilterObjects{
+		Mode: objs.FilterMode, TGIDs: objs.FilterTgids, Cgroups: objs.FilterCgroups,
+		Pending: objs.FilterPending, Decided: objs.FilterDecided, Lost: objs.FilterPendingLost,
+		ForkProgram: objs.GalagoFilterFork, ExecProgram: objs.GalagoFilterExec,
+	}
+}
+
+func newFilterSync(t *testing.T, objs *bpfrttest.Objects, onLost func(uint64)) *bpfrt.FilterSync {
+	t.Helper()
+	fs, err := bpfrt.NewFilterSync(filterObjects(objs), onLost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	return fs
 }
 
 // load loads bpfrttest with a ring of ringSize bytes and the given wake-up
@@ -305,10 +333,7 @@ func TestFilterPrivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	fs, err := bpfrt.NewFilterSync(objs.FilterMode, objs.FilterTgids, objs.FilterCgroups)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs := newFilterSync(t, objs, nil)
 
 	mnt, err := bpfrt.HaveCgroup2()
 	if err != nil {
@@ -397,14 +422,14 @@ func runChild(t *testing.T, dir string, n int) int {
 func TestFilterSyncRunPrivileged(t *testing.T) {
 	probetest.RequirePrivileged(t)
 	objs := load(t, 1<<16, 0)
-	fs, err := bpfrt.NewFilterSync(objs.FilterMode, objs.FilterTgids, objs.FilterCgroups)
-	if err != nil {
+	fs := newFilterSync(t, objs, nil)
+	tg := &targets{mode: snoop.Whitelist, pids: []int{1, 2, 3}, cgroups: []uint64{7}, ch: make(chan struct{}, 1)}
+	if err := fs.Sync(tg); err != nil {
 		t.Fatal(err)
 	}
-	tg := &targets{mode: snoop.Whitelist, pids: []int{1, 2, 3}, cgroups: []uint64{7}, ch: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- fs.Run(ctx, tg) }()
+	go func() { done <- fs.Run(ctx) }()
 	waitMaps(t, objs, 1, []uint32{1, 2, 3}, []uint64{7})
 
 	tg.set(snoop.Blacklist, []int{3, 4}, nil)
@@ -444,4 +469,169 @@ func keys[K uint32 | uint64](m *ebpf.Map) []K {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// dynTargets is a whitelist that follows running processes (a Decider):
+// the test says which processes it lists and when it classified them.
+type dynTargets struct {
+	targets
+	dynamic bool
+	decided map[int]uint64
+}
+
+func (d *dynTargets) Dynamic() bool { return d.dynamic }
+func (d *dynTargets) DecidedAt(pid int) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.decided[pid]
+}
+
+func (d *dynTargets) decide(pid int, at uint64, listed bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.decided == nil {
+		d.decided = map[int]uint64{}
+	}
+	d.decided[pid] = at
+	if listed {
+		d.pids = append(d.pids, pid)
+	}
+}
+
+// waitingChild starts this test binary as a child that calls getppid n
+// times once it reads a byte on stdin.
+type waitingChild struct {
+	cmd *exec.Cmd
+	in  *os.File
+}
+
+func startWaitingChild(t *testing.T, n int) *waitingChild {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", childEnv, n), childWaitEnv+"=1")
+	cmd.Stdin = r
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	return &waitingChild{cmd, w}
+}
+
+func (c *waitingChild) pid() int { return c.cmd.Process.Pid }
+
+func (c *waitingChild) run(t *testing.T) {
+	t.Helper()
+	if _, err := c.in.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	c.in.Close()
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// TestFilterPendingPrivileged: under a whitelist that follows running
+// processes, a process that forks and execs is observed from its first
+// syscall, before user space has classified it; once classified it is
+// observed only if listed; a classification older than its last exec does
+// not count; without the dynamic flag nothing is pending; exited processes'
+// entries are forgotten.
+func TestFilterPendingPrivileged(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	objs := load(t, 1<<16, 0)
+	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_enter", Program: objs.TestSysEnter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var lost uint64
+	fs := newFilterSync(t, objs, func(n uint64) { lost += n })
+	const calls = 20
+	count := func(t *testing.T, fn func()) map[uint32]int {
+		t.Helper()
+		var c collector
+		rd := newReader(t, objs, &c, 10*time.Millisecond)
+		fn()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := rd.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rd.Close()
+		got := map[uint32]int{}
+		for _, r := range c.recs {
+			got[r.Tgid]++
+		}
+		return got
+	}
+	tg := &dynTargets{targets: targets{mode: snoop.Whitelist}, dynamic: true}
+	if err := fs.Sync(tg); err != nil {
+		t.Fatal(err)
+	}
+	self := uint32(os.Getpid())
+
+	// Not classified yet: observed from the start.
+	c1 := startWaitingChild(t, calls)
+	got := count(t, func() { c1.run(t) })
+	if got[uint32(c1.pid())] != calls || got[self] != 0 {
+		t.Errorf("pending child: %d records, self %d; want %d and 0", got[uint32(c1.pid())], got[self], calls)
+	}
+
+	// Classified after its exec and not listed: not observed.
+	c2 := startWaitingChild(t, calls)
+	time.Sleep(50 * time.Millisecond) // let its exec happen
+	tg.decide(c2.pid(), monoNow(), false)
+	// Classified and listed: observed.
+	c3 := startWaitingChild(t, calls)
+	time.Sleep(50 * time.Millisecond)
+	tg.decide(c3.pid(), monoNow(), true)
+	// Classified before its exec: still pending.
+	c4 := startWaitingChild(t, calls)
+	tg.decide(c4.pid(), 1, false)
+	if err := fs.Sync(tg); err != nil {
+		t.Fatal(err)
+	}
+	got = count(t, func() { c2.run(t); c3.run(t); c4.run(t) })
+	if got[uint32(c2.pid())] != 0 || got[uint32(c3.pid())] != calls || got[uint32(c4.pid())] != calls {
+		t.Errorf("classified-out %d, listed %d, stale classification %d records; want 0, %d, %d",
+			got[uint32(c2.pid())], got[uint32(c3.pid())], got[uint32(c4.pid())], calls, calls)
+	}
+
+	// Exited: their entries go at the next sync.
+	for _, c := range []*waitingChild{c1, c2, c3, c4} {
+		tg.decide(c.pid(), math.MaxUint64, false)
+	}
+	if err := fs.Sync(tg); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*waitingChild{c1, c2, c3, c4} {
+		var v uint64
+		if objs.FilterPending.Lookup(uint32(c.pid()), &v) == nil || objs.FilterDecided.Lookup(uint32(c.pid()), &v) == nil {
+			t.Errorf("pid %d: pending entries left after exit", c.pid())
+		}
+	}
+
+	// Not dynamic (e.g. proc_id only): a new process is not pending.
+	tg.dynamic = false
+	if err := fs.Sync(tg); err != nil {
+		t.Fatal(err)
+	}
+	c5 := startWaitingChild(t, calls)
+	got = count(t, func() { c5.run(t) })
+	if got[uint32(c5.pid())] != 0 {
+		t.Errorf("without the dynamic flag a new process is observed: %d records", got[uint32(c5.pid())])
+	}
+	if lost != 0 {
+		t.Errorf("%d pending marks lost", lost)
+	}
 }

@@ -20,22 +20,29 @@ func TestCommonHeaderSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bpfspec.Maps(t, spec, map[string]bpfspec.Map{
-		bpfrt.LostEventsMap:    {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
-		bpfrt.FilterModeMap:    {Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1},
-		bpfrt.FilterTGIDsMap:   {Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 10240},
-		bpfrt.FilterCgroupsMap: {Type: ebpf.Hash, KeySize: 8, ValueSize: 1, MaxEntries: 4096},
-		"events":               {Type: ebpf.RingBuf, MaxEntries: 4096},
-		"runs":                 {Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1},
-	})
+	fmaps, fprogs := bpfspec.Filter()
+	for _, name := range []string{bpfrt.FilterModeMap, bpfrt.FilterTGIDsMap, bpfrt.FilterCgroupsMap,
+		bpfrt.FilterPendingMap, bpfrt.FilterDecidedMap, bpfrt.FilterPendingLostMap} {
+		if _, ok := fmaps[name]; !ok {
+			t.Errorf("bpfspec.Filter lacks %s", name)
+		}
+	}
+	for _, name := range []string{bpfrt.FilterForkProgram, bpfrt.FilterExecProgram} {
+		if _, ok := fprogs[name]; !ok {
+			t.Errorf("bpfspec.Filter lacks %s", name)
+		}
+	}
+	fmaps[bpfrt.LostEventsMap] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
+	fmaps["events"] = bpfspec.Map{Type: ebpf.RingBuf, MaxEntries: 4096}
+	fmaps["runs"] = bpfspec.Map{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1}
+	bpfspec.Maps(t, spec, fmaps)
 	bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
 		bpfrt.WakeupBytesVar: {Size: 8, Constant: true},
 		"target_syscall":     {Size: 8, Constant: true},
 	})
-	bpfspec.Programs(t, spec, map[string]bpfspec.Program{
-		"test_emit":      {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "galago_test_emit"},
-		"test_sys_enter": {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sys_enter"},
-	})
+	fprogs["test_emit"] = bpfspec.Program{Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "galago_test_emit"}
+	fprogs["test_sys_enter"] = bpfspec.Program{Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sys_enter"}
+	bpfspec.Programs(t, spec, fprogs)
 	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 2, RecordSize: 56}); err != nil {
 		t.Fatal(err)
 	}

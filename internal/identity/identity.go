@@ -36,6 +36,10 @@ type Process struct {
 	ContainerID string // full 64-hex id, "" when not in a container
 	PodID       string // pod uid read from the cgroup path, "" when not in a pod
 	CgroupID    uint64 // inode of the process's cgroup2 directory, 0 if unknown
+	// Exited says the process is gone: this is what was known of it while
+	// it lived (kept for a grace period so that data it left behind, such
+	// as the last connections it closed, is still labelled).
+	Exited bool
 }
 
 // Container is what galago knows of one container.

@@ -268,18 +268,74 @@ func TestResolverPidReuseAndExec(t *testing.T) {
 		t.Errorf("after pid reuse: %+v", p)
 	}
 
-	// A zombie has exited.
+	// A zombie has exited: what was known of it is answered, marked exited.
 	write("stat", "100 (redis-server) Z 7 100 100 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5555 0 0\n")
-	if _, ok := r.Process(100); ok {
-		t.Error("zombie resolved as a live process")
+	if p, ok := r.Process(100); !ok || !p.Exited || p.Cmdline != "redis-server :6380" || p.ContainerID != dockerID {
+		t.Errorf("zombie: %+v %v, want the remembered process marked exited", p, ok)
+	}
+	// A zombie of another process (other start time) is not the remembered one.
+	write("stat", "100 (other) Z 7 100 100 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 6666 0 0\n")
+	if p, ok := r.Process(100); ok {
+		t.Errorf("a zombie with another start time resolved as %+v", p)
 	}
 
-	// exit
+	// exit: remembered for the grace period, then forgotten.
+	write("stat", "100 (redis-server) S 7 100 100 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5555 0 0\n")
+	if p, ok := r.Process(100); !ok || p.Exited {
+		t.Fatalf("live again: %+v %v", p, ok)
+	}
 	if err := os.RemoveAll(filepath.Join(root, "proc/100")); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := r.Process(100); ok {
-		t.Error("exited process still resolved")
+	if p, ok := r.Process(100); !ok || !p.Exited || p.Comm != "redis-server" || p.StartTime != 5555 {
+		t.Errorf("just exited: %+v %v", p, ok)
+	}
+	now = now.Add(DefaultExitGrace)
+	if _, ok := r.Process(100); !ok {
+		t.Error("forgotten before the grace period ended")
+	}
+	now = now.Add(time.Second)
+	if p, ok := r.Process(100); ok {
+		t.Errorf("exited process still resolved after the grace period: %+v", p)
+	}
+}
+
+// TestResolverLearn: a process known only from a lifecycle event (it
+// exited before /proc was read) is answered from the event, with its
+// container found from the cgroup id of another process seen there; a live
+// one is read from /proc at its next lookup.
+func TestResolverLearn(t *testing.T) {
+	root := copyTree(t, fixtureRoot)
+	cg, ids := fixtureCgroup2(t)
+	r := NewResolver(root, WithCgroup2Mount(cg))
+	// Process 300 of the fixture runs in the CRI container: seen once, its
+	// cgroup id maps to the container.
+	p300, ok := r.Process(300)
+	if !ok || p300.ContainerID != criID {
+		t.Fatalf("fixture process 300: %+v", p300)
+	}
+	r.Learn(Process{PID: 4242, PPID: 300, Comm: "curl", Cmdline: "curl -s x", StartTime: 77, CgroupID: p300.CgroupID})
+	p, ok := r.Process(4242)
+	want := Process{PID: 4242, PPID: 300, Comm: "curl", Cmdline: "curl -s x", StartTime: 77, CgroupID: p300.CgroupID,
+		ContainerID: criID, PodID: podSystemd, Exited: true}
+	if !ok || p != want {
+		t.Errorf("learned and gone:\n got %+v %v\nwant %+v", p, ok, want)
+	}
+	// An unknown cgroup id gives no container (the fixture tree's inodes
+	// are not kernfs ids: the handle lookup fails).
+	r.Learn(Process{PID: 4243, Comm: "x", CgroupID: ids["/"] + 1_000_000})
+	if p, _ := r.Process(4243); p.ContainerID != "" {
+		t.Errorf("container from nowhere: %+v", p)
+	}
+	// A learned live process is read from /proc at the next lookup.
+	r.Learn(Process{PID: 100, Comm: "bash", StartTime: 1000})
+	if p, _ := r.Process(100); p.Cmdline != "bash -l" || p.Exited {
+		t.Errorf("learned live process not re-read: %+v", p)
+	}
+	// Exit marks a known process exited at once.
+	r.Exit(100)
+	if p, ok := r.Process(100); !ok || p.Cmdline != "bash -l" {
+		t.Errorf("after Exit: %+v %v", p, ok)
 	}
 }
 

@@ -22,6 +22,10 @@ const (
 	DefaultMissTTL = 5 * time.Second
 	// DefaultContainerTTL is how long a found container is trusted.
 	DefaultContainerTTL = time.Minute
+	// DefaultExitGrace is how long an exited process is remembered: longer
+	// than the longest report period (600 s), so that the rows a process
+	// left in the period it exited in are labelled like its earlier ones.
+	DefaultExitGrace = 11 * time.Minute
 )
 
 // CachingResolver implements Resolver over a host root, with bounded LRU
@@ -37,6 +41,7 @@ type CachingResolver struct {
 	refresh      time.Duration
 	missTTL      time.Duration
 	containerTTL time.Duration
+	exitGrace    time.Duration
 	now          func() time.Time
 
 	mu    sync.Mutex
@@ -44,13 +49,20 @@ type CachingResolver struct {
 	conts lru[string, contEntry]
 	// seen remembers, per container id seen in a process's cgroup, the
 	// cgroup2 id and pod uid of that process, for containers whose runtime
-	// state does not say (or cannot be read).
-	seen lru[string, seenContainer]
+	// state does not say (or cannot be read); byCgroup is the reverse.
+	seen     lru[string, seenContainer]
+	byCgroup lru[uint64, string]
 }
 
 type procEntry struct {
 	p      Process
 	loaded time.Time
+	// partial: learned from a lifecycle event, not read from /proc (no
+	// container or pod from the cgroup path yet): a live process is read
+	// again at the next lookup.
+	partial bool
+	// exited is when the process was found gone (zero while it lives).
+	exited time.Time
 }
 
 type contEntry struct {
@@ -87,6 +99,9 @@ func WithCacheSize(processes, containers int) Option {
 // WithRefresh sets how long a process's cmdline and cgroup are trusted.
 func WithRefresh(d time.Duration) Option { return func(r *CachingResolver) { r.refresh = d } }
 
+// WithExitGrace sets how long an exited process is remembered.
+func WithExitGrace(d time.Duration) Option { return func(r *CachingResolver) { r.exitGrace = d } }
+
 // WithClock replaces time.Now.
 func WithClock(now func() time.Time) Option { return func(r *CachingResolver) { r.now = now } }
 
@@ -101,6 +116,7 @@ func NewResolver(root string, opts ...Option) *CachingResolver {
 		refresh:      DefaultRefresh,
 		missTTL:      DefaultMissTTL,
 		containerTTL: DefaultContainerTTL,
+		exitGrace:    DefaultExitGrace,
 		now:          time.Now,
 	}
 	for _, o := range opts {
@@ -112,25 +128,27 @@ func NewResolver(root string, opts ...Option) *CachingResolver {
 	r.procs.init(r.maxProcs)
 	r.conts.init(r.maxConts)
 	r.seen.init(r.maxConts)
+	r.byCgroup.init(r.maxConts)
 	return r
 }
 
-// Process returns what is known of pid; false when the process does not
-// exist, has exited and waits to be reaped (a zombie), or /proc cannot be
-// read.
+// Process returns what is known of pid; false when nothing is. A process
+// that has exited (or waits to be reaped as a zombie) is returned, marked
+// Exited, for the exit grace period after it was found gone, with what was
+// known of it while it lived (read from /proc or learned from a lifecycle
+// event); a pid that was never known is false.
 func (r *CachingResolver) Process(pid int) (Process, bool) {
 	if pid <= 0 {
 		return Process{}, false
 	}
 	st, err := ReadStat(r.root, pid)
-	if err != nil || st.State == 'Z' || st.State == 'X' {
-		r.Forget(pid)
-		return Process{}, false
-	}
 	now := r.now()
+	if err != nil || st.State == 'Z' || st.State == 'X' {
+		return r.gone(pid, now, st, err == nil)
+	}
 	r.mu.Lock()
-	if e, ok := r.procs.get(pid); ok && e.p.StartTime == st.StartTime && e.p.Comm == st.Comm &&
-		now.Sub(e.loaded) < r.refresh {
+	if e, ok := r.procs.get(pid); ok && e.exited.IsZero() && !e.partial && e.p.StartTime == st.StartTime &&
+		e.p.Comm == st.Comm && now.Sub(e.loaded) < r.refresh {
 		e.p.PPID = st.PPID
 		r.procs.put(pid, e)
 		r.mu.Unlock()
@@ -140,21 +158,110 @@ func (r *CachingResolver) Process(pid int) (Process, bool) {
 
 	p, ok := r.load(pid, st)
 	if !ok {
-		r.Forget(pid)
-		return Process{}, false
+		return r.gone(pid, now, st, false)
 	}
 	r.mu.Lock()
 	r.procs.put(pid, procEntry{p: p, loaded: now})
-	if p.ContainerID != "" {
-		if s, ok := r.seen.get(p.ContainerID); !ok || s.cgroupID == 0 && p.CgroupID != 0 || s.podID == "" && p.PodID != "" {
-			r.seen.put(p.ContainerID, seenContainer{cgroupID: p.CgroupID, podID: p.PodID})
-			if e, ok := r.conts.get(p.ContainerID); ok && !e.ok {
-				r.conts.remove(p.ContainerID) // now known to exist
-			}
-		}
-	}
+	r.noteContainerLocked(p)
 	r.mu.Unlock()
 	return p, true
+}
+
+// gone answers for a pid whose /proc entry is missing or a zombie's: the
+// remembered process, marked exited, within the grace period. A zombie
+// whose start time differs from the remembered one is another process.
+func (r *CachingResolver) gone(pid int, now time.Time, st Stat, zombie bool) (Process, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.procs.get(pid)
+	if !ok || (zombie && e.p.StartTime != st.StartTime) {
+		if ok {
+			r.procs.remove(pid)
+		}
+		return Process{}, false
+	}
+	if e.exited.IsZero() {
+		e.exited = now
+		e.p.Exited = true
+		r.procs.put(pid, e)
+	} else if now.Sub(e.exited) > r.exitGrace {
+		r.procs.remove(pid)
+		return Process{}, false
+	}
+	return e.p, true
+}
+
+// Learn records what a process lifecycle event says of a process (comm,
+// cmdline, start time, parent, cgroup): a process that exits before its
+// /proc entry is read is still known, and labelled. The container and pod
+// are found from the cgroup id when another process of that cgroup was
+// seen, or from the cgroup's path. A live process is still read from /proc
+// at its next lookup.
+func (r *CachingResolver) Learn(p Process) {
+	if p.PID <= 0 {
+		return
+	}
+	if p.ContainerID == "" && p.CgroupID != 0 {
+		p.ContainerID, p.PodID = r.containerOfCgroup(p.CgroupID)
+	}
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.procs.get(p.PID); ok && e.exited.IsZero() && !e.partial && e.p.StartTime == p.StartTime &&
+		e.p.Comm == p.Comm && e.p.Cmdline == p.Cmdline {
+		return // already read from /proc: keep the fuller entry
+	}
+	p.Exited = false
+	r.procs.put(p.PID, procEntry{p: p, loaded: now, partial: true})
+}
+
+// Exit records that pid exited (from a lifecycle event), so that it is
+// answered as exited from now on, for the grace period.
+func (r *CachingResolver) Exit(pid int) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.procs.get(pid); ok && e.exited.IsZero() {
+		e.exited = now
+		e.p.Exited = true
+		r.procs.put(pid, e)
+	}
+}
+
+// containerOfCgroup returns the container and pod of a cgroup2 id: from a
+// process seen in it, else from the cgroup's path (looked up by its id).
+func (r *CachingResolver) containerOfCgroup(id uint64) (containerID, podID string) {
+	r.mu.Lock()
+	cid, ok := r.byCgroup.get(id)
+	if ok {
+		s, _ := r.seen.get(cid)
+		r.mu.Unlock()
+		return cid, s.podID
+	}
+	r.mu.Unlock()
+	if r.cgroup2 == "" {
+		return "", ""
+	}
+	p, err := cgroupPathByID(r.cgroup2, id)
+	if err != nil {
+		return "", ""
+	}
+	return ContainerIDFromPath(p), PodIDFromPath(p)
+}
+
+func (r *CachingResolver) noteContainerLocked(p Process) {
+	if p.ContainerID == "" {
+		return
+	}
+	if s, ok := r.seen.get(p.ContainerID); !ok || s.cgroupID == 0 && p.CgroupID != 0 || s.podID == "" && p.PodID != "" {
+		r.seen.put(p.ContainerID, seenContainer{cgroupID: p.CgroupID, podID: p.PodID})
+		if e, ok := r.conts.get(p.ContainerID); ok && !e.ok {
+			r.conts.remove(p.ContainerID) // now known to exist
+		}
+	}
+	if p.CgroupID != 0 {
+		r.byCgroup.put(p.CgroupID, p.ContainerID)
+	}
 }
 
 // load reads a process's cmdline and cgroup.
@@ -181,13 +288,6 @@ func (r *CachingResolver) load(pid int, st Stat) (Process, bool) {
 		p.CgroupID = inode(filepath.Join(r.cgroup2, u))
 	}
 	return p, true
-}
-
-// Forget drops pid from the cache (the process exited).
-func (r *CachingResolver) Forget(pid int) {
-	r.mu.Lock()
-	r.procs.remove(pid)
-	r.mu.Unlock()
 }
 
 // Container returns what the runtimes say of a container; id may be the

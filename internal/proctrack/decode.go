@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"unsafe"
+
+	"github.com/galago-project/galago/internal/identity"
 )
 
 // EventType is enum proctrack_event_type.
@@ -43,48 +45,96 @@ type Event struct {
 	TimestampNs uint64
 	// ExitCode is the wait status (code<<8 | signal) for Exit, else 0.
 	ExitCode uint32
+	// StartBoottimeNs is the process's start time in ns since boot
+	// (task->start_boottime, the source of /proc/<pid>/stat's starttime).
+	StartBoottimeNs uint64
 	// Comm is the task name: the parent's for Fork, the new program's for
 	// Exec and Exit.
 	Comm string
+	// Cmdline is the start of the process's argument area for Fork and
+	// Exec (NUL-separated, as /proc/<pid>/cmdline), "" for Exit or when the
+	// kernel could not read it. CmdlineSize is the whole area's size:
+	// larger than len(Cmdline) when it was cut.
+	Cmdline     string
+	CmdlineSize uint32
 }
 
 // rawEvent is struct proctrack_event, generated from the C definition.
 type rawEvent = proctrackProctrackEvent
 
-// RecordSize is the size of one ring buffer record.
-const RecordSize = int(unsafe.Sizeof(rawEvent{}))
+var r0 rawEvent
+
+// Records are variable-size: the fixed part of struct proctrack_event
+// (HeaderSize bytes), then cmdline_len bytes of its cmdline.
+const (
+	HeaderSize = int(unsafe.Offsetof(r0.Cmdline))
+	CmdlineMax = len(r0.Cmdline)
+	// TypicalRecordSize sizes the ring's wake-up batches.
+	TypicalRecordSize = HeaderSize + 128
+)
+
+// Offsets of the header fields, from the generated type.
+var (
+	offType, offPid, offTgid, offPpid = unsafe.Offsetof(r0.Type), unsafe.Offsetof(r0.Pid), unsafe.Offsetof(r0.Tgid), unsafe.Offsetof(r0.Ppid)
+	offCgroup, offTS, offStart        = unsafe.Offsetof(r0.CgroupId), unsafe.Offsetof(r0.TimestampNs), unsafe.Offsetof(r0.StartBoottimeNs)
+	offExit, offLen, offSize, offComm = unsafe.Offsetof(r0.ExitCode), unsafe.Offsetof(r0.CmdlineLen), unsafe.Offsetof(r0.CmdlineSize), unsafe.Offsetof(r0.Comm)
+)
 
 // Decode turns one ring buffer record into an Event. It is pure and never
 // panics; records of the wrong size or type are errors.
 func Decode(raw []byte) (Event, error) {
-	if len(raw) != RecordSize {
-		return Event{}, fmt.Errorf("proctrack: record is %d bytes, want %d", len(raw), RecordSize)
+	if len(raw) < HeaderSize {
+		return Event{}, fmt.Errorf("proctrack: record is %d bytes, want at least %d", len(raw), HeaderSize)
 	}
-	var r rawEvent
-	if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
-		return Event{}, fmt.Errorf("proctrack: %w", err)
-	}
-	t := EventType(r.Type)
+	le := binary.LittleEndian
+	u32 := func(off uintptr) uint32 { return le.Uint32(raw[off:]) }
+	u64 := func(off uintptr) uint64 { return le.Uint64(raw[off:]) }
+	t := EventType(u32(offType))
 	if t != Fork && t != Exec && t != Exit {
-		return Event{}, fmt.Errorf("proctrack: unknown event type %d", r.Type)
+		return Event{}, fmt.Errorf("proctrack: unknown event type %d", uint32(t))
+	}
+	n := int(u32(offLen))
+	if n > CmdlineMax || len(raw) != HeaderSize+n {
+		return Event{}, fmt.Errorf("proctrack: record is %d bytes with a cmdline of %d, want %d", len(raw), n, HeaderSize+n)
+	}
+	comm := raw[offComm : offComm+16]
+	if i := bytes.IndexByte(comm, 0); i >= 0 {
+		comm = comm[:i]
 	}
 	return Event{
-		Type:        t,
-		PID:         r.Pid,
-		TGID:        r.Tgid,
-		PPID:        r.Ppid,
-		CgroupID:    r.CgroupId,
-		TimestampNs: r.TimestampNs,
-		ExitCode:    r.ExitCode,
-		Comm:        cString(r.Comm[:]),
+		Type:            t,
+		PID:             u32(offPid),
+		TGID:            u32(offTgid),
+		PPID:            u32(offPpid),
+		CgroupID:        u64(offCgroup),
+		TimestampNs:     u64(offTS),
+		StartBoottimeNs: u64(offStart),
+		ExitCode:        u32(offExit),
+		Comm:            string(comm),
+		Cmdline:         string(raw[HeaderSize:]),
+		CmdlineSize:     u32(offSize),
 	}, nil
 }
 
-// cString reads a NUL-terminated C char array.
-func cString(b []int8) string {
-	u := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
-	if i := bytes.IndexByte(u, 0); i >= 0 {
-		u = u[:i]
+// Process is what the event says of its process, for the identity and
+// snoop resolvers: pid, parent, comm, cmdline (NULs turned into spaces, as
+// identity reads /proc/<pid>/cmdline), start time in clock ticks (USER_HZ,
+// as /proc/<pid>/stat) and cgroup id.
+func (e Event) Process() identity.Process {
+	p := identity.Process{
+		PID: int(e.TGID), PPID: int(e.PPID), Comm: e.Comm,
+		StartTime: e.StartBoottimeNs / nsPerClockTick, CgroupID: e.CgroupID,
 	}
-	return string(u)
+	if e.Cmdline != "" {
+		var args []string
+		p.Cmdline, args = identity.ParseCmdline([]byte(e.Cmdline))
+		if p.Comm == "java" {
+			p.MainClass = identity.JavaMainClass(args)
+		}
+	}
+	return p
 }
+
+// nsPerClockTick converts ns to the clock ticks of /proc (USER_HZ = 100 on
+// every Linux architecture: the ABI's clock_t, not the kernel's HZ).
+const nsPerClockTick = 1_000_000_000 / 100

@@ -12,6 +12,11 @@
  * Events: one fixed-size struct proctrack_event per new process (fork of a thread
  *   group leader; thread creation is not reported), per successful exec,
  *   and per process exit (when its last thread exits: signal->live == 0).
+ *   Fork and exec records carry what the snoopers match and the labels need
+ *   (comm, start time, the first PROCTRACK_CMDLINE_MAX bytes of the argument
+ *   area), read in the kernel at the event, so a process that exits before
+ *   user space reads /proc is still classified and labelled. Records are
+ *   variable-size: the fixed part, then cmdline_len bytes of cmdline.
  * Maps: events (ring buffer), lost_events (failed reservations, per CPU).
  * Kernel: 5.8+ (ring buffer), BTF (CO-RE); tp_btf path 5.5+.
  */
@@ -24,6 +29,11 @@ enum proctrack_event_type {
 	PROCTRACK_EXIT = 3,
 };
 
+/* As much of the argument area as gala-gopher's cmdline match reads from
+ * /proc/<pid>/cmdline: a cmdline snooper matches a process that is gone
+ * before user space reads /proc. */
+#define PROCTRACK_CMDLINE_MAX 4096
+
 struct proctrack_event {
 	__u32 type;      /* enum proctrack_event_type */
 	__u32 pid;       /* thread id of the task (== tgid for fork; exec makes it the leader) */
@@ -31,9 +41,14 @@ struct proctrack_event {
 	__u32 ppid;      /* parent process id (real_parent's tgid) */
 	__u64 cgroup_id; /* cgroup2 id of the process */
 	__u64 timestamp_ns; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	__u64 start_boottime_ns; /* task->start_boottime: /proc/<pid>/stat starttime in ns */
 	__u32 exit_code; /* exit: task->exit_code (status << 8 | signal); else 0 */
+	__u32 cmdline_len; /* bytes of cmdline that follow (fork and exec), <= PROCTRACK_CMDLINE_MAX */
+	__u32 cmdline_size; /* bytes of the whole argument area (may exceed cmdline_len) */
 	__u32 _pad;
 	char comm[GALAGO_TASK_COMM_LEN];
+	char cmdline[PROCTRACK_CMDLINE_MAX]; /* NUL-separated arguments, as /proc/<pid>/cmdline;
+					      * only cmdline_len bytes are in the record */
 };
 
 GALAGO_EXPORT_TYPE(struct proctrack_event, proc_event);
@@ -41,12 +56,47 @@ GALAGO_EXPORT_TYPE(enum proctrack_event_type, proc_event_type);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
+	__uint(max_entries, 1024 * 1024);
 } events SEC(".maps");
+
+/* The record is built here (too large for the stack), then copied into the
+ * ring at its actual size. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct proctrack_event);
+} scratch SEC(".maps");
+
+/* read_cmdline copies the start of the current task's argument area (the
+ * new program's after exec; a forked child's is a copy of its parent's, the
+ * current task at fork). The pages were just written by exec or are the
+ * parent's live stack, so the read does not fault in practice; when it
+ * does, cmdline_len stays 0 and user space reads /proc instead. */
+static __always_inline void read_cmdline(struct proctrack_event *e)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	__u64 start = BPF_CORE_READ(cur, mm, arg_start);
+	__u64 end = BPF_CORE_READ(cur, mm, arg_end);
+	__u64 n;
+
+	e->cmdline_len = 0;
+	e->cmdline_size = 0;
+	if (!start || end <= start)
+		return;
+	n = end - start;
+	e->cmdline_size = n > 0xffffffffULL ? 0xffffffffU : (__u32)n;
+	if (n > PROCTRACK_CMDLINE_MAX)
+		n = PROCTRACK_CMDLINE_MAX;
+	if (bpf_probe_read_user(e->cmdline, n, (void *)start) == 0)
+		e->cmdline_len = n;
+}
 
 static __always_inline void emit(__u32 type, struct task_struct *task, __u64 cgid, __u32 exit_code)
 {
-	struct proctrack_event *e = GALAGO_RB_RESERVE(&events, struct proctrack_event);
+	__u32 zero = 0;
+	struct proctrack_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	__u64 size;
 
 	if (!e)
 		return;
@@ -56,10 +106,20 @@ static __always_inline void emit(__u32 type, struct task_struct *task, __u64 cgi
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->cgroup_id = cgid;
 	e->timestamp_ns = bpf_ktime_get_ns();
+	e->start_boottime_ns = BPF_CORE_READ(task, start_boottime);
 	e->exit_code = exit_code;
 	e->_pad = 0;
 	BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
-	GALAGO_RB_SUBMIT(&events, e);
+	if (type == PROCTRACK_EXIT) {
+		e->cmdline_len = 0;
+		e->cmdline_size = 0;
+	} else {
+		read_cmdline(e);
+	}
+	size = e->cmdline_len;
+	if (size > PROCTRACK_CMDLINE_MAX)
+		size = PROCTRACK_CMDLINE_MAX;
+	galago_rb_output(&events, e, offsetof(struct proctrack_event, cmdline) + size);
 }
 
 static __always_inline __u64 task_cgroup_id(struct task_struct *task)

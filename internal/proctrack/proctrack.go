@@ -67,7 +67,7 @@ func Open(opts Options) (*Tracker, error) {
 	}
 	// Wake the reader every 64 records or at a quarter full, whichever
 	// comes first; the reader's deadline poll picks up the rest.
-	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: RecordSize, FillPercent: 25}); err != nil {
+	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: TypicalRecordSize, FillPercent: 25}); err != nil {
 		return nil, err
 	}
 

@@ -14,16 +14,20 @@ import (
 )
 
 type proctrackProctrackEvent struct {
-	_           structs.HostLayout
-	Type        uint32
-	Pid         uint32
-	Tgid        uint32
-	Ppid        uint32
-	CgroupId    uint64
-	TimestampNs uint64
-	ExitCode    uint32
-	Pad         uint32
-	Comm        [16]int8
+	_               structs.HostLayout
+	Type            uint32
+	Pid             uint32
+	Tgid            uint32
+	Ppid            uint32
+	CgroupId        uint64
+	TimestampNs     uint64
+	StartBoottimeNs uint64
+	ExitCode        uint32
+	CmdlineLen      uint32
+	CmdlineSize     uint32
+	Pad             uint32
+	Comm            [16]int8
+	Cmdline         [4096]int8
 }
 
 type proctrackProctrackEventType uint32
@@ -40,6 +44,7 @@ const (
 const (
 	proctrackMapEvents                    = "events"
 	proctrackMapLostEvents                = "lost_events"
+	proctrackMapScratch                   = "scratch"
 	proctrackProgRawTpExec                = "raw_tp_exec"
 	proctrackProgRawTpExit                = "raw_tp_exit"
 	proctrackProgRawTpFork                = "raw_tp_fork"
@@ -107,6 +112,7 @@ type proctrackProgramSpecs struct {
 type proctrackMapSpecs struct {
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	LostEvents *ebpf.MapSpec `ebpf:"lost_events"`
+	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // proctrackVariableSpecs contains global variables before they are loaded into the kernel.
@@ -140,12 +146,14 @@ func (o *proctrackObjects) Close() error {
 type proctrackMaps struct {
 	Events     *ebpf.Map `ebpf:"events"`
 	LostEvents *ebpf.Map `ebpf:"lost_events"`
+	Scratch    *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *proctrackMaps) Close() error {
 	return _ProctrackClose(
 		m.Events,
 		m.LostEvents,
+		m.Scratch,
 	)
 }
 

@@ -11,14 +11,17 @@ import (
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/bpfrt/bpfrttest"
+	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/probe/probetest"
 )
 
 var progNames = []string{"tp_btf_fork", "tp_btf_exec", "tp_btf_exit", "raw_tp_fork", "raw_tp_exec", "raw_tp_exit"}
 
-// TestTrackerPrivileged forks and execs /bin/true and expects exactly its
-// fork, exec and exit, with its pid, parent, comm and cgroup, through both
-// hook kinds; afterwards no program or link of ours is left in the kernel.
+// TestTrackerPrivileged forks and execs /bin/sleep and expects exactly its
+// fork, exec and exit, with its pid, parent, comm, cgroup, start time (as
+// /proc/<pid>/stat gives it) and cmdline (the parent's at fork, the new
+// program's at exec), through both hook kinds; afterwards no program or
+// link of ours is left in the kernel.
 func TestTrackerPrivileged(t *testing.T) {
 	// Both hook kinds are asserted, so both must exist.
 	var hooks []error
@@ -37,6 +40,13 @@ func TestTrackerPrivileged(t *testing.T) {
 	cgroup, err := bpfrttest.SelfCgroupID()
 	if err != nil {
 		t.Fatal(err)
+	}
+	selfCmdline, err := os.ReadFile("/proc/self/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(selfCmdline) > CmdlineMax {
+		selfCmdline = selfCmdline[:CmdlineMax]
 	}
 
 	for _, kind := range []string{"tp_btf", "raw_tp"} {
@@ -65,11 +75,18 @@ func TestTrackerPrivileged(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- tr.Run(ctx) }()
 
-			cmd := exec.Command("/bin/true")
-			if err := cmd.Run(); err != nil {
+			cmd := exec.Command("/bin/sleep", "0.2", "0.01")
+			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			child = uint32(cmd.Process.Pid)
+			st, err := identity.ReadStat("/", cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatal(err)
+			}
 			// Wait for the exit record (bounded), then stop reading.
 			deadline := time.Now().Add(5 * time.Second)
 			for time.Now().Before(deadline) {
@@ -102,10 +119,12 @@ func TestTrackerPrivileged(t *testing.T) {
 				}
 			}
 			self := uint32(os.Getpid())
+			const args = "/bin/sleep\x000.2\x000.01\x00"
 			want := []Event{
-				{Type: Fork, PID: child, TGID: child, PPID: self, CgroupID: cgroup, Comm: strings.TrimSpace(string(selfComm))},
-				{Type: Exec, PID: child, TGID: child, PPID: self, CgroupID: cgroup, Comm: "true"},
-				{Type: Exit, PID: child, TGID: child, PPID: self, CgroupID: cgroup, Comm: "true"},
+				{Type: Fork, PID: child, TGID: child, PPID: self, CgroupID: cgroup, Comm: strings.TrimSpace(string(selfComm)),
+					Cmdline: string(selfCmdline), CmdlineSize: uint32(len(selfCmdline))},
+				{Type: Exec, PID: child, TGID: child, PPID: self, CgroupID: cgroup, Comm: "sleep", Cmdline: args, CmdlineSize: uint32(len(args))},
+				{Type: Exit, PID: child, TGID: child, PPID: self, CgroupID: cgroup, Comm: "sleep"},
 			}
 			if len(mine) != len(want) {
 				t.Fatalf("events of pid %d: %+v, want %+v (lost %d)", child, mine, want, lost)
@@ -116,6 +135,15 @@ func TestTrackerPrivileged(t *testing.T) {
 					t.Errorf("event %d goes back in time: %d < %d", i, got.TimestampNs, mine[i-1].TimestampNs)
 				}
 				got.TimestampNs = 0
+				// /proc/<pid>/stat's starttime is start_boottime in clock
+				// ticks (USER_HZ = 100).
+				if got.StartBoottimeNs/10_000_000 != st.StartTime {
+					t.Errorf("event %d: start %d ns, /proc says %d ticks", i, got.StartBoottimeNs, st.StartTime)
+				}
+				got.StartBoottimeNs = 0
+				if i == 0 && got.CmdlineSize > uint32(len(selfCmdline)) {
+					got.CmdlineSize = uint32(len(selfCmdline)) // the test binary's cmdline may exceed the capture
+				}
 				if got != want[i] {
 					t.Errorf("event %d:\n got %+v\nwant %+v", i, got, want[i])
 				}

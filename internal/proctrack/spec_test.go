@@ -23,26 +23,31 @@ func TestSpec(t *testing.T) {
 			"raw_tp_exit": {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sched_process_exit", License: "Dual BSD/GPL"},
 		})
 		bpfspec.Maps(t, spec, map[string]bpfspec.Map{
-			"events":      {Type: ebpf.RingBuf, MaxEntries: 256 * 1024},
+			"events":      {Type: ebpf.RingBuf, MaxEntries: 1024 * 1024},
+			"scratch":     {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: uint32(HeaderSize + CmdlineMax), MaxEntries: 1},
 			"lost_events": {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
 		})
 		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
 			"galago_rb_wakeup_bytes": {Size: 8, Constant: true},
 		})
 		// The BTF in the object agrees with the generated Go type.
-		bpfspec.StructSize(t, spec, "proctrack_event", RecordSize)
+		bpfspec.StructSize(t, spec, "proctrack_event", HeaderSize+CmdlineMax)
 	})
 
-	// The record layout: 56 bytes, offsets as in proctrack.bpf.c.
-	if RecordSize != 56 {
-		t.Errorf("RecordSize %d, want 56", RecordSize)
+	// The record layout: a 72-byte header, offsets as in proctrack.bpf.c,
+	// and up to 4096 bytes of cmdline.
+	if HeaderSize != 72 || CmdlineMax != 4096 {
+		t.Errorf("header %d bytes, cmdline max %d; want 72 and 4096", HeaderSize, CmdlineMax)
 	}
 	var r rawEvent
 	offs := map[string][2]uintptr{
 		"type": {unsafe.Offsetof(r.Type), 0}, "pid": {unsafe.Offsetof(r.Pid), 4},
 		"tgid": {unsafe.Offsetof(r.Tgid), 8}, "ppid": {unsafe.Offsetof(r.Ppid), 12},
 		"cgroup_id": {unsafe.Offsetof(r.CgroupId), 16}, "timestamp_ns": {unsafe.Offsetof(r.TimestampNs), 24},
-		"exit_code": {unsafe.Offsetof(r.ExitCode), 32}, "comm": {unsafe.Offsetof(r.Comm), 40},
+		"start_boottime_ns": {unsafe.Offsetof(r.StartBoottimeNs), 32},
+		"exit_code":         {unsafe.Offsetof(r.ExitCode), 40}, "cmdline_len": {unsafe.Offsetof(r.CmdlineLen), 44},
+		"cmdline_size": {unsafe.Offsetof(r.CmdlineSize), 48}, "comm": {unsafe.Offsetof(r.Comm), 56},
+		"cmdline": {unsafe.Offsetof(r.Cmdline), 72},
 	}
 	for f, o := range offs {
 		if o[0] != o[1] {

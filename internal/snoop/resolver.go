@@ -2,11 +2,15 @@ package snoop
 
 import (
 	"log/slog"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/procfs"
@@ -54,15 +58,21 @@ type Resolver struct {
 	young    time.Duration // youngFor
 	recheck  time.Duration // recheckEvery
 
-	mu       sync.Mutex
-	sets     map[*Set]struct{}
-	procs    map[int]*proc // the last scan of /proc
-	lastScan time.Time
-	running  bool // the scan loop runs
-	closed   bool
-	wake     chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
+	mu        sync.Mutex
+	sets      map[*Set]struct{}
+	procs     map[int]*proc // the live processes: the last scan of /proc plus lifecycle events
+	gone      map[int]goneProc
+	goneOrder []goneRef
+	now       atomic.Pointer[func() time.Time] // exits and grace periods; nil: time.Now (tests set it)
+	// exitedEvicted counts exited set members dropped before ExitGrace
+	// because a set held MaxExited of them.
+	exitedEvicted atomic.Uint64
+	lastScan      time.Time
+	running       bool // the scan loop runs
+	closed        bool
+	wake          chan struct{}
+	stop          chan struct{}
+	done          chan struct{}
 }
 
 type proc struct {
@@ -70,7 +80,20 @@ type proc struct {
 	excluded  bool      // galago or one of its descendants
 	firstSeen time.Time // when this process (pid and start time) was first read
 	checked   time.Time // when /proc/<pid>/stat was last read
+	// decided is CLOCK_MONOTONIC (ns) taken just before the identity this
+	// classification used was read: it reflects every exec before it.
+	decided uint64
 }
+
+// goneProc is a process the resolver saw exit.
+type goneProc struct {
+	decided uint64
+	at      time.Time
+}
+
+// goneFor is how long an exited process's classification time is kept
+// (for DecidedSince); the sets keep their own exited members longer.
+const goneFor = time.Minute
 
 // NewResolver returns a Resolver reading root's /proc. self is galago's pid
 // (0 excludes nothing); log may be nil.
@@ -83,6 +106,7 @@ func NewResolver(root string, ids identity.Resolver, self int, log *slog.Logger)
 		interval: ScanInterval, young: youngFor, recheck: recheckEvery,
 		sets:  map[*Set]struct{}{},
 		procs: map[int]*proc{},
+		gone:  map[int]goneProc{},
 		wake:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -115,40 +139,144 @@ func (r *Resolver) Watch(sel Selectors, mode Mode) *Set {
 	return s
 }
 
-// Notify tells the resolver that pid started or exec'd (from the process
-// lifecycle tracepoints), so sets pick it up before the next scan.
-func (r *Resolver) Notify(pid int) {
+// Learner is implemented by identity resolvers that can record what a
+// process lifecycle event says of a process (identity.CachingResolver).
+type Learner interface {
+	Learn(p identity.Process)
+	Exit(pid int)
+}
+
+// Notify tells the resolver that a process started or exec'd (from the
+// process lifecycle tracepoints), so sets pick it up before the next scan.
+// ev carries what the event knew (PID required; comm, cmdline, start time,
+// parent and cgroup id when the event has them): a process that has
+// already exited when Notify runs is classified from it, and sets that
+// match it keep it as an exited member.
+func (r *Resolver) Notify(ev identity.Process) {
+	if l, ok := r.ids.(Learner); ok && ev.Comm != "" {
+		l.Learn(ev)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.dynamicLocked() {
 		return
 	}
+	pid := ev.PID
+	t0 := monoNow()
 	p, ok := r.ids.Process(pid)
 	if !ok {
-		r.exitLocked(pid)
+		r.exitLocked(pid, t0)
 		return
 	}
 	now := time.Now()
-	r.procs[pid] = &proc{Process: p, excluded: r.excludedIn(r.procs, p), firstSeen: now, checked: now}
+	r.procs[pid] = &proc{Process: p, excluded: r.excludedIn(r.procs, p), firstSeen: now, checked: now, decided: t0}
+	delete(r.gone, pid)
 	r.updateAllLocked()
+	if p.Exited {
+		r.exitLocked(pid, t0)
+	}
 }
 
 // NotifyExit tells the resolver that pid exited.
 func (r *Resolver) NotifyExit(pid int) {
+	if l, ok := r.ids.(Learner); ok {
+		l.Exit(pid)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.exitLocked(pid)
-}
-
-func (r *Resolver) exitLocked(pid int) {
-	if f, ok := r.ids.(interface{ Forget(int) }); ok {
-		f.Forget(pid)
-	}
-	if _, ok := r.procs[pid]; !ok {
+	if !r.dynamicLocked() {
 		return
 	}
-	delete(r.procs, pid)
-	r.updateAllLocked()
+	r.exitLocked(pid, monoNow())
+}
+
+// exitLocked removes pid from the live processes; sets it belonged to keep
+// it as an exited member. decided is used when the pid was never live.
+func (r *Resolver) exitLocked(pid int, decided uint64) {
+	p, ok := r.procs[pid]
+	if ok {
+		decided = p.decided
+		delete(r.procs, pid)
+	}
+	r.addGoneLocked(pid, decided, r.clock())
+	if ok {
+		r.updateAllLocked()
+	}
+}
+
+// maxGone bounds the exited processes remembered for DecidedSince; past
+// it the oldest go first (a forgotten one only delays the removal of a
+// pending in-kernel entry, which FilterSync ages out anyway).
+const maxGone = 16384
+
+type goneRef struct {
+	pid int
+	at  time.Time
+}
+
+// pruneGoneLocked forgets exited processes older than goneFor, and the
+// oldest beyond maxGone, in exit order (goneOrder is a FIFO whose stale
+// entries, for pids that exited again since, are skipped).
+func (r *Resolver) pruneGoneLocked(now time.Time) {
+	for len(r.goneOrder) > 0 {
+		ref := r.goneOrder[0]
+		g, ok := r.gone[ref.pid]
+		if ok && !g.at.Equal(ref.at) {
+			r.goneOrder = r.goneOrder[1:] // stale: the pid exited again later
+			continue
+		}
+		if ok && now.Sub(ref.at) <= goneFor && len(r.gone) < maxGone {
+			break
+		}
+		delete(r.gone, ref.pid)
+		r.goneOrder = r.goneOrder[1:]
+	}
+	if len(r.goneOrder) == 0 {
+		r.goneOrder = nil // release the backing array
+	}
+}
+
+func (r *Resolver) addGoneLocked(pid int, decided uint64, now time.Time) {
+	r.pruneGoneLocked(now)
+	r.gone[pid] = goneProc{decided: decided, at: now}
+	r.goneOrder = append(r.goneOrder, goneRef{pid, now})
+}
+
+// clock is time.Now unless a test set now.
+func (r *Resolver) clock() time.Time {
+	if now := r.now.Load(); now != nil {
+		return (*now)()
+	}
+	return time.Now()
+}
+
+// ExitedEvicted is how many exited set members were dropped before
+// ExitGrace because a set held MaxExited of them: rows they left after
+// that are no longer attributed (a whitelist drops them).
+func (r *Resolver) ExitedEvicted() uint64 { return r.exitedEvicted.Load() }
+
+// DecidedAt is the CLOCK_MONOTONIC time (ns) as of which the resolver's
+// classification of pid is current (its identity was read after every exec
+// before it): 0 for a pid the resolver has not seen, math.MaxUint64 for one
+// that has exited.
+func (r *Resolver) DecidedAt(pid int) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.procs[pid]; ok {
+		return p.decided
+	}
+	if _, gone := r.gone[pid]; gone {
+		return math.MaxUint64
+	}
+	return 0
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
 }
 
 // Close stops the scan loop. Sets keep their last state.
@@ -216,6 +344,7 @@ func (r *Resolver) scanLocked() {
 		return
 	}
 	now := time.Now()
+	t0 := monoNow()
 	procs := make(map[int]*proc, len(pids))
 	for _, pid := range pids {
 		old := r.procs[pid]
@@ -224,10 +353,10 @@ func (r *Resolver) scanLocked() {
 			continue
 		}
 		p, ok := r.ids.Process(pid)
-		if !ok {
+		if !ok || p.Exited {
 			continue
 		}
-		np := &proc{Process: p, firstSeen: now, checked: now}
+		np := &proc{Process: p, firstSeen: now, checked: now, decided: t0}
 		if old != nil && old.StartTime == p.StartTime {
 			np.firstSeen = old.firstSeen
 		}
@@ -236,6 +365,12 @@ func (r *Resolver) scanLocked() {
 	for _, p := range procs {
 		p.excluded = r.excludedIn(procs, p.Process)
 	}
+	for pid, p := range r.procs {
+		if _, ok := procs[pid]; !ok {
+			r.addGoneLocked(pid, p.decided, now)
+		}
+	}
+	r.pruneGoneLocked(now)
 	r.procs = procs
 	r.lastScan = now
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -183,9 +184,91 @@ func TestWatchProcName(t *testing.T) {
 	}
 	h.add(fakeProc{pid: 31, ppid: 1, comm: "redis-server", cmdline: "redis-server :7001"})
 	waitFor(t, "exec'd process observed", func() bool { return s.Observed(31) })
-	// And dropped when it exits.
+}
+
+// TestExitedMembers: a member that exits stays observed (with its label)
+// for ExitGrace and in PIDs for KernelExitGrace, so what it leaves behind
+// is still attributed; a member that stops matching (exec into another
+// program) leaves at once; a blacklisted process that exits stays
+// excluded.
+func TestExitedMembers(t *testing.T) {
+	h := newFakeHost(t)
+	h.add(fakeProc{pid: 1, comm: "init", cmdline: "init"})
+	h.add(fakeProc{pid: 30, ppid: 1, comm: "redis-server", cmdline: "redis-server :7000"})
+	h.add(fakeProc{pid: 31, ppid: 1, comm: "redis-server", cmdline: "redis-server :7001"})
+	r := h.resolver(0, nil)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	r.now.Store(&clock)
+	s := r.Watch(Selectors{ProcName: []ProcName{{Comm: "redis", Label: map[string]string{"app": "r"}}}}, Whitelist)
+	defer s.Close()
+	black := r.Watch(Selectors{ProcName: []ProcName{{Comm: "redis"}}}, Blacklist)
+	defer black.Close()
+	if !slices.Equal(s.PIDs(), []int{30, 31}) {
+		t.Fatalf("PIDs %v", s.PIDs())
+	}
+
 	h.remove(30)
-	waitFor(t, "exited process dropped", func() bool { return !s.Observed(30) })
+	r.NotifyExit(30)
+	if !s.Observed(30) || s.Labels(30)["app"] != "r" || !slices.Equal(s.PIDs(), []int{30, 31}) {
+		t.Errorf("just exited: observed %v labels %v PIDs %v", s.Observed(30), s.Labels(30), s.PIDs())
+	}
+	if black.Observed(30) {
+		t.Error("an exited blacklisted process is observed")
+	}
+	// Exec into something else: no longer a member, at once.
+	h.add(fakeProc{pid: 31, ppid: 1, comm: "bash", cmdline: "bash"})
+	r.Notify(identity.Process{PID: 31})
+	if s.Observed(31) || slices.Contains(s.PIDs(), 31) {
+		t.Error("a process that stopped matching is still a member")
+	}
+
+	// Past KernelExitGrace it leaves PIDs (at the next update), past
+	// ExitGrace it is not observed any more.
+	advance(KernelExitGrace + time.Second)
+	h.add(fakeProc{pid: 40, ppid: 1, comm: "redis-server", cmdline: "redis-server"})
+	r.Notify(identity.Process{PID: 40})
+	if !slices.Equal(s.PIDs(), []int{40}) || !s.Observed(30) {
+		t.Errorf("after KernelExitGrace: PIDs %v, observed(30) %v", s.PIDs(), s.Observed(30))
+	}
+	advance(ExitGrace)
+	if s.Observed(30) || s.Labels(30) != nil || !black.Observed(30) {
+		t.Error("still a member after ExitGrace")
+	}
+}
+
+// TestNotifyGoneProcess: a process that exited before the resolver read
+// /proc is classified from what its exec event carried (comm, cmdline):
+// a match becomes an exited member, and DecidedAt says it has exited.
+func TestNotifyGoneProcess(t *testing.T) {
+	h := newFakeHost(t)
+	h.add(fakeProc{pid: 1, comm: "init", cmdline: "init"})
+	r := h.resolver(0, nil)
+	r.interval = time.Hour // only Notify can change the set
+	s := r.Watch(Selectors{ProcName: []ProcName{{Comm: "^curl$", Cmdline: "example"}}}, Whitelist)
+	defer s.Close()
+	before := monoNow()
+	if r.DecidedAt(77) != 0 {
+		t.Error("an unseen pid counts as decided")
+	}
+	r.Notify(identity.Process{PID: 77, PPID: 1, Comm: "curl", Cmdline: "curl -s http://example", StartTime: 9})
+	r.Notify(identity.Process{PID: 78, PPID: 1, Comm: "curl", Cmdline: "curl -s http://other", StartTime: 9})
+	r.NotifyExit(77)
+	r.NotifyExit(78)
+	if !s.Observed(77) || s.Observed(78) || !slices.Equal(s.PIDs(), []int{77}) {
+		t.Errorf("observed 77 %v 78 %v, PIDs %v", s.Observed(77), s.Observed(78), s.PIDs())
+	}
+	if r.DecidedAt(77) != math.MaxUint64 || s.DecidedAt(78) != math.MaxUint64 {
+		t.Error("gone processes not reported exited")
+	}
+	// A live process is decided as of its last read.
+	h.add(fakeProc{pid: 80, ppid: 1, comm: "curl", cmdline: "curl example"})
+	r.Notify(identity.Process{PID: 80})
+	if at, after := r.DecidedAt(80), monoNow(); at < before || at > after {
+		t.Errorf("DecidedAt of a live process %d, not within [%d, %d]", at, before, after)
+	}
 }
 
 func TestWatchContainersAndPods(t *testing.T) {
@@ -339,18 +422,20 @@ func TestNotify(t *testing.T) {
 	changed(s)
 
 	h.add(fakeProc{pid: 50, ppid: 1, comm: "nginx", cmdline: "nginx"})
-	r.Notify(50)
+	r.Notify(identity.Process{PID: 50})
 	if !s.Observed(50) || !changed(s) {
 		t.Error("Notify: process not added at once")
 	}
 	h.add(fakeProc{pid: 51, ppid: 10, comm: "nginx", cmdline: "nginx"})
-	r.Notify(51)
+	r.Notify(identity.Process{PID: 51})
 	if s.Observed(51) {
 		t.Error("Notify: galago's child added")
 	}
+	// An exit keeps the member (exited) but changes nothing else.
+	h.remove(50)
 	r.NotifyExit(50)
-	if s.Observed(50) || !changed(s) {
-		t.Error("NotifyExit: process not removed at once")
+	if !s.Observed(50) {
+		t.Error("NotifyExit: an exited member is dropped at once")
 	}
 }
 
@@ -371,7 +456,7 @@ func TestOldProcessExec(t *testing.T) {
 		t.Fatal("old process re-read before its recheck")
 	}
 	// ...but at once on Notify (the exec tracepoint)...
-	r.Notify(40)
+	r.Notify(identity.Process{PID: 40})
 	if !s.Observed(40) {
 		t.Fatal("Notify did not re-read the process")
 	}

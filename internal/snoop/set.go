@@ -3,13 +3,35 @@ package snoop
 import (
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/galago-project/galago/internal/identity"
 )
 
+// How long a set keeps a member that exited (see Set): ExitGrace for
+// Observed and Labels, longer than the longest report period (600 s), so
+// the rows a process left in the period it exited in are kept;
+// KernelExitGrace in PIDs, for the in-kernel filters, longer than a closed
+// socket can linger in FIN_WAIT2 (tcp_fin_timeout, 60 s), so its last
+// close is still seen. At most MaxExited are kept (the oldest go first,
+// counted by Resolver.ExitedEvicted) and MaxExitedInKernel in PIDs.
+const (
+	ExitGrace         = identity.DefaultExitGrace
+	KernelExitGrace   = 2 * time.Minute
+	MaxExited         = 65536
+	MaxExitedInKernel = 4096
+)
+
 // Set is the live resolution of one probe's selectors; it implements
-// Targets. Reads are lock-free.
+// Targets. Reads of live members are lock-free.
+//
+// A member that exits stays a member for a grace period (an exited
+// member): data a process leaves behind reaches its probes after it is
+// gone (the close of its last connection, the rows of the period it
+// exited in), and must be attributed as when it lived: observed in a
+// whitelist, excluded in a blacklist.
 type Set struct {
 	r    *Resolver
 	mode Mode
@@ -20,6 +42,20 @@ type Set struct {
 	// Guarded by r.mu.
 	capLogged bool
 	closed    bool
+
+	exMu    sync.Mutex
+	exited  map[int]exitedMember
+	exOrder []exitedRef // exit order (FIFO); stale refs skipped
+}
+
+type exitedMember struct {
+	label int // index of its proc_name selector, -1 for none
+	at    time.Time
+}
+
+type exitedRef struct {
+	pid int
+	at  time.Time
 }
 
 var _ Targets = (*Set)(nil)
@@ -34,10 +70,31 @@ type snapshot struct {
 // Mode implements Targets.
 func (s *Set) Mode() Mode { return s.mode }
 
-// Observed implements Targets.
+// Observed implements Targets. Exited members count for ExitGrace.
 func (s *Set) Observed(pid int) bool {
 	_, in := s.snap.Load().pids[pid]
+	if !in {
+		_, in = s.exitedMember(pid)
+	}
 	return in == (s.mode == Whitelist)
+}
+
+// Dynamic reports whether the set follows running processes (proc_name,
+// container or pod selectors): a new process may join it at exec.
+func (s *Set) Dynamic() bool { return s.sel.dynamic() }
+
+// DecidedAt is when the set's view of pid was last made current (see
+// Resolver.DecidedAt).
+func (s *Set) DecidedAt(pid int) uint64 { return s.r.DecidedAt(pid) }
+
+func (s *Set) exitedMember(pid int) (exitedMember, bool) {
+	s.exMu.Lock()
+	defer s.exMu.Unlock()
+	m, ok := s.exited[pid]
+	if ok && s.r.clock().Sub(m.at) > ExitGrace {
+		return exitedMember{}, false
+	}
+	return m, ok
 }
 
 // PIDs implements Targets; the slice is the caller's.
@@ -48,7 +105,13 @@ func (s *Set) CgroupIDs() []uint64 { return slices.Clone(s.snap.Load().cgroups) 
 
 // Labels implements Targets. The map is shared and must not be modified.
 func (s *Set) Labels(pid int) map[string]string {
-	if i, ok := s.snap.Load().pids[pid]; ok && i >= 0 {
+	i, ok := s.snap.Load().pids[pid]
+	if !ok {
+		var m exitedMember
+		m, ok = s.exitedMember(pid)
+		i = m.label
+	}
+	if ok && i >= 0 {
 		return s.sel.names[i].label
 	}
 	return nil
@@ -158,10 +221,14 @@ func (s *Set) updateLocked(r *Resolver) {
 	for _, m := range matched {
 		add(m.pid, m.label)
 	}
+	prev := s.snap.Load()
+	now := r.clock()
+	s.noteExits(r, prev, next, now)
 	next.pidList = make([]int, 0, len(next.pids))
 	for pid := range next.pids {
 		next.pidList = append(next.pidList, pid)
 	}
+	next.pidList = s.appendRecentExited(next.pidList, next.pids, now)
 	slices.Sort(next.pidList)
 
 	if capped && !s.capLogged {
@@ -169,7 +236,7 @@ func (s *Set) updateLocked(r *Resolver) {
 		r.log.Warn("snoop: selectors resolve to more objects than allowed; the rest are not observed",
 			"max", MaxObjects)
 	}
-	if prev := s.snap.Load(); prev.equal(next) {
+	if prev.equal(next) {
 		return
 	}
 	s.snap.Store(next)
@@ -189,4 +256,70 @@ func (a *snapshot) equal(b *snapshot) bool {
 		}
 	}
 	return true
+}
+
+// noteExits moves the members of prev that are gone from next because
+// their process exited (not because it stopped matching) to the exited
+// members, and drops exited members that are live members again (a reused
+// pid) or past ExitGrace.
+func (s *Set) noteExits(r *Resolver, prev, next *snapshot, now time.Time) {
+	s.exMu.Lock()
+	defer s.exMu.Unlock()
+	for pid, label := range prev.pids {
+		if _, still := next.pids[pid]; still {
+			continue
+		}
+		if _, live := r.procs[pid]; live {
+			continue // no longer matches: not a member any more
+		}
+		if s.exited == nil {
+			s.exited = map[int]exitedMember{}
+		}
+		s.exited[pid] = exitedMember{label: label, at: now}
+		s.exOrder = append(s.exOrder, exitedRef{pid, now})
+	}
+	for pid := range next.pids {
+		delete(s.exited, pid)
+	}
+	for len(s.exOrder) > 0 {
+		ref := s.exOrder[0]
+		m, ok := s.exited[ref.pid]
+		switch {
+		case !ok || !m.at.Equal(ref.at):
+			// stale: the pid left the exited members or exited again
+		case now.Sub(ref.at) > ExitGrace:
+			delete(s.exited, ref.pid)
+		case len(s.exited) > MaxExited:
+			delete(s.exited, ref.pid)
+			r.exitedEvicted.Add(1)
+		default:
+			return
+		}
+		s.exOrder = s.exOrder[1:]
+	}
+	s.exOrder = nil
+}
+
+// appendRecentExited adds to pids the exited members younger than
+// KernelExitGrace (newest first, at most MaxExitedInKernel) that are not in
+// live.
+func (s *Set) appendRecentExited(pids []int, live map[int]int, now time.Time) []int {
+	s.exMu.Lock()
+	defer s.exMu.Unlock()
+	n := 0
+	for i := len(s.exOrder) - 1; i >= 0 && n < MaxExitedInKernel; i-- {
+		ref := s.exOrder[i]
+		if now.Sub(ref.at) > KernelExitGrace {
+			break
+		}
+		if m, ok := s.exited[ref.pid]; !ok || !m.at.Equal(ref.at) {
+			continue
+		}
+		if _, ok := live[ref.pid]; ok {
+			continue
+		}
+		pids = append(pids, ref.pid)
+		n++
+	}
+	return pids
 }

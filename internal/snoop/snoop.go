@@ -1,6 +1,18 @@
 // Package snoop turns gala-gopher's snoopers (proc_id, proc_name,
 // container_id, container_name, pod_id) and blacklists into a live set of
 // observed processes and cgroups that probes consume.
+//
+// Short-lived processes. A process is classified when its fork or exec is
+// reported by the lifecycle tracepoints (Resolver.Notify, with what the
+// kernel read at the event: comm, cmdline, start time, cgroup), so one that
+// exits before /proc is read is still classified; until then the kernel
+// side observes it provisionally (bpfrt.FilterSync, DecidedAt). A member
+// that exits stays a member for a grace period (Set), so what it leaves
+// behind is attributed as when it lived. Limits: a process whose exec event
+// is lost (counted in galago_proctrack_events_lost_total) and that exits
+// before the next /proc scan is never classified: a whitelist drops its
+// data; a cmdline selector sees the first 4096 bytes of the arguments, as
+// gala-gopher reads /proc/<pid>/cmdline.
 package snoop
 
 // ProcName selects processes by comm (unanchored POSIX ERE on

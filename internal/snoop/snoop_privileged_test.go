@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,8 +48,8 @@ func randHex(t *testing.T, n int) string {
 
 // TestPrivilegedCommWatch runs a copy of sleep under a unique name and
 // checks that a comm selector picks it up within a second of its start and
-// drops it when it exits, while galago's own child of the same name is
-// never selected.
+// sees it exit within a second (keeping it as an exited member, with its
+// label), while galago's own child of the same name is never selected.
 func TestPrivilegedCommWatch(t *testing.T) {
 	privileged(t)
 	sleep, err := exec.LookPath("sleep")
@@ -111,11 +112,14 @@ func TestPrivilegedCommWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	exited := time.Now()
-	for s.Observed(pid) {
+	for r.DecidedAt(pid) != math.MaxUint64 {
 		if time.Since(exited) > time.Second {
-			t.Fatalf("pid %d still observed 1s after it was killed", pid)
+			t.Fatalf("pid %d not seen exiting 1s after it was killed", pid)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if !s.Observed(pid) || s.Labels(pid)["test"] != "comm" || !slices.Equal(s.PIDs(), []int{pid}) {
+		t.Errorf("exited member: observed %v, labels %v, PIDs %v", s.Observed(pid), s.Labels(pid), s.PIDs())
 	}
 }
 

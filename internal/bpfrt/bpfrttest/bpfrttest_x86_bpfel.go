@@ -28,10 +28,15 @@ type bpfrttestBpfrttestEvent struct {
 const (
 	bpfrttestMapEvents              = "events"
 	bpfrttestMapFilterCgroups       = "filter_cgroups"
+	bpfrttestMapFilterDecided       = "filter_decided"
 	bpfrttestMapFilterMode          = "filter_mode"
+	bpfrttestMapFilterPending       = "filter_pending"
+	bpfrttestMapFilterPendingLost   = "filter_pending_lost"
 	bpfrttestMapFilterTgids         = "filter_tgids"
 	bpfrttestMapLostEvents          = "lost_events"
 	bpfrttestMapRuns                = "runs"
+	bpfrttestProgGalagoFilterExec   = "galago_filter_exec"
+	bpfrttestProgGalagoFilterFork   = "galago_filter_fork"
 	bpfrttestProgTestEmit           = "test_emit"
 	bpfrttestProgTestSysEnter       = "test_sys_enter"
 	bpfrttestVarGalagoExportEvent   = "__galago_export_event"
@@ -81,20 +86,25 @@ type bpfrttestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfrttestProgramSpecs struct {
-	TestEmit     *ebpf.ProgramSpec `ebpf:"test_emit"`
-	TestSysEnter *ebpf.ProgramSpec `ebpf:"test_sys_enter"`
+	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
+	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
+	TestEmit         *ebpf.ProgramSpec `ebpf:"test_emit"`
+	TestSysEnter     *ebpf.ProgramSpec `ebpf:"test_sys_enter"`
 }
 
 // bpfrttestMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfrttestMapSpecs struct {
-	Events        *ebpf.MapSpec `ebpf:"events"`
-	FilterCgroups *ebpf.MapSpec `ebpf:"filter_cgroups"`
-	FilterMode    *ebpf.MapSpec `ebpf:"filter_mode"`
-	FilterTgids   *ebpf.MapSpec `ebpf:"filter_tgids"`
-	LostEvents    *ebpf.MapSpec `ebpf:"lost_events"`
-	Runs          *ebpf.MapSpec `ebpf:"runs"`
+	Events            *ebpf.MapSpec `ebpf:"events"`
+	FilterCgroups     *ebpf.MapSpec `ebpf:"filter_cgroups"`
+	FilterDecided     *ebpf.MapSpec `ebpf:"filter_decided"`
+	FilterMode        *ebpf.MapSpec `ebpf:"filter_mode"`
+	FilterPending     *ebpf.MapSpec `ebpf:"filter_pending"`
+	FilterPendingLost *ebpf.MapSpec `ebpf:"filter_pending_lost"`
+	FilterTgids       *ebpf.MapSpec `ebpf:"filter_tgids"`
+	LostEvents        *ebpf.MapSpec `ebpf:"lost_events"`
+	Runs              *ebpf.MapSpec `ebpf:"runs"`
 }
 
 // bpfrttestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -126,19 +136,25 @@ func (o *bpfrttestObjects) Close() error {
 //
 // It can be passed to loadBpfrttestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfrttestMaps struct {
-	Events        *ebpf.Map `ebpf:"events"`
-	FilterCgroups *ebpf.Map `ebpf:"filter_cgroups"`
-	FilterMode    *ebpf.Map `ebpf:"filter_mode"`
-	FilterTgids   *ebpf.Map `ebpf:"filter_tgids"`
-	LostEvents    *ebpf.Map `ebpf:"lost_events"`
-	Runs          *ebpf.Map `ebpf:"runs"`
+	Events            *ebpf.Map `ebpf:"events"`
+	FilterCgroups     *ebpf.Map `ebpf:"filter_cgroups"`
+	FilterDecided     *ebpf.Map `ebpf:"filter_decided"`
+	FilterMode        *ebpf.Map `ebpf:"filter_mode"`
+	FilterPending     *ebpf.Map `ebpf:"filter_pending"`
+	FilterPendingLost *ebpf.Map `ebpf:"filter_pending_lost"`
+	FilterTgids       *ebpf.Map `ebpf:"filter_tgids"`
+	LostEvents        *ebpf.Map `ebpf:"lost_events"`
+	Runs              *ebpf.Map `ebpf:"runs"`
 }
 
 func (m *bpfrttestMaps) Close() error {
 	return _BpfrttestClose(
 		m.Events,
 		m.FilterCgroups,
+		m.FilterDecided,
 		m.FilterMode,
+		m.FilterPending,
+		m.FilterPendingLost,
 		m.FilterTgids,
 		m.LostEvents,
 		m.Runs,
@@ -158,12 +174,16 @@ type bpfrttestVariables struct {
 //
 // It can be passed to loadBpfrttestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfrttestPrograms struct {
-	TestEmit     *ebpf.Program `ebpf:"test_emit"`
-	TestSysEnter *ebpf.Program `ebpf:"test_sys_enter"`
+	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
+	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
+	TestEmit         *ebpf.Program `ebpf:"test_emit"`
+	TestSysEnter     *ebpf.Program `ebpf:"test_sys_enter"`
 }
 
 func (p *bpfrttestPrograms) Close() error {
 	return _BpfrttestClose(
+		p.GalagoFilterExec,
+		p.GalagoFilterFork,
 		p.TestEmit,
 		p.TestSysEnter,
 	)

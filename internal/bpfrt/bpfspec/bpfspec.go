@@ -191,3 +191,20 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// Filter returns what GALAGO_FILTER (bpf/include/common.h) adds to an
+// object, to merge into a test's wanted maps and programs: the filter maps
+// and the two pending-classification programs.
+func Filter() (map[string]Map, map[string]Program) {
+	return map[string]Map{
+			"filter_mode":         {Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1},
+			"filter_tgids":        {Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 10240},
+			"filter_cgroups":      {Type: ebpf.Hash, KeySize: 8, ValueSize: 1, MaxEntries: 4096},
+			"filter_pending":      {Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 16384},
+			"filter_decided":      {Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 16384},
+			"filter_pending_lost": {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
+		}, map[string]Program{
+			"galago_filter_fork": {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_process_fork"},
+			"galago_filter_exec": {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_process_exec"},
+		}
+}

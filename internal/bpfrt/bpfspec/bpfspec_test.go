@@ -37,15 +37,24 @@ var (
 		"test_sys_enter": {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sys_enter", License: License},
 	}
 	maps = map[string]Map{
-		"events":         {Type: ebpf.RingBuf, MaxEntries: 4096},
-		"lost_events":    {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
-		"filter_mode":    {Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1},
-		"filter_tgids":   {Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 10240},
-		"filter_cgroups": {Type: ebpf.Hash, KeySize: 8, ValueSize: 1, MaxEntries: 4096},
-		"runs":           {Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1},
+		"events":      {Type: ebpf.RingBuf, MaxEntries: 4096},
+		"lost_events": {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
+		"runs":        {Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1},
 	}
 	vars = map[string]Variable{"galago_rb_wakeup_bytes": {Size: 8, Constant: true}, "target_syscall": {Size: 8, Constant: true}}
 )
+
+// init adds what GALAGO_FILTER puts in every object that defines it.
+func init() {
+	fm, fp := Filter()
+	for k, v := range fm {
+		maps[k] = v
+	}
+	for k, v := range fp {
+		v.License = License
+		progs[k] = v
+	}
+}
 
 func TestMatch(t *testing.T) {
 	s := spec(t)

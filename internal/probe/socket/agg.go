@@ -252,9 +252,21 @@ func roleName(r uint8) string {
 func (a *aggregator) flush(now time.Time, period time.Duration, cfg probe.Config) ([]*table.Record, []event.Event) {
 	var recs []*table.Record
 	var evs []event.Event
+	// The snoopers are asked when the period is reported, not in the
+	// kernel alone: a process matching a proc_name snooper is counted in
+	// the kernel from its exec on, before user space has classified it (a
+	// new process that does not match is dropped here), and the snoopers
+	// answer for exited processes for a grace period, so the last
+	// connections of a short-lived process are kept.
+	observed := func(tgid uint32) bool { return cfg.Targets == nil || cfg.Targets.Observed(int(tgid)) }
 	T := table.EndpointTcp
 	if cfg.Has(bitTCP) {
 		for k, t := range a.tcp {
+			if !observed(k.tgid) {
+				t.delta = [nTCPCounters]uint64{}
+				t.latency = table.NewHistogram(estabBounds)
+				continue
+			}
 			r := T.NewRecord(now, period)
 			r.SetStr(T.MustIndex("tgid"), strconv.FormatUint(uint64(k.tgid), 10))
 			r.SetStr(T.MustIndex("comm"), k.comm)
@@ -278,6 +290,10 @@ func (a *aggregator) flush(now time.Time, period time.Duration, cfg probe.Config
 	U := table.EndpointUdp
 	if cfg.Has(bitUDP) {
 		for k, u := range a.udp {
+			if !observed(k.tgid) {
+				u.delta = udpSample{}
+				continue
+			}
 			r := U.NewRecord(now, period)
 			r.SetStr(U.MustIndex("tgid"), strconv.FormatUint(uint64(k.tgid), 10))
 			r.SetStr(U.MustIndex("local_ip"), k.local.String())

@@ -9,7 +9,11 @@
 // Snoopers are applied in the kernel (bpfrt.FilterSync) to the socket's
 // owner: the process that called listen() or connect() (accepted sockets
 // inherit their listener's owner; see bpf/include/sockowner.h), or for UDP
-// the process that bound, sent or received.
+// the process that bound, sent or received; and again when a period's
+// rows are reported, so that a new process counted in the kernel before
+// user space classified it (pending classification, bpf/include/common.h)
+// is dropped if it does not match, and an exited member's last
+// connections are kept (snoop.ExitGrace).
 //
 // # endpoint_tcp
 //

@@ -15,7 +15,6 @@ import (
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
-	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -172,6 +171,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	rd := p.reader
 	rt.Go(rd.Run)
+	rt.Go(p.filter.Run)
 	rt.Go(p.run)
 	return nil
 }
@@ -213,7 +213,11 @@ func (p *Probe) load(cfg probe.Config) error {
 		_ = p.missing.Report(&bpfrt.HookError{Hook: "iter/task_file", Err: err},
 			"owners of listeners and UDP sockets opened before the probe started (their endpoints are not reported)")
 	}
-	p.filter, err = bpfrt.NewFilterSync(p.coll.Maps[bpfrt.FilterModeMap], p.coll.Maps[bpfrt.FilterTGIDsMap], p.coll.Maps[bpfrt.FilterCgroupsMap])
+	p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjectsOf(p.coll), func(n uint64) {
+		if rt := p.runtime(); rt != nil {
+			rt.Lost(n)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
@@ -328,6 +332,10 @@ func (p *Probe) closeLocked() error {
 	if p.reader != nil {
 		errs = append(errs, p.reader.Close())
 	}
+	if p.filter != nil {
+		errs = append(errs, p.filter.Close())
+		p.filter = nil
+	}
 	if p.coll != nil {
 		p.coll.Close()
 		p.coll = nil
@@ -351,15 +359,13 @@ func (p *Probe) handle(raw []byte) error {
 	return nil
 }
 
-// run ends a report period on every tick and follows snooper changes.
+// run ends a report period on every tick and runs the owner walks.
 func (p *Probe) run(ctx context.Context) error {
 	p.mu.Lock()
 	cur := p.period(p.cfg)
-	targets := p.cfg.Targets
 	p.mu.Unlock()
 	t := time.NewTicker(cur)
 	defer t.Stop()
-	changed := targetsChanged(targets)
 	lastWalk := p.now()
 	walkPending := false
 	walk := func() {
@@ -386,20 +392,7 @@ func (p *Probe) run(ctx context.Context) error {
 				cur = d
 				t.Reset(d)
 			}
-			targets = p.cfg.Targets
 			p.mu.Unlock()
-			changed = targetsChanged(targets)
-		case _, ok := <-changed:
-			if !ok {
-				changed = nil
-				continue
-			}
-			p.mu.Lock()
-			err := p.filter.Sync(targets)
-			p.mu.Unlock()
-			if err != nil {
-				return fmt.Errorf("socket: %w", err)
-			}
 		case <-t.C:
 			if walkPending {
 				walk()
@@ -426,13 +419,6 @@ func (p *Probe) walkOwners() error {
 		return fmt.Errorf("socket: owner walk: %w", err)
 	}
 	return nil
-}
-
-func targetsChanged(t snoop.Targets) <-chan struct{} {
-	if t == nil {
-		return nil
-	}
-	return t.Changed()
 }
 
 // report publishes the period that ends at now and its events: it moves

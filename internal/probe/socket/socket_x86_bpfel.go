@@ -102,7 +102,10 @@ const (
 	socketMapConnectStart                 = "connect_start"
 	socketMapEvents                       = "events"
 	socketMapFilterCgroups                = "filter_cgroups"
+	socketMapFilterDecided                = "filter_decided"
 	socketMapFilterMode                   = "filter_mode"
+	socketMapFilterPending                = "filter_pending"
+	socketMapFilterPendingLost            = "filter_pending_lost"
 	socketMapFilterTgids                  = "filter_tgids"
 	socketMapGalagoListenOwners           = "galago_listen_owners"
 	socketMapGalagoSkOwners               = "galago_sk_owners"
@@ -110,6 +113,8 @@ const (
 	socketMapTcpEndpoints                 = "tcp_endpoints"
 	socketMapUdpEndpoints                 = "udp_endpoints"
 	socketMapWalkAsked                    = "walk_asked"
+	socketProgGalagoFilterExec            = "galago_filter_exec"
+	socketProgGalagoFilterFork            = "galago_filter_fork"
 	socketProgListenEgress                = "listen_egress"
 	socketProgListenIngress               = "listen_ingress"
 	socketProgSkbDrop                     = "skb_drop"
@@ -176,18 +181,20 @@ type socketSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type socketProgramSpecs struct {
-	ListenEgress  *ebpf.ProgramSpec `ebpf:"listen_egress"`
-	ListenIngress *ebpf.ProgramSpec `ebpf:"listen_ingress"`
-	SkbDrop       *ebpf.ProgramSpec `ebpf:"skb_drop"`
-	TcpRtxSkb     *ebpf.ProgramSpec `ebpf:"tcp_rtx_skb"`
-	TcpRtxSynack  *ebpf.ProgramSpec `ebpf:"tcp_rtx_synack"`
-	TcpState      *ebpf.ProgramSpec `ebpf:"tcp_state"`
-	UdpBind4      *ebpf.ProgramSpec `ebpf:"udp_bind4"`
-	UdpBind6      *ebpf.ProgramSpec `ebpf:"udp_bind6"`
-	UdpDrop       *ebpf.ProgramSpec `ebpf:"udp_drop"`
-	UdpRecv       *ebpf.ProgramSpec `ebpf:"udp_recv"`
-	UdpSend       *ebpf.ProgramSpec `ebpf:"udp_send"`
-	WalkOwners    *ebpf.ProgramSpec `ebpf:"walk_owners"`
+	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
+	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
+	ListenEgress     *ebpf.ProgramSpec `ebpf:"listen_egress"`
+	ListenIngress    *ebpf.ProgramSpec `ebpf:"listen_ingress"`
+	SkbDrop          *ebpf.ProgramSpec `ebpf:"skb_drop"`
+	TcpRtxSkb        *ebpf.ProgramSpec `ebpf:"tcp_rtx_skb"`
+	TcpRtxSynack     *ebpf.ProgramSpec `ebpf:"tcp_rtx_synack"`
+	TcpState         *ebpf.ProgramSpec `ebpf:"tcp_state"`
+	UdpBind4         *ebpf.ProgramSpec `ebpf:"udp_bind4"`
+	UdpBind6         *ebpf.ProgramSpec `ebpf:"udp_bind6"`
+	UdpDrop          *ebpf.ProgramSpec `ebpf:"udp_drop"`
+	UdpRecv          *ebpf.ProgramSpec `ebpf:"udp_recv"`
+	UdpSend          *ebpf.ProgramSpec `ebpf:"udp_send"`
+	WalkOwners       *ebpf.ProgramSpec `ebpf:"walk_owners"`
 }
 
 // socketMapSpecs contains maps before they are loaded into the kernel.
@@ -198,7 +205,10 @@ type socketMapSpecs struct {
 	ConnectStart       *ebpf.MapSpec `ebpf:"connect_start"`
 	Events             *ebpf.MapSpec `ebpf:"events"`
 	FilterCgroups      *ebpf.MapSpec `ebpf:"filter_cgroups"`
+	FilterDecided      *ebpf.MapSpec `ebpf:"filter_decided"`
 	FilterMode         *ebpf.MapSpec `ebpf:"filter_mode"`
+	FilterPending      *ebpf.MapSpec `ebpf:"filter_pending"`
+	FilterPendingLost  *ebpf.MapSpec `ebpf:"filter_pending_lost"`
 	FilterTgids        *ebpf.MapSpec `ebpf:"filter_tgids"`
 	GalagoListenOwners *ebpf.MapSpec `ebpf:"galago_listen_owners"`
 	GalagoSkOwners     *ebpf.MapSpec `ebpf:"galago_sk_owners"`
@@ -248,7 +258,10 @@ type socketMaps struct {
 	ConnectStart       *ebpf.Map `ebpf:"connect_start"`
 	Events             *ebpf.Map `ebpf:"events"`
 	FilterCgroups      *ebpf.Map `ebpf:"filter_cgroups"`
+	FilterDecided      *ebpf.Map `ebpf:"filter_decided"`
 	FilterMode         *ebpf.Map `ebpf:"filter_mode"`
+	FilterPending      *ebpf.Map `ebpf:"filter_pending"`
+	FilterPendingLost  *ebpf.Map `ebpf:"filter_pending_lost"`
 	FilterTgids        *ebpf.Map `ebpf:"filter_tgids"`
 	GalagoListenOwners *ebpf.Map `ebpf:"galago_listen_owners"`
 	GalagoSkOwners     *ebpf.Map `ebpf:"galago_sk_owners"`
@@ -264,7 +277,10 @@ func (m *socketMaps) Close() error {
 		m.ConnectStart,
 		m.Events,
 		m.FilterCgroups,
+		m.FilterDecided,
 		m.FilterMode,
+		m.FilterPending,
+		m.FilterPendingLost,
 		m.FilterTgids,
 		m.GalagoListenOwners,
 		m.GalagoSkOwners,
@@ -295,22 +311,26 @@ type socketVariables struct {
 //
 // It can be passed to loadSocketObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socketPrograms struct {
-	ListenEgress  *ebpf.Program `ebpf:"listen_egress"`
-	ListenIngress *ebpf.Program `ebpf:"listen_ingress"`
-	SkbDrop       *ebpf.Program `ebpf:"skb_drop"`
-	TcpRtxSkb     *ebpf.Program `ebpf:"tcp_rtx_skb"`
-	TcpRtxSynack  *ebpf.Program `ebpf:"tcp_rtx_synack"`
-	TcpState      *ebpf.Program `ebpf:"tcp_state"`
-	UdpBind4      *ebpf.Program `ebpf:"udp_bind4"`
-	UdpBind6      *ebpf.Program `ebpf:"udp_bind6"`
-	UdpDrop       *ebpf.Program `ebpf:"udp_drop"`
-	UdpRecv       *ebpf.Program `ebpf:"udp_recv"`
-	UdpSend       *ebpf.Program `ebpf:"udp_send"`
-	WalkOwners    *ebpf.Program `ebpf:"walk_owners"`
+	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
+	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
+	ListenEgress     *ebpf.Program `ebpf:"listen_egress"`
+	ListenIngress    *ebpf.Program `ebpf:"listen_ingress"`
+	SkbDrop          *ebpf.Program `ebpf:"skb_drop"`
+	TcpRtxSkb        *ebpf.Program `ebpf:"tcp_rtx_skb"`
+	TcpRtxSynack     *ebpf.Program `ebpf:"tcp_rtx_synack"`
+	TcpState         *ebpf.Program `ebpf:"tcp_state"`
+	UdpBind4         *ebpf.Program `ebpf:"udp_bind4"`
+	UdpBind6         *ebpf.Program `ebpf:"udp_bind6"`
+	UdpDrop          *ebpf.Program `ebpf:"udp_drop"`
+	UdpRecv          *ebpf.Program `ebpf:"udp_recv"`
+	UdpSend          *ebpf.Program `ebpf:"udp_send"`
+	WalkOwners       *ebpf.Program `ebpf:"walk_owners"`
 }
 
 func (p *socketPrograms) Close() error {
 	return _SocketClose(
+		p.GalagoFilterExec,
+		p.GalagoFilterFork,
 		p.ListenEgress,
 		p.ListenIngress,
 		p.SkbDrop,

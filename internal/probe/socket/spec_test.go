@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"maps"
 	"testing"
 	"unsafe"
 
@@ -76,8 +77,10 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 	if len(progs) != len(hooks)+1 {
 		t.Errorf("hooks table names %d programs, %d distinct (+ walk_owners)", len(hooks), len(progs)-1)
 	}
+	fmaps, fprogs := bpfspec.Filter()
+	maps.Copy(progs, fprogs)
 	bpfspec.Programs(t, spec, progs)
-	bpfspec.Maps(t, spec, map[string]bpfspec.Map{
+	wantMaps := map[string]bpfspec.Map{
 		"events":               {Type: ebpf.RingBuf, MaxEntries: 64 << 10},
 		"tcp_endpoints":        {Type: ebpf.Hash, KeySize: tcpKeySize, ValueSize: tcpValSize, MaxEntries: 16384},
 		"udp_endpoints":        {Type: ebpf.Hash, KeySize: udpKeySize, ValueSize: udpValSize, MaxEntries: 16384},
@@ -87,10 +90,9 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 		"galago_sk_owners":     {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 32},
 		"galago_listen_owners": {Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16384},
 		"walk_asked":           {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 1},
-		"filter_mode":          {Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1},
-		"filter_tgids":         {Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 10240},
-		"filter_cgroups":       {Type: ebpf.Hash, KeySize: 8, ValueSize: 1, MaxEntries: 4096},
-	})
+	}
+	maps.Copy(wantMaps, fmaps)
+	bpfspec.Maps(t, spec, wantMaps)
 	bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
 		"galago_rb_wakeup_bytes": {Size: 8, Constant: true},
 		"socket_period":          {Size: 8},

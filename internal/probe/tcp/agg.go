@@ -459,7 +459,7 @@ func (a *aggregator) snapshot(recs []conn, h hooksAvail, baseline bool) {
 	}
 	for i := range recs {
 		c := &recs[i]
-		if c.raw.Type != recSnapshot || !a.isObserved(c.raw.Tgid) {
+		if c.raw.Type != recSnapshot {
 			continue
 		}
 		id := connID{c.raw.Cookie, c.raw.Gen}
@@ -478,9 +478,6 @@ func (a *aggregator) snapshot(recs []conn, h hooksAvail, baseline bool) {
 
 // closed applies a close record (from the ring buffer).
 func (a *aggregator) closed(c *conn, h hooksAvail) {
-	if !a.isObserved(c.raw.Tgid) {
-		return
-	}
 	id := connID{c.raw.Cookie, c.raw.Gen}
 	st, known := a.conns[id]
 	key := st.key // a known connection keeps the key it was first seen with
@@ -532,9 +529,6 @@ type flowKey struct {
 
 // delay adds one net_delay sample (a DELAY record).
 func (a *aggregator) delay(d *delaySample) {
-	if !a.isObserved(d.raw.Tgid) {
-		return
-	}
 	k := flowKey{tgid: d.raw.Tgid, role: d.raw.Role, remoteIP: d.remote.String(), serverPort: d.raw.ServerPort}
 	h := a.flows[k]
 	if h == nil {
@@ -548,14 +542,25 @@ func (a *aggregator) delay(d *delaySample) {
 	h.Observe(float64(d.raw.DelayNs))
 }
 
-// flushFlows returns the period's proc_flow_perf rows and starts a new
-// period.
+// flushFlows returns the period's proc_flow_perf rows of observed
+// processes and starts a new period.
 func (a *aggregator) flushFlows() map[flowKey]*table.Histogram {
 	out := a.flows
 	a.flows = map[flowKey]*table.Histogram{}
+	for k := range out {
+		if !a.isObserved(k.tgid) {
+			delete(out, k)
+		}
+	}
 	return out
 }
 
+// isObserved is the snoopers' answer for a process, asked when a period's
+// rows are reported rather than when a record arrives: the kernel observes
+// a process that matches a proc_name snooper from its exec on, before user
+// space has classified it, and a short-lived one's records (its last
+// connections' close) arrive after it exited; the snoopers answer for
+// exited processes for a grace period (snoop.ExitGrace).
 func (a *aggregator) isObserved(tgid uint32) bool {
 	return a.observed == nil || a.observed(tgid)
 }
@@ -594,6 +599,11 @@ func (a *aggregator) flush() map[linkKey]*linkAgg {
 	}
 	out := a.links
 	a.links = map[linkKey]*linkAgg{}
+	for k := range out {
+		if !a.isObserved(k.tgid) {
+			delete(out, k)
+		}
+	}
 	a.period++
 	// Keys of connections still remembered stay valid (they hold their
 	// entry); dropping the table bounds it by the rows of one period.

@@ -35,7 +35,14 @@
 // accepted sockets take their listener's owner until the next task_file
 // walk names the process holding them. The snooper filter (whitelist or
 // blacklist of processes and cgroups) is applied in the kernel
-// (bpfrt.FilterSync) on every path, and again in Go.
+// (bpfrt.FilterSync) on every path, and again in Go when a period's rows
+// are reported. Processes matching proc_name, container or pod snoopers
+// are observed from their fork or exec on, before user space has
+// classified them (the kernel's pending classification, see
+// bpf/include/common.h), and stay observed after they exit for
+// snoop.KernelExitGrace in the kernel and snoop.ExitGrace in Go, so the
+// connections of a process that lives a millisecond, and the last
+// connections of one that exits right after them, are counted.
 //
 // # Fields
 //

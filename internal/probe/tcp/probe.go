@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"sync"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
-	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -203,13 +203,18 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		return fmt.Errorf("tcp: load BPF object: %w", err)
 	}
 	p.objs = objs
-	if p.filter, err = bpfrt.NewFilterSync(objs.FilterMode, objs.FilterTgids, objs.FilterCgroups); err != nil {
+	if p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
+		Mode: objs.FilterMode, TGIDs: objs.FilterTgids, Cgroups: objs.FilterCgroups,
+		Pending: objs.FilterPending, Decided: objs.FilterDecided, Lost: objs.FilterPendingLost,
+		ForkProgram: objs.GalagoFilterFork, ExecProgram: objs.GalagoFilterExec,
+	}, rt.Lost); err != nil {
 		return fmt.Errorf("tcp: %w", err)
 	}
 	if err := p.filter.Sync(cfg.Targets); err != nil {
 		return fmt.Errorf("tcp: snooper filter: %w", err)
 	}
 	progs := map[string]*ebpf.Program{"on_set_state": objs.OnSetState, "dump_owners": objs.DumpOwners, "dump_tcp": objs.DumpTcp}
+	maps.Copy(progs, p.filter.Programs())
 	l, err := link.AttachTracing(link.TracingOptions{Program: objs.OnSetState})
 	if err != nil {
 		return fmt.Errorf("tcp: attach tp_btf/inet_sock_set_state: %w", err)
@@ -264,6 +269,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	p.reportDroppedLocked()
 	p.periodFrom = p.now()
 	rt.Go(p.reader.Run)
+	rt.Go(p.filter.Run)
 	rt.Go(p.loop)
 	return nil
 }
@@ -314,6 +320,10 @@ func (p *Probe) closeLocked() {
 	if p.reader != nil {
 		_ = p.reader.Close()
 		p.reader = nil
+	}
+	if p.filter != nil {
+		_ = p.filter.Close()
+		p.filter = nil
 	}
 	for _, it := range []*link.Iter{p.iterTCP, p.iterOwners} {
 		if it != nil {
@@ -623,16 +633,11 @@ func (p *Probe) periods() (sample, report time.Duration) {
 func (p *Probe) loop(ctx context.Context) error {
 	p.mu.Lock()
 	sampleEvery, reportEvery := p.periods()
-	targets := p.cfg.Targets
 	p.mu.Unlock()
 	sampleT := time.NewTicker(sampleEvery)
 	defer sampleT.Stop()
 	reportT := time.NewTicker(reportEvery)
 	defer reportT.Stop()
-	var changed <-chan struct{}
-	if targets != nil {
-		changed = targets.Changed()
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -646,35 +651,16 @@ func (p *Probe) loop(ctx context.Context) error {
 				return err
 			}
 			p.report()
-		case <-changed:
-			p.syncFilter(targets)
 		case <-p.cfgChanged:
 			p.mu.Lock()
 			s, r := p.periods()
-			targets = p.cfg.Targets
 			p.mu.Unlock()
 			if s != sampleEvery || r != reportEvery {
 				sampleEvery, reportEvery = s, r
 				sampleT.Reset(s)
 				reportT.Reset(r)
 			}
-			changed = nil
-			if targets != nil {
-				changed = targets.Changed()
-			}
 		}
-	}
-}
-
-func (p *Probe) syncFilter(t snoop.Targets) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.filter == nil {
-		return
-	}
-	if err := p.filter.Sync(t); err != nil {
-		p.rt.Error()
-		p.rt.Logger().Warn("tcp: snooper filter sync failed", "err", err)
 	}
 }
 

@@ -46,6 +46,8 @@ func checkSpec(t *testing.T, obj []byte) {
 		"on_kfree_skb":        {ebpf.Tracing, ebpf.AttachTraceRawTp, "kfree_skb"},
 		"on_exceed_buf_limit": {ebpf.Tracing, ebpf.AttachTraceRawTp, "sock_exceed_buf_limit"},
 		"on_sock_ops":         {ebpf.SockOps, ebpf.AttachCGroupSockOps, ""},
+		"galago_filter_fork":  {ebpf.Tracing, ebpf.AttachTraceRawTp, "sched_process_fork"},
+		"galago_filter_exec":  {ebpf.Tracing, ebpf.AttachTraceRawTp, "sched_process_exec"},
 	}
 	if len(spec.Programs) != len(wantProgs) {
 		t.Errorf("%d programs, want %d", len(spec.Programs), len(wantProgs))
@@ -64,6 +66,7 @@ func checkSpec(t *testing.T, obj []byte) {
 		"events": ebpf.RingBuf, "lost_events": ebpf.PerCPUArray, "scratch": ebpf.PerCPUArray,
 		"tcp_counters": ebpf.SkStorage, "galago_sk_owners": ebpf.SkStorage, "galago_listen_owners": ebpf.Hash,
 		"netns_seen": ebpf.Hash, "tcp_delay_pending": ebpf.SkStorage, "filter_mode": ebpf.Array, "filter_tgids": ebpf.Hash, "filter_cgroups": ebpf.Hash,
+		"filter_pending": ebpf.Hash, "filter_decided": ebpf.Hash, "filter_pending_lost": ebpf.PerCPUArray,
 	}
 	for name, typ := range wantMaps {
 		m := spec.Maps[name]

@@ -120,7 +120,10 @@ const (
 const (
 	tcpMapEvents                 = "events"
 	tcpMapFilterCgroups          = "filter_cgroups"
+	tcpMapFilterDecided          = "filter_decided"
 	tcpMapFilterMode             = "filter_mode"
+	tcpMapFilterPending          = "filter_pending"
+	tcpMapFilterPendingLost      = "filter_pending_lost"
 	tcpMapFilterTgids            = "filter_tgids"
 	tcpMapGalagoListenOwners     = "galago_listen_owners"
 	tcpMapGalagoSkOwners         = "galago_sk_owners"
@@ -131,6 +134,8 @@ const (
 	tcpMapTcpDelayPending        = "tcp_delay_pending"
 	tcpProgDumpOwners            = "dump_owners"
 	tcpProgDumpTcp               = "dump_tcp"
+	tcpProgGalagoFilterExec      = "galago_filter_exec"
+	tcpProgGalagoFilterFork      = "galago_filter_fork"
 	tcpProgOnExceedBufLimit      = "on_exceed_buf_limit"
 	tcpProgOnKfreeSkb            = "on_kfree_skb"
 	tcpProgOnReceiveReset        = "on_receive_reset"
@@ -190,6 +195,8 @@ type tcpSpecs struct {
 type tcpProgramSpecs struct {
 	DumpOwners       *ebpf.ProgramSpec `ebpf:"dump_owners"`
 	DumpTcp          *ebpf.ProgramSpec `ebpf:"dump_tcp"`
+	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
+	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
 	OnExceedBufLimit *ebpf.ProgramSpec `ebpf:"on_exceed_buf_limit"`
 	OnKfreeSkb       *ebpf.ProgramSpec `ebpf:"on_kfree_skb"`
 	OnReceiveReset   *ebpf.ProgramSpec `ebpf:"on_receive_reset"`
@@ -204,7 +211,10 @@ type tcpProgramSpecs struct {
 type tcpMapSpecs struct {
 	Events             *ebpf.MapSpec `ebpf:"events"`
 	FilterCgroups      *ebpf.MapSpec `ebpf:"filter_cgroups"`
+	FilterDecided      *ebpf.MapSpec `ebpf:"filter_decided"`
 	FilterMode         *ebpf.MapSpec `ebpf:"filter_mode"`
+	FilterPending      *ebpf.MapSpec `ebpf:"filter_pending"`
+	FilterPendingLost  *ebpf.MapSpec `ebpf:"filter_pending_lost"`
 	FilterTgids        *ebpf.MapSpec `ebpf:"filter_tgids"`
 	GalagoListenOwners *ebpf.MapSpec `ebpf:"galago_listen_owners"`
 	GalagoSkOwners     *ebpf.MapSpec `ebpf:"galago_sk_owners"`
@@ -250,7 +260,10 @@ func (o *tcpObjects) Close() error {
 type tcpMaps struct {
 	Events             *ebpf.Map `ebpf:"events"`
 	FilterCgroups      *ebpf.Map `ebpf:"filter_cgroups"`
+	FilterDecided      *ebpf.Map `ebpf:"filter_decided"`
 	FilterMode         *ebpf.Map `ebpf:"filter_mode"`
+	FilterPending      *ebpf.Map `ebpf:"filter_pending"`
+	FilterPendingLost  *ebpf.Map `ebpf:"filter_pending_lost"`
 	FilterTgids        *ebpf.Map `ebpf:"filter_tgids"`
 	GalagoListenOwners *ebpf.Map `ebpf:"galago_listen_owners"`
 	GalagoSkOwners     *ebpf.Map `ebpf:"galago_sk_owners"`
@@ -265,7 +278,10 @@ func (m *tcpMaps) Close() error {
 	return _TcpClose(
 		m.Events,
 		m.FilterCgroups,
+		m.FilterDecided,
 		m.FilterMode,
+		m.FilterPending,
+		m.FilterPendingLost,
 		m.FilterTgids,
 		m.GalagoListenOwners,
 		m.GalagoSkOwners,
@@ -296,6 +312,8 @@ type tcpVariables struct {
 type tcpPrograms struct {
 	DumpOwners       *ebpf.Program `ebpf:"dump_owners"`
 	DumpTcp          *ebpf.Program `ebpf:"dump_tcp"`
+	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
+	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
 	OnExceedBufLimit *ebpf.Program `ebpf:"on_exceed_buf_limit"`
 	OnKfreeSkb       *ebpf.Program `ebpf:"on_kfree_skb"`
 	OnReceiveReset   *ebpf.Program `ebpf:"on_receive_reset"`
@@ -308,6 +326,8 @@ func (p *tcpPrograms) Close() error {
 	return _TcpClose(
 		p.DumpOwners,
 		p.DumpTcp,
+		p.GalagoFilterExec,
+		p.GalagoFilterFork,
 		p.OnExceedBufLimit,
 		p.OnKfreeSkb,
 		p.OnReceiveReset,
