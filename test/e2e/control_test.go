@@ -85,7 +85,7 @@ func TestSeedCurlExamplesAgainstDaemon(t *testing.T) {
 		if strings.Contains(b.source, "not valid JSON") {
 			// The documented sli body is malformed: rejected before any
 			// feature is looked at.
-			if code != "400" || body != failedReply("invalid json format") {
+			if code != "400" || body != failedReply("invalid json format: invalid character '}' after object key (at byte 107)") {
 				t.Errorf("%s: answered %s %q", b.source, code, body)
 			}
 			continue
@@ -145,7 +145,7 @@ func TestRESTErrorsOverHTTP(t *testing.T) {
 		{`{"blacklist":[1,2]}`, "400", failedReply("Error occurs when parsing snooper: blacklist must be an object of selector lists, got an array")},
 		{"{\"snoopers\":{\"proc_name\":[{\"comm\":\"\xff\"}]}}", "400", failedReply("Error occurs when parsing snooper proc_name: not valid UTF-8 text: galago could not keep it unchanged")},
 		{`{"cmd":{"probe":["mem"]},"params":{"report_period":1}}`, "400", failedReply("params.report_period invalid value 1, must be in [5, 600]")},
-		{`{not json`, "400", failedReply("invalid json format")},
+		{`{not json`, "400", failedReply("invalid json format: invalid character 'n' looking for beginning of object key string (at byte 2)")},
 	}
 	for _, c := range cases {
 		code, reply := curl("-X", "PUT", url, "-d", "json="+c.body)
