@@ -248,6 +248,8 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 		"virt {not json}\n" +
 		"flamegraph {\"cmd\":{\"probe\":[\"oncpu\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n"
 	d := startDaemon(t, daemonOpts{probesInit: initFile})
+	// probes.init applies once the servers listen: wait for its summary.
+	waitFor(t, 10*time.Second, "probes.init applied", func() bool { return strings.Contains(d.stderr.String(), `msg="probes.init read"`) })
 	_, got := d.get("baseinfo")
 	want := `{"blacklist":{},"cmd":{"bin":"","probe":["cpu","mem"]},"params":{"dev_name":"","elf_path":"","report_event":0,"report_period":7,"res_lower_thr":0,"res_upper_thr":0},"state":"running"}` + "\n"
 	if got != want {
@@ -292,6 +294,7 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 	// A fresh daemon on the saved file runs the same configuration, and a
 	// second save gives the same file.
 	d2 := startDaemon(t, daemonOpts{probesInit: string(saved)})
+	waitFor(t, 10*time.Second, "probes.init applied", func() bool { return strings.Contains(d2.stderr.String(), `msg="probes.init read"`) })
 	if _, got := d2.get("baseinfo"); got != running {
 		t.Fatalf("re-applied:\n got %s\nwant %s", got, running)
 	}
@@ -322,6 +325,7 @@ func TestProbesInitSeedExamples(t *testing.T) {
 	// The shipped file has no newline after its last comment.
 	seed := strings.TrimSuffix(string(shipped), "\n") + "\n" + `baseinfo {"cmd":{"bin":"system_infos","probe":["cpu","fs","host"]},"params":{"report_period":5},"state":"running"}` + "\n"
 	d := startDaemon(t, daemonOpts{probesInit: seed})
+	waitFor(t, 10*time.Second, "probes.init applied", func() bool { return strings.Contains(d.stderr.String(), `msg="probes.init read"`) })
 	path := filepath.Join(d.dir, "probes.init")
 	if want := `msg="probes.init read" source=` + path + ` applied=1 refused=0 skipped=3`; !strings.Contains(d.stderr.String(), want) {
 		t.Fatalf("log lacks %s:\n%s", want, d.stderr.String())
@@ -339,6 +343,7 @@ func TestProbesInitSeedExamples(t *testing.T) {
 	})
 
 	only := startDaemon(t, daemonOpts{probesInit: string(shipped)})
+	waitFor(t, 10*time.Second, "probes.init read", func() bool { return strings.Contains(only.stderr.String(), `msg="probes.init read"`) })
 	if want := `msg="probes.init read" source=` + filepath.Join(only.dir, "probes.init") + ` applied=0 refused=0 skipped=3`; !strings.Contains(only.stderr.String(), want) {
 		t.Fatalf("log lacks %s:\n%s", want, only.stderr.String())
 	}
