@@ -61,6 +61,7 @@ type Source struct {
 type entry struct {
 	key     string
 	rec     *Record
+	end     int64 // rec.Time in unix ns: the heap compares it often
 	expires time.Time
 	seq     uint64 // Put order, the tie-break between rows of one period
 	pos     int    // index in the table's age heap
@@ -78,8 +79,8 @@ type ageHeap []*entry
 
 func (h ageHeap) Len() int { return len(h) }
 func (h ageHeap) Less(i, j int) bool {
-	if !h[i].rec.Time.Equal(h[j].rec.Time) {
-		return h[i].rec.Time.Before(h[j].rec.Time)
+	if h[i].end != h[j].end {
+		return h[i].end < h[j].end
 	}
 	return h[i].seq < h[j].seq
 }
@@ -175,7 +176,7 @@ func (s *Store) Put(r *Record, src *Source) error {
 	}
 	s.seq++
 	if e, exists := t.byKey[key]; exists {
-		e.rec, e.expires, e.seq = r, now.Add(ttl), s.seq
+		e.rec, e.end, e.expires, e.seq = r, r.Time.UnixNano(), now.Add(ttl), s.seq
 		heap.Fix(&t.age, e.pos)
 		return nil
 	}
@@ -197,7 +198,7 @@ func (s *Store) Put(r *Record, src *Source) error {
 		}
 		t.remove(oldest)
 	}
-	e := &entry{key: key, rec: r, expires: now.Add(ttl), seq: s.seq}
+	e := &entry{key: key, rec: r, end: r.Time.UnixNano(), expires: now.Add(ttl), seq: s.seq}
 	t.byKey[key] = e
 	heap.Push(&t.age, e)
 	return nil

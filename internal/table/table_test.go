@@ -307,3 +307,44 @@ func TestStoreLimitUpdatedRowIsCurrent(t *testing.T) {
 		t.Fatalf("dropped %v", d)
 	}
 }
+
+// BenchmarkStorePut: one report of 10k rows per period, every key reported
+// again each period (the usual case: heap.Fix of an existing row), within
+// max_records_num.
+func BenchmarkStorePut(b *testing.B) {
+	now := time.Unix(1000, 0)
+	s := NewStore(Limits{MaxRecords: 10000, Timeout: 60 * time.Second}, nil, func() time.Time { return now })
+	recs := make([]*Record, 10000)
+	for i := range recs {
+		recs[i] = linkRow(0, i, now, 5*time.Second)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := recs[i%len(recs)]
+		if i%len(recs) == 0 {
+			now = now.Add(5 * time.Second)
+		}
+		r.Time = now
+		if err := s.Put(r, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStorePutFullNewKeys: a full table where every row is a new key
+// of a newer period, so each Put evicts the oldest row.
+func BenchmarkStorePutFullNewKeys(b *testing.B) {
+	now := time.Unix(1000, 0)
+	s := NewStore(Limits{MaxRecords: 10000, Timeout: time.Hour}, nil, func() time.Time { return now })
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%10000 == 0 {
+			now = now.Add(5 * time.Second)
+		}
+		if err := s.Put(linkRow(i/10000, i%10000, now, 5*time.Second), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
