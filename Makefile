@@ -30,17 +30,41 @@ run: build
 	test -f $(RUN_DIR)/probes.init || cp examples/probes.init $(RUN_DIR)/probes.init
 	$(BIN) -c examples/galago-run.conf
 
+# apt waits for the dpkg lock (another install on the machine) instead of
+# failing at once.
+APT := apt-get -o DPkg::Lock::Timeout=600
+
 # $(call apt-ensure,PACKAGES): apt-get install those not installed yet.
 apt-ensure = missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+		$(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq --no-install-recommends $$missing >/dev/null; fi
 
 test-deps:
 	@$(call apt-ensure,$(TEST_DEBS))
 
-# Every tier: unit, privileged (real BPF, real /proc, real containers) and
-# end-to-end (the real binary with a real Prometheus). Needs root.
-test: test-deps check-generated lint unit fuzz e2e
+# TEST_TMP is the directory a test run keeps its logs and saved inputs in.
+# `make test` makes a fresh one and hands it to every tier; a tier run on
+# its own (make fuzz, make e2e) makes its own. Runs never share a path.
+TEST_TMP ?=
+new-test-tmp = $$(if [ -n "$(TEST_TMP)" ]; then mkdir -p "$(TEST_TMP)" && echo "$(TEST_TMP)"; else mktemp -d /tmp/galago-$(1).XXXXXX; fi)
+
+# The tiers of `make test`, in order: Debian packages, generated code,
+# lint, unit with privileged (real BPF, real /proc, real containers),
+# fuzzing, end-to-end (the real binary with a real Prometheus).
+TEST_TIERS := test-deps check-generated lint unit fuzz e2e
+
+# Every tier runs even when an earlier one fails; the run ends with one line
+# per tier and the overall result, and fails when any tier failed. Needs root.
+test:
+	@tmp=$(call new-test-tmp,test); echo "make test: logs and saved inputs under $$tmp"; \
+	results=(); failed=0; \
+	for tier in $(TEST_TIERS); do \
+		echo "==== $$tier"; start=$$SECONDS; \
+		if $(MAKE) --no-print-directory $$tier TEST_TMP=$$tmp; then r=PASS; else r=FAIL; failed=1; fi; \
+		results+=("$$(printf '%s  %-16s %5ds' $$r $$tier $$((SECONDS - start)))"); \
+	done; \
+	echo "==== make test summary (logs under $$tmp)"; printf '%s\n' "$${results[@]}"; \
+	if [ $$failed -eq 0 ]; then echo "make test: PASS"; else echo "make test: FAIL"; exit 1; fi
 
 # Unit and privileged tiers together. -p 1: the privileged tests of several
 # probes share one kernel (global hooks, the cgroup2 root, BPF stats), so
@@ -48,26 +72,24 @@ test: test-deps check-generated lint unit fuzz e2e
 unit:
 	GALAGO_PRIVILEGED_TESTS=1 $(GO) test -race -count=1 -p 1 $(PKGS)
 
-E2E_LOG ?= /tmp/galago-e2e.log
+# The full -v log goes to $(E2E_LOG), by default e2e.log under the run's
+# TEST_TMP; the summary is printed, and the log's tail too when a test fails.
+E2E_LOG ?=
 
-# The full -v log goes to $(E2E_LOG); the summary is printed, and the log's
-# tail too when a test fails.
 e2e: build
-	@GALAGO_PRIVILEGED_TESTS=1 GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) \
-		$(GO) test -count=1 -v -timeout 15m ./test/e2e/... > $(E2E_LOG) 2>&1; rc=$$?; \
-	grep -E '^(--- |PASS|FAIL|ok|panic)' $(E2E_LOG); \
-	if [ $$rc -ne 0 ]; then echo "--- e2e log tail ($(E2E_LOG)):"; tail -150 $(E2E_LOG); fi; \
+	@log="$(E2E_LOG)"; if [ -z "$$log" ]; then log=$(call new-test-tmp,e2e)/e2e.log; fi; \
+	echo "e2e: full log in $$log"; \
+	GALAGO_PRIVILEGED_TESTS=1 GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) \
+		$(GO) test -count=1 -v -timeout 15m ./test/e2e/... > "$$log" 2>&1; rc=$$?; \
+	grep -E '^(--- |PASS|FAIL|ok|panic)' "$$log"; \
+	if [ $$rc -ne 0 ]; then echo "--- e2e log tail ($$log):"; tail -150 "$$log"; fi; \
 	exit $$rc
 
-# Runs each fuzz target briefly on top of its committed seed corpus.
+# Runs each fuzz target for FUZZTIME on top of its committed seed corpus;
+# a failure is printed with its input, which is moved out of the source
+# tree under TEST_TMP (see test/fuzz.sh).
 fuzz:
-	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
-		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
-		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
-			echo "fuzz $$pkg $$f"; \
-			$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null; \
-		done; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz.sh $(call new-test-tmp,fuzz) $(PKGS)
 
 GOLANGCI := $(shell $(GO) env GOPATH)/bin/golangci-lint
 GOLANGCI_VERSION := v2.15.0

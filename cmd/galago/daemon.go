@@ -117,7 +117,7 @@ func runDaemon(cfg *config.Config) error {
 		return err
 	}
 
-	applyProbesInit(cfg, mgr, log)
+	initFile := applyProbesInit(cfg, mgr, log)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -130,7 +130,7 @@ func runDaemon(cfg *config.Config) error {
 		log.Error("server failed; stopping", "err", serveErr)
 	}
 
-	saveProbesInit(cfg, mgr, log)
+	saveProbesInit(cfg, initFile, mgr, log)
 	mgr.StopAll()
 	servers.shutdown(log)
 	cancel()
@@ -333,29 +333,58 @@ func serverTLS(s config.HTTPServer) (*tls.Config, error) {
 }
 
 // applyProbesInit applies probes.init through the same path as gopher-ctl.
-// A bad line is logged and skipped: the others still apply.
-func applyProbesInit(cfg *config.Config, mgr *probe.Manager, log *slog.Logger) {
-	lines, err := cfg.ProbesInit()
+// A bad or refused line is logged with its line number and skipped: the
+// others still apply. One line sums up how many lines were applied,
+// refused and skipped (blank or comment). It returns the file as read, its
+// applied lines marked, for saveProbesInit; nil when the file could not be
+// read, which must then not be overwritten.
+func applyProbesInit(cfg *config.Config, mgr *probe.Manager, log *slog.Logger) *config.InitFile {
+	f, err := cfg.ProbesInit()
 	if err != nil {
-		// The good lines still apply; each bad one is named.
-		log.Error("probes.init lines skipped", "err", err)
+		log.Error("probes.init not read: no probe started from it, and it will not be rewritten on stop", "err", err)
+		return nil
 	}
-	for _, l := range lines {
-		if err := mgr.Put(l.Feature, []byte(l.JSON)); err != nil {
-			log.Error("probes.init line refused", "feature", l.Feature, "err", err)
-			continue
+	applied, refused, skipped := 0, 0, 0
+	for i := range f.Entries {
+		e := &f.Entries[i]
+		switch {
+		case e.Skipped():
+			skipped++
+		case e.Err != nil:
+			refused++
+			log.Error("probes.init line refused", "line", f.Where(e.Num), "err", e.Err.Msg)
+		default:
+			if err := mgr.Put(e.Probe.Feature, []byte(e.Probe.JSON)); err != nil {
+				refused++
+				log.Error("probes.init line refused", "line", f.Where(e.Num), "feature", e.Probe.Feature, "err", err)
+				continue
+			}
+			e.Applied = true
+			applied++
+			log.Info("probes.init line applied", "line", f.Where(e.Num), "feature", e.Probe.Feature)
 		}
-		log.Info("probes.init applied", "feature", l.Feature)
 	}
+	if len(f.Entries) == 0 {
+		log.Info("probes.init is absent or empty: no probe started from it", "source", f.Source)
+	} else {
+		log.Info("probes.init read", "source", f.Source, "applied", applied, "refused", refused, "skipped", skipped)
+	}
+	return f
 }
 
 // saveProbesInit writes the running configuration back to probes.init, as
 // gala-gopher's init_probes.sh --save does on stop: one line per configured
-// feature, from the same GET answer the REST API gives.
-func saveProbesInit(cfg *config.Config, mgr *probe.Manager, log *slog.Logger) {
-	var lines []config.InitLine
+// feature, with the labels GET leaves out. Unlike the script it keeps every
+// line galago did not apply (comments, malformed lines, features it does
+// not have yet) as it was; see config.InitFile.Rewrite.
+func saveProbesInit(cfg *config.Config, f *config.InitFile, mgr *probe.Manager, log *slog.Logger) {
+	if f == nil {
+		log.Error("probes.init not saved: it could not be read at start", "path", cfg.ProbesInitFile)
+		return
+	}
+	var running []config.InitLine
 	for _, name := range mgr.Names() {
-		b, err := mgr.Get(name)
+		b, err := mgr.Saved(name)
 		if err != nil {
 			continue
 		}
@@ -363,19 +392,31 @@ func saveProbesInit(cfg *config.Config, mgr *probe.Manager, log *slog.Logger) {
 		if string(b) == "{}" {
 			continue
 		}
-		lines = append(lines, config.InitLine{Feature: name, JSON: string(b)})
+		running = append(running, config.InitLine{Feature: name, JSON: string(b)})
 	}
-	var buf bytes.Buffer
-	buf.WriteString("# Written by galago on stop: the running probe configuration.\n# Format: <feature> <json>, applied at start as PUT /<feature>.\n")
-	if err := config.WriteProbesInit(&buf, lines); err != nil {
+	data, probes, err := f.Rewrite(running, canonicalFeature)
+	if err != nil {
 		log.Error("probes.init not saved", "err", err)
 		return
 	}
-	if err := writeFileAtomic(cfg.ProbesInitFile, buf.Bytes(), 0o640); err != nil {
+	if probes > config.MaxProbesInitLines {
+		log.Warn(fmt.Sprintf("probes.init holds %d probe lines; those after the %dth will be refused at the next start", probes, config.MaxProbesInitLines),
+			"path", cfg.ProbesInitFile)
+	}
+	if err := writeFileAtomic(cfg.ProbesInitFile, data, 0o640); err != nil {
 		log.Error("probes.init not saved", "err", err)
 		return
 	}
-	log.Info("probes.init saved", "path", cfg.ProbesInitFile, "features", len(lines))
+	log.Info("probes.init saved", "path", cfg.ProbesInitFile, "features", len(running), "probe_lines", probes)
+}
+
+// canonicalFeature is the name a probes.init feature resolves to: built-in
+// names match case-insensitively, custom ones exactly.
+func canonicalFeature(name string) string {
+	if def := probe.LookupBuiltin(name); def != nil {
+		return def.Name
+	}
+	return name
 }
 
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {

@@ -33,7 +33,7 @@ func main() {
 // ctlSocket is the control socket the client talks to: GALAGO_CTL_SOCKET,
 // else the default path (the client's --socket flag overrides both).
 func ctlSocket() string {
-	if s := os.Getenv("GALAGO_CTL_SOCKET"); s != "" {
+	if s := os.Getenv(ctl.SocketEnv); s != "" {
 		return s
 	}
 	return config.Default().CmdSocket
@@ -43,6 +43,7 @@ const usage = `Usage: galago [-c|--config_path FILE] [-v|--version] [-h|--help]
        galago ctl probe get <feature>
        galago ctl probe set <feature> '<json>'
        gopher-ctl probe get|set ...   (galago invoked through a gopher-ctl link)
+         the client's socket: --socket PATH, else $GALAGO_CTL_SOCKET, else cmd_socket's default
 
   -c, --config_path FILE   configuration file (default %s)
   -v, --version            print the version and exit

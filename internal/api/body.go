@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/url"
 )
@@ -26,51 +27,82 @@ const formField = "json="
 //
 // Comments (// and /* */) are removed, as gala-gopher's JSON parser (jsoncpp)
 // skips them and its documentation's examples carry them. The result is
-// strict JSON; anything else is errInvalidJSON.
+// strict JSON; anything else is errInvalidJSON followed by the reason.
 func parseBody(contentType string, body []byte) ([]byte, error) {
 	if rest, ok := bytes.CutPrefix(body, []byte(formField)); ok {
-		if j, ok := normalizeJSON(rest); ok {
+		j, reason := normalizeJSON(rest)
+		if reason == nil {
 			return j, nil
 		}
 		if !isForm(contentType) {
-			return nil, errInvalidJSON
+			return nil, invalidJSON(reason)
 		}
 		if dec, err := url.QueryUnescape(string(rest)); err == nil {
-			if j, ok := normalizeJSON([]byte(dec)); ok {
+			j, decReason := normalizeJSON([]byte(dec))
+			if decReason == nil {
 				return j, nil
+			}
+			if dec != string(rest) {
+				// The text was url-encoded: what is wrong is in its
+				// decoded form.
+				reason = decReason
 			}
 		}
 		// Several fields (curl -d json=... -d x=y): take the first json.
 		if vals, err := url.ParseQuery(string(body)); err == nil {
 			if v, ok := vals["json"]; ok && len(v) > 0 {
-				if j, ok := normalizeJSON([]byte(v[0])); ok {
+				if j, err := normalizeJSON([]byte(v[0])); err == nil {
 					return j, nil
 				}
 			}
 		}
-		return nil, errInvalidJSON
+		return nil, invalidJSON(reason)
 	}
-	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '{' {
-		if j, ok := normalizeJSON(body); ok {
+	t := bytes.TrimLeft(body, " \t\r\n")
+	if len(t) > 0 && t[0] == '{' {
+		j, reason := normalizeJSON(body)
+		if reason == nil {
 			return j, nil
 		}
+		return nil, invalidJSON(reason)
 	}
-	return nil, errInvalidJSON
+	if len(t) == 0 {
+		return nil, invalidJSON(errors.New("the body is empty"))
+	}
+	return nil, invalidJSON(errors.New(`the body must be json=<JSON> or a JSON object`))
 }
+
+func invalidJSON(reason error) error { return fmt.Errorf("%w: %w", errInvalidJSON, reason) }
 
 func isForm(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "application/x-www-form-urlencoded"
 }
 
-// normalizeJSON strips comments and reports whether the result is one valid
-// JSON value. Without comments the input is returned as is.
-func normalizeJSON(b []byte) ([]byte, bool) {
+// normalizeJSON strips comments and checks that the result is one valid
+// JSON value; the error says what is wrong. Without comments the input is
+// returned as is.
+func normalizeJSON(b []byte) ([]byte, error) {
 	s, ok := stripComments(b)
-	if !ok || !json.Valid(s) {
-		return nil, false
+	if !ok {
+		return nil, errors.New("unterminated /* comment or a lone '/'")
 	}
-	return s, true
+	if len(bytes.TrimSpace(s)) == 0 {
+		return nil, errors.New("the JSON is empty")
+	}
+	if !json.Valid(s) {
+		var v any
+		err := json.Unmarshal(s, &v)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("%w (at byte %d)", err, se.Offset)
+		}
+		if err == nil {
+			err = errors.New("not one JSON value")
+		}
+		return nil, err
+	}
+	return s, nil
 }
 
 // stripComments removes // line comments and /* */ block comments outside

@@ -305,8 +305,8 @@ func (s *CtlServer) handle(req CtlRequest) CtlReply {
 	case OpSet:
 		if int64(len(req.Conf)) > s.maxConf {
 			status, body = http.StatusBadRequest, reply(false, fmt.Sprintf("put data size exceeds %d", s.maxConf))
-		} else if conf, ok := normalizeJSON([]byte(req.Conf)); !ok {
-			status, body = http.StatusBadRequest, reply(false, errInvalidJSON.Error())
+		} else if conf, err := normalizeJSON([]byte(req.Conf)); err != nil {
+			status, body = http.StatusBadRequest, reply(false, invalidJSON(err).Error())
 		} else {
 			status, body = put(s.ctl, req.Name, conf)
 		}

@@ -176,9 +176,18 @@ func TestMethodNotAllowed(t *testing.T) {
 
 func TestInvalidJSON(t *testing.T) {
 	fake, base := newTestServer(t, ServerConfig{})
-	for _, b := range []string{`json={`, `state=running`, ``, `json=`, `{"a":1`} {
-		resp, body := do(t, nil, "PUT", base+"/tcp", form, strings.NewReader(b))
-		expect(t, resp, body, 400, failedReply("invalid json format"))
+	// gala-gopher's message first, then what is wrong.
+	for _, c := range []struct{ body, msg string }{
+		{`json={`, "invalid json format: unexpected end of JSON input (at byte 1)"},
+		{`state=running`, "invalid json format: the body must be json=<JSON> or a JSON object"},
+		{``, "invalid json format: the body is empty"},
+		{`json=`, "invalid json format: the JSON is empty"},
+		{`{"a":1`, "invalid json format: unexpected end of JSON input (at byte 6)"},
+		{`json={"a":1}/*`, "invalid json format: unterminated /* comment or a lone '/'"},
+		{`json=%7B%22a%22%3A%7D`, "invalid json format: invalid character '}' looking for beginning of value (at byte 6)"},
+	} {
+		resp, body := do(t, nil, "PUT", base+"/tcp", form, strings.NewReader(c.body))
+		expect(t, resp, body, 400, failedReply(c.msg))
 	}
 	if p := fake.puts(); len(p) != 0 {
 		t.Fatalf("invalid bodies reached the controller: %+v", p)

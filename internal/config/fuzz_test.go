@@ -58,8 +58,9 @@ func FuzzLoad(f *testing.F) {
 	})
 }
 
-// FuzzProbesInit: no panic, and what parses writes back to lines that parse
-// to the same features and JSON values.
+// FuzzProbesInit: no panic; the good lines (even beside bad ones) write
+// back to lines that parse to the same features and JSON values; and a save
+// that applied nothing gives back the input line for line.
 func FuzzProbesInit(f *testing.F) {
 	shipped, err := os.ReadFile("../../testdata/probes.init")
 	if err != nil {
@@ -67,11 +68,9 @@ func FuzzProbesInit(f *testing.F) {
 	}
 	f.Add(shipped)
 	f.Add([]byte("tcp {\"cmd\":{\"probe\":[\"tcp_rtt\"]},\"snoopers\":{},\"state\":\"running\"}\n# c\n\nproc\t{ \"a\" : \"b\\u0020c\" }\r\n"))
+	f.Add([]byte("0\v0 {} "))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		lines, err := ParseProbesInit(bytes.NewReader(data))
-		if err != nil {
-			return
-		}
+		lines, _ := ParseProbesInit(bytes.NewReader(data))
 		var b bytes.Buffer
 		if err := WriteProbesInit(&b, lines); err != nil {
 			t.Fatalf("write of parsed lines: %v", err)
@@ -87,6 +86,25 @@ func FuzzProbesInit(f *testing.F) {
 			if back[i].Feature != lines[i].Feature || !sameJSON(t, back[i].JSON, lines[i].JSON) {
 				t.Fatalf("line %d: %q back, %q written", i, back[i], lines[i])
 			}
+		}
+
+		file, err := ReadProbesInit("fuzz", bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved, _, err := file.Rewrite(nil, func(s string) string { return s })
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := string(data)
+		switch {
+		case len(data) == 0:
+			want = savedHeader
+		case data[len(data)-1] != '\n':
+			want += "\n"
+		}
+		if string(saved) != want {
+			t.Fatalf("a save that applied nothing changed the file:\n%q\n%q", data, saved)
 		}
 	})
 }

@@ -38,10 +38,18 @@ const (
 	replyTimeout = 2 * time.Minute
 )
 
+// SocketEnv names the environment variable that points gopher-ctl at a
+// control socket other than the default (galago's cmd_socket setting).
+const SocketEnv = "GALAGO_CTL_SOCKET"
+
 const usage = `Usage:
    gopher-ctl [--socket PATH] probe get <probe_name>
    gopher-ctl [--socket PATH] probe set <probe_name> '<probe_config>'
    gopher-ctl [--socket PATH] probe list
+
+The control socket is --socket, else $` + SocketEnv + `, else the default
+below; it must match galago's cmd_socket setting (make run:
+` + SocketEnv + `=/tmp/galago-run/gala_gopher_cmd.sock).
 `
 
 // Main runs gopher-ctl with args (the arguments after the program name, or
@@ -161,7 +169,7 @@ func dialError(path string, err error) error {
 	hint := ""
 	switch {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
-		hint = " (is galago running?)"
+		hint = " (is galago running? if its cmd_socket is elsewhere, give --socket or " + SocketEnv + ")"
 	case errors.Is(err, os.ErrPermission):
 		hint = " (gopher-ctl must run as root)"
 	}

@@ -126,8 +126,8 @@ func TestRefusedRequestsExitNonZero(t *testing.T) {
 	}{
 		{[]string{"probe", "get", "haproxy"}, `{ "result": "failed", "message":"url not found" }` + "\n"},
 		{[]string{"probe", "set", "haproxy", `{"state":"running"}`}, `{ "result": "failed", "message":"url not found" }` + "\n"},
-		{[]string{"probe", "set", "tcp", `{"state":`}, `{ "result": "failed", "message":"invalid json format" }` + "\n"},
-		{[]string{"probe", "set", "tcp", `json={"state":"running"}`}, `{ "result": "failed", "message":"invalid json format" }` + "\n"},
+		{[]string{"probe", "set", "tcp", `{"state":`}, `{ "result": "failed", "message":"invalid json format: unexpected end of JSON input (at byte 9)" }` + "\n"},
+		{[]string{"probe", "set", "tcp", `json={"state":"running"}`}, `{ "result": "failed", "message":"invalid json format: invalid character 'j' looking for beginning of value (at byte 1)" }` + "\n"},
 		{[]string{"probe", "set", "tcp", `{"params":{"report_period": 1, "x": 0}}`},
 			`{ "result": "failed", "message":"params.report_period invalid value 1, must be in [5, 600]" }` + "\n"},
 	} {
@@ -219,7 +219,8 @@ func TestUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, out, errOut, tc.msg)
 		}
 	}
-	if code, _, errOut := run(sock, "-h"); code != 0 || !strings.Contains(errOut, "gopher-ctl [--socket PATH] probe set") {
+	if code, _, errOut := run(sock, "-h"); code != 0 || !strings.Contains(errOut, "gopher-ctl [--socket PATH] probe set") ||
+		!strings.Contains(errOut, "else $GALAGO_CTL_SOCKET, else the default") || !strings.Contains(errOut, "(default \""+sock+"\")") {
 		t.Errorf("-h: exit %d, %q", code, errOut)
 	}
 }

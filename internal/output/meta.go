@@ -41,13 +41,20 @@ func MarshalMeta(ts time.Time, t *table.Table) ([]byte, error) {
 		Labels:     []string{"hostname"},
 		Metrics:    []string{},
 	}
+	// listed: a table's own field may repeat a name the metadata already
+	// carries (system_os has its own hostname label).
+	listed := func(n string) bool { return contains(m.Keys, n) || contains(m.Labels, n) }
 	hasTgid := false
 	for _, f := range t.Fields {
 		switch f.Kind {
 		case table.KindKey:
-			m.Keys = append(m.Keys, f.Name)
+			if !listed(f.Name) {
+				m.Keys = append(m.Keys, f.Name)
+			}
 		case table.KindLabel:
-			m.Labels = append(m.Labels, f.Name)
+			if !listed(f.Name) {
+				m.Labels = append(m.Labels, f.Name)
+			}
 		case table.KindCounter, table.KindGauge:
 			m.Metrics = append(m.Metrics, f.Name)
 		}
@@ -57,7 +64,7 @@ func MarshalMeta(ts time.Time, t *table.Table) ([]byte, error) {
 	}
 	add := func(names []string) {
 		for _, n := range names {
-			if !contains(m.Keys, n) && !contains(m.Labels, n) {
+			if !listed(n) {
 				m.Labels = append(m.Labels, n)
 			}
 		}

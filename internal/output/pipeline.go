@@ -89,7 +89,8 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 		descRecords: prometheus.NewDesc("galago_records_total",
 			"Records the probes handed to the output pipeline.", nil, nil),
 		descDropped: prometheus.NewDesc("galago_records_dropped_total",
-			"Records dropped by the store: imdb limits (max_tables_num, max_records_num, max_metrics_num) or aged out (record_timeout).",
+			"Records dropped by the store: refused by an imdb limit (max_tables_num, max_metrics_num, or max_records_num when rows of the current period fill the table; refused rows reach no channel), "+
+				"rows of an earlier period removed early to make room for the current period (max_records_num_evicted), or aged out (record_timeout).",
 			[]string{"reason"}, nil),
 		descStored: prometheus.NewDesc("galago_store_records",
 			"Records currently held by the store.", nil, nil),
@@ -257,7 +258,7 @@ func (p *Pipeline) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(p.descStored, prometheus.GaugeValue, float64(p.store.Len()))
 
 	dropped := p.store.Dropped()
-	for _, reason := range []string{table.DropTables, table.DropRecords, table.DropMetrics, table.DropAged} {
+	for _, reason := range table.DropReasons {
 		if _, ok := dropped[reason]; !ok {
 			dropped[reason] = 0 // every reason always present
 		}

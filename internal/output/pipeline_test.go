@@ -109,10 +109,11 @@ func TestPipelineRecords(t *testing.T) {
 	p.store.Expire() // both age out
 
 	want := `
-# HELP galago_records_dropped_total Records dropped by the store: imdb limits (max_tables_num, max_records_num, max_metrics_num) or aged out (record_timeout).
+# HELP galago_records_dropped_total Records dropped by the store: refused by an imdb limit (max_tables_num, max_metrics_num, or max_records_num when rows of the current period fill the table; refused rows reach no channel), rows of an earlier period removed early to make room for the current period (max_records_num_evicted), or aged out (record_timeout).
 # TYPE galago_records_dropped_total counter
 galago_records_dropped_total{reason="max_metrics_num"} 0
 galago_records_dropped_total{reason="max_records_num"} 1
+galago_records_dropped_total{reason="max_records_num_evicted"} 0
 galago_records_dropped_total{reason="max_tables_num"} 0
 galago_records_dropped_total{reason="record_timeout"} 2
 # HELP galago_records_total Records the probes handed to the output pipeline.

@@ -218,3 +218,34 @@ func TestMetricFileLimit(t *testing.T) {
 		t.Errorf("limit %d, want %d", got, 50*MB)
 	}
 }
+
+// TestMetaNamesListedOnce: no built-in table's metadata names a key or
+// label twice. system_os has its own hostname label, which gala-gopher's
+// metadata also lists first for every table.
+func TestMetaNamesListedOnce(t *testing.T) {
+	for _, tbl := range table.Builtin() {
+		b, err := MarshalMeta(t0, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct{ Keys, Labels []string }
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, n := range append(m.Keys, m.Labels...) {
+			if seen[n] {
+				t.Errorf("%s: %q listed twice in %s", tbl.Name, n, b)
+			}
+			seen[n] = true
+		}
+		if tbl == table.SystemOs {
+			if got := strings.Join(m.Keys, " "); got != "machine_id os_version" {
+				t.Errorf("system_os keys %q", got)
+			}
+			if got, want := strings.Join(m.Labels, " "), "hostname kversion cpu_num memory_MB ip_addr host_type clock_ticks os_btime"; got != want {
+				t.Errorf("system_os labels %q, want %q", got, want)
+			}
+		}
+	}
+}

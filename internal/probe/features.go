@@ -25,6 +25,10 @@ type Feature struct {
 	IPCType  int
 	Snooper  SnooperType
 	SubItems []SubItem
+	// SystemItems are the sub-items that collect host-wide data, so the
+	// feature may run without snoopers when one of them is enabled; its
+	// other sub-items observe the selected processes only.
+	SystemItems uint32
 	// Custom is set for third-party probes declared in gala-gopher-custom.json.
 	Custom *CustomDecl
 }
@@ -69,7 +73,8 @@ func items(names ...string) []SubItem {
 
 // Builtin is gala-gopher's catalogue of 21 features, in IPC-type order.
 var Builtin = []Feature{
-	{Name: "baseinfo", IPCType: 1, Snooper: SnooperProcCon, SubItems: items("cpu", "mem", "nic", "net", "disk", "fs", "proc", "host", "con")},
+	{Name: "baseinfo", IPCType: 1, Snooper: SnooperProcCon, SubItems: items("cpu", "mem", "nic", "net", "disk", "fs", "proc", "host", "con"),
+		SystemItems: 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x80}, // all but proc (0x40) and con (0x100)
 	{Name: "virt", IPCType: 2, Snooper: SnooperNone},
 	{Name: "flamegraph", IPCType: 3, Snooper: SnooperProc, SubItems: items("oncpu", "offcpu", "mem", "mem_glibc", "io")},
 	{Name: "l7", IPCType: 4, Snooper: SnooperProcCon, SubItems: items("l7_bytes_metrics", "l7_rpc_metrics", "l7_rpc_trace")},

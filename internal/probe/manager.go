@@ -190,6 +190,11 @@ func (m *Manager) Put(name string, body []byte) error {
 		fs.desired = prev
 		return err
 	}
+	if idle := observesNothing(fs.def, next); idle != nil {
+		m.log.Warn(fmt.Sprintf("%s: sub-items %s observe no process until snoopers or a blacklist are given; %s collect host-wide",
+			fs.def.Name, strings.Join(idle, ", "), strings.Join(fs.def.SubItemNames(next.SubItems&fs.def.SystemItems), ", ")),
+			"probe", fs.def.Name)
+	}
 	return nil
 }
 
@@ -201,7 +206,20 @@ func (m *Manager) Get(name string) ([]byte, error) {
 	if fs == nil {
 		return nil, ErrUnknownFeature
 	}
-	return encodeDesired(fs.def, fs.desired), nil
+	return encodeDesired(fs.def, fs.desired, false), nil
+}
+
+// Saved returns the configuration of a feature to write to probes.init:
+// GET's answer plus the labels GET does not echo, so that applying it as
+// PUT /<feature> restores the feature whole. "{}" means never configured.
+func (m *Manager) Saved(name string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fs := m.lookup(name)
+	if fs == nil {
+		return nil, ErrUnknownFeature
+	}
+	return encodeDesired(fs.def, fs.desired, true), nil
 }
 
 // Names lists every feature (built-in then custom), as probes.init --save

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -121,49 +122,133 @@ func (h *harness) get(t *testing.T, feature string) string {
 	return string(b)
 }
 
-// TestPutErrors covers every error message of gala-gopher's reference.
+// TestPutErrors covers every error message of gala-gopher's reference. Each
+// starts with gala-gopher's text and goes on with the reason.
 func TestPutErrors(t *testing.T) {
 	h := newHarness(t, "tcp", "baseinfo", "io")
+	const known = "proc_id, proc_name, pod_id, container_id, container_name, custom_labels, pod_labels"
 	cases := []struct{ feature, body, want string }{
 		{"haproxy", `{}`, "invalid probe name haproxy"},
 		{"l7", `{"state":"running"}`, "not supported in the current version"},
-		{"tcp", `not json`, "invalid json format"},
-		{"tcp", `[1,2]`, "invalid json format"},
-		{"tcp", `{"cmd":{}}`, "Bad request"},
-		{"tcp", `{"cmd":{"probe":"tcp_rtt"}}`, "Bad request"},
-		{"tcp", `{"cmd":{"probe":["tcp_nope"]}}`, "unsupported probe range: tcp_nope."},
-		{"tcp", `{"params":{}}`, "Bad request"},
-		{"tcp", `{"params":{"metrics_type":["raw"]}}`, "Bad request"},
-		{"tcp", `{"params":{"report_period":"5"}}`, "params.report_period invalid data type"},
+		{"tcp", `not json`, "invalid json format: invalid character 'o' in literal null (expecting 'u') (at byte 2)"},
+		{"tcp", `[1,2]`, "invalid json format: the body is a JSON array, want an object"},
+		{"tcp", `null`, "invalid json format: the body is null, want an object"},
+		{"tcp", `{} {}`, "invalid json format: more than one JSON value"},
+		{"tcp", `{"cmd":{}}`, `Bad request: cmd has no "probe" list of sub-items`},
+		{"tcp", `{"cmd":["tcp_rtt"]}`, "Bad request: cmd must be an object, got an array"},
+		{"tcp", `{"cmd":{"probe":"tcp_rtt"}}`, "Bad request: cmd.probe must be an array of sub-item names, got a string"},
+		{"tcp", `{"cmd":{"probe":["tcp_rtt",5]}}`, "Bad request: cmd.probe must be an array of sub-item names, got a number in it"},
+		{"tcp", `{"cmd":{"probe":["tcp_nope"]}}`, "unsupported probe range: tcp_nope. Known: tcp_abnormal, tcp_windows, tcp_rtt, tcp_stats, tcp_sockbuf, tcp_rate, tcp_srtt, tcp_delay"},
+		{"tcp", `{"params":{}}`, "Bad request: params is empty; give at least one parameter, e.g. report_period"},
+		{"tcp", `{"params":[]}`, "Bad request: params must be an object, got an array"},
+		{"tcp", `{"params":{"metrics_type":["raw"],"env":"x"}}`, "Bad request: params has no parameter galago knows (got env, metrics_type)"},
+		{"tcp", `{"params":{"report_period":"5"}}`, "params.report_period invalid data type: want a number, got a string"},
 		{"tcp", `{"params":{"report_period":4}}`, "params.report_period invalid value 4, must be in [5, 600]"},
 		{"tcp", `{"params":{"report_period":601}}`, "params.report_period invalid value 601, must be in [5, 600]"},
+		{"tcp", `{"params":{"report_period":5.5}}`, "params.report_period invalid value 5.5, must be in [5, 600]: not an integer"},
 		{"tcp", `{"params":{"latency_thr":0}}`, "params.latency_thr invalid value 0, must be in [10, 100000]"},
 		{"tcp", `{"params":{"ringbuf_map_size":3}}`, "params.ringbuf_map_size invalid value 3, must be a power of 2"},
-		{"tcp", `{"params":{"l7_protocol":"http"}}`, "params.l7_protocol invalid data type"},
+		{"tcp", `{"params":{"l7_protocol":"http"}}`, "params.l7_protocol invalid data type: want an array of protocol names, got a string"},
+		{"tcp", `{"params":{"l7_protocol":["http",1]}}`, "params.l7_protocol invalid data type: want an array of protocol names, got a number in it"},
 		{"tcp", `{"params":{"l7_protocol":["gopher"]}}`, "params.l7_protocol invalid value gopher, must be one of http, dns, redis, mysql, pgsql, kafka, mongo, crpc"},
 		{"tcp", `{"params":{"dev_name":"0123456789012345678901234567890123"}}`, "params.dev_name value is too long, len must be less than 32"},
+		{"tcp", `{"params":{"dev_name":"eth\udc000"}}`, "params.dev_name invalid value: not valid UTF-8 text"},
 		{"tcp", `{"params":{"elf_path":"/tmp/a;rm"}}`, "params.elf_path contains unsafe characters"},
 		{"tcp", `{"state":"paused"}`, "invalid state paused: must be running or stopped"},
 		{"tcp", `{"state":"running"}`, "invalid probe ranges: at least one must be set"},
-		{"tcp", `{"cmd":{"probe":["tcp_rtt"]},"state":"running"}`, "the snooper for tcp cannot be empty"},
+		{"tcp", `{"cmd":{"probe":["tcp_rtt"]},"state":"running"}`, `the snooper for tcp cannot be empty: give snoopers, or "blacklist":{} to observe every process`},
+		{"baseinfo", `{"cmd":{"probe":["proc","con"]},"state":"running"}`, `the snooper for baseinfo cannot be empty: give snoopers, or "blacklist":{} to observe every process (without them only cpu, mem, nic, net, disk, fs, host collect)`},
 		{"tcp", `{"cmd":{"probe":["tcp_rtt"]},"snoopers":{"proc_id":[1]},"blacklist":{"proc_id":[2]}}`, "snoopers and blacklist are mutually exclusive"},
-		{"tcp", `{"snoopers":{"proc_id":["x"]}}`, "Error occurs when parsing snooper proc_id"},
-		{"tcp", `{"snoopers":{"proc_name":[{"comm":"("}]}}`, "Error occurs when parsing snooper proc_name"},
+		{"tcp", `{"snoopers":[1]}`, "Error occurs when parsing snooper: snoopers must be an object of selector lists, got an array"},
+		{"tcp", `{"blacklist":[1,2]}`, "Error occurs when parsing snooper: blacklist must be an object of selector lists, got an array"},
+		{"tcp", `{"snoopers":{"proc_nam":[{"comm":"java"}]}}`, "Error occurs when parsing snooper proc_nam: not a field of snoopers (known: " + known + ")"},
+		{"tcp", `{"snoopers":{"procid":[1]}}`, "Error occurs when parsing snooper procid: not a field of snoopers (known: " + known + ")"},
+		{"tcp", `{"blacklist":{"custom_labels":{"a":"b"}}}`, "Error occurs when parsing snooper custom_labels: not a field of blacklist (known: proc_id, proc_name, pod_id, container_id, container_name)"},
+		{"tcp", `{"snoopers":{"proc_id":"1"}}`, "Error occurs when parsing snooper proc_id: want an array of pids, got a string"},
+		{"tcp", `{"snoopers":{"proc_id":["x"]}}`, `Error occurs when parsing snooper proc_id: "x" is not a pid`},
+		{"tcp", `{"snoopers":{"proc_id":[1.5]}}`, "Error occurs when parsing snooper proc_id: 1.5 is not a pid (a positive integer up to 4194304)"},
+		{"tcp", `{"snoopers":{"proc_id":[0]}}`, "Error occurs when parsing snooper proc_id: pid 0 is not positive"},
+		{"tcp", `{"snoopers":{"proc_id":[99999999999]}}`, "Error occurs when parsing snooper proc_id: pid 99999999999 is above 4194304, the largest pid Linux allows"},
+		{"tcp", `{"snoopers":{"proc_name":[{"comm":"("}]}}`, "Error occurs when parsing snooper proc_name: comm \"(\": error parsing regexp: missing closing ): `(`"},
+		{"tcp", `{"snoopers":{"proc_name":[{"comn":"java"}]}}`, `Error occurs when parsing snooper proc_name: unknown key "comn" (known: comm, cmdline, label, debugging_dir)`},
+		{"tcp", `{"snoopers":{"proc_name":[{"comm":5}]}}`, "Error occurs when parsing snooper proc_name: comm must be a string, got a number"},
+		{"tcp", `{"snoopers":{"proc_name":{"comm":"java"}}}`, `Error occurs when parsing snooper proc_name: want an array of {"comm", "cmdline", "label"} objects, got an object`},
+		{"tcp", "{\"snoopers\":{\"proc_name\":[{\"comm\":\"ja\xffva\"}]}}", "Error occurs when parsing snooper proc_name: not valid UTF-8 text: galago could not keep it unchanged"},
+		{"tcp", `{"snoopers":{"proc_name":[{"comm":"\udc80"}]}}`, "Error occurs when parsing snooper proc_name: not valid UTF-8 text: galago could not keep it unchanged"},
+		{"tcp", `{"snoopers":{"container_name":["a",1]}}`, "Error occurs when parsing snooper container_name: want an array of strings, got 1 in it"},
+		{"tcp", `{"snoopers":{"pod_id":[7]}}`, "Error occurs when parsing snooper pod_id: want an array of strings, got 7 in it"},
+		{"tcp", `{"snoopers":{"custom_labels":["a"]}}`, "Error occurs when parsing snooper custom_labels: want an object of string values, got an array"},
 	}
 	for _, c := range cases {
 		err := h.put(t, c.feature, c.body)
 		if err == nil || err.Error() != c.want {
-			t.Errorf("PUT /%s %s: got %v, want %q", c.feature, c.body, err, c.want)
+			t.Errorf("PUT /%s %s:\n got %v\nwant %s", c.feature, c.body, err, c.want)
 		}
 	}
 	if _, err := h.m.Get("haproxy"); !errors.Is(err, ErrUnknownFeature) {
 		t.Errorf("GET unknown: %v", err)
 	}
-	if got := h.get(t, "tcp"); got != "{}\n" {
-		t.Errorf("failed PUTs configured tcp: %q", got)
+	for _, f := range []string{"tcp", "baseinfo"} {
+		if got := h.get(t, f); got != "{}\n" {
+			t.Errorf("failed PUTs configured %s: %q", f, got)
+		}
 	}
 	if h.fake["tcp"].starts.Load() != 0 {
 		t.Error("a failed PUT started the probe")
+	}
+	for _, body := range []string{`{"cmd":{}}`, `{"params":{}}`} {
+		if err := h.put(t, "tcp", body); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: %v does not wrap ErrBadRequest", body, err)
+		}
+	}
+}
+
+// TestNonASCIITextRoundTrips: text that is valid UTF-8 (a surrogate pair
+// escape included) is stored and echoed exactly.
+func TestNonASCIITextRoundTrips(t *testing.T) {
+	h := newHarness(t, "tcp")
+	if err := h.put(t, "tcp", `{"snoopers":{"proc_name":[{"comm":"^データ\ud83d\ude00$","cmdline":"é"}]}}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.get(t, "tcp"); !strings.Contains(got, `"proc_name":[{"cmdline":"é","comm":"^データ😀$"}]`) {
+		t.Fatalf("GET %s", got)
+	}
+}
+
+// TestBaseinfoWithoutSnoopers: the seed README's probes.init line (with the
+// "bin":"system_infos" of gala-gopher's thread) runs baseinfo's host-wide
+// sub-items without snoopers, as the documents show; process-level
+// sub-items are accepted beside them, observe nothing, and one log line
+// says so.
+func TestBaseinfoWithoutSnoopers(t *testing.T) {
+	h := newHarness(t, "baseinfo")
+	var logs bytes.Buffer
+	h.m.log = slog.New(slog.NewTextHandler(&logs, nil))
+	if err := h.put(t, "baseinfo", `{"cmd":{"bin":"system_infos","probe":["cpu","fs","host"]},"state":"running"}`); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"cmd":{"bin":"","probe":["cpu","fs","host"]},"params":{"dev_name":"","elf_path":"","report_event":0,"report_period":60,"res_lower_thr":0,"res_upper_thr":0},"snoopers":{},"state":"running"}` + "\n"
+	if got := h.get(t, "baseinfo"); got != want {
+		t.Fatalf("GET\n got %s\nwant %s", got, want)
+	}
+	if strings.Contains(logs.String(), "observe no process") {
+		t.Fatalf("host-wide sub-items only, yet logged: %s", logs.String())
+	}
+	if err := h.put(t, "baseinfo", `{"cmd":{"probe":["cpu","proc","con"]}}`); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	var warned []string
+	for _, l := range lines {
+		if strings.Contains(l, "observe no process") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], `msg="baseinfo: sub-items proc, con observe no process until snoopers or a blacklist are given; cpu collect host-wide"`) {
+		t.Fatalf("log lines %q", warned)
+	}
+	if c := h.fake["baseinfo"].lastCfg.Load(); c.SubItems != 0x1|0x40|0x100 {
+		t.Fatalf("sub-items %#x", c.SubItems)
 	}
 }
 
@@ -308,5 +393,43 @@ func TestMustSubItemBit(t *testing.T) {
 			}()
 			MustSubItemBit(c[0], c[1])
 		}()
+	}
+}
+
+// TestSavedKeepsLabels: the configuration saved to probes.init holds the
+// labels GET does not echo, and applying it to a fresh manager restores the
+// same configuration, in whitelist and in blacklist mode.
+func TestSavedKeepsLabels(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{
+			`{"cmd":{"probe":["tcp_rtt"]},"snoopers":{"proc_name":[{"comm":"^java$","label":{"app":"kafka"}}],"custom_labels":{"env":"prod"},"pod_labels":["team"]},"state":"running"}`,
+			`{"cmd":{"bin":"","probe":["tcp_rtt"]},"params":{"cluster_ip_backend":0,"dev_name":"","report_cport":0,"report_event":0,"report_period":60,"res_lower_thr":0,"res_upper_thr":0,"ringbuf_map_size":1,"sample_period":5000},"snoopers":{"container_id":[],"container_name":[],"custom_labels":{"env":"prod"},"pod_id":[],"pod_labels":["team"],"proc_id":[],"proc_name":[{"cmdline":"","comm":"^java$","label":{"app":"kafka"}}]},"state":"running"}` + "\n",
+		},
+		{
+			`{"cmd":{"probe":["tcp_rtt"]},"snoopers":{"custom_labels":{"env":"prod"}},"blacklist":{"proc_id":[7]},"state":"running"}`,
+			`{"blacklist":{"container_id":[],"container_name":[],"pod_id":[],"proc_id":[7],"proc_name":[]},"cmd":{"bin":"","probe":["tcp_rtt"]},"params":{"cluster_ip_backend":0,"dev_name":"","report_cport":0,"report_event":0,"report_period":60,"res_lower_thr":0,"res_upper_thr":0,"ringbuf_map_size":1,"sample_period":5000},"snoopers":{"custom_labels":{"env":"prod"}},"state":"running"}` + "\n",
+		},
+	} {
+		h := newHarness(t, "tcp")
+		if err := h.put(t, "tcp", tc.body); err != nil {
+			t.Fatal(err)
+		}
+		saved, err := h.m.Saved("tcp")
+		if err != nil || string(saved) != tc.want {
+			t.Fatalf("Saved:\n got %s\nwant %s", saved, tc.want)
+		}
+		if got := h.get(t, "tcp"); strings.Contains(got, "label") {
+			t.Fatalf("GET echoes labels: %s", got)
+		}
+		fresh := newHarness(t, "tcp")
+		if err := fresh.put(t, "tcp", string(saved)); err != nil {
+			t.Fatalf("re-apply: %v", err)
+		}
+		if again, _ := fresh.m.Saved("tcp"); string(again) != string(saved) {
+			t.Fatalf("re-applied:\n got %s\nwant %s", again, saved)
+		}
+		if c := fresh.fake["tcp"].lastCfg.Load(); c.CustomLabels["env"] != "prod" {
+			t.Fatalf("custom labels not restored: %v", c.CustomLabels)
+		}
 	}
 }

@@ -2,7 +2,9 @@ package probe
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -228,41 +230,77 @@ func formatNum(f float64) string {
 }
 
 // ApplyParams merges the JSON object raw into p, key by key in gala-gopher's
-// order. It returns ErrBadRequest when no key is recognised. running says
-// whether the probe runs (ringbuf_map_size may only change while stopped).
-// custom lists the custom_param names a custom probe declares (nil for
-// built-ins, which reject custom_param).
-func ApplyParams(p *Params, raw map[string]any, running bool, custom []string) error {
+// order. It returns an error wrapping ErrBadRequest when no key is
+// recognised. running says whether the probe runs (ringbuf_map_size may
+// only change while stopped). custom lists the custom_param names a custom
+// probe declares (nil for built-ins, which reject custom_param).
+func ApplyParams(p *Params, raw map[string]json.RawMessage, running bool, custom []string) error {
 	recognised := 0
 	for _, spec := range paramSpecs {
-		v, ok := raw[spec.key]
+		r, ok := raw[spec.key]
 		if !ok {
 			continue
 		}
 		recognised++
+		if !textOK(r) {
+			return fmt.Errorf("params.%s invalid value: not valid UTF-8 text", spec.key)
+		}
+		var v any
+		if err := json.Unmarshal(r, &v); err != nil {
+			return fmt.Errorf("params.%s invalid data type", spec.key)
+		}
 		if err := applyOne(p, spec, v, running); err != nil {
 			return err
 		}
 	}
-	if v, ok := raw["custom_param"]; ok && custom != nil {
+	if r, ok := raw["custom_param"]; ok && custom != nil {
 		recognised++
+		if !textOK(r) {
+			return errors.New("params.custom_param invalid value: not valid UTF-8 text")
+		}
+		var v any
+		if err := json.Unmarshal(r, &v); err != nil {
+			return errors.New("params.custom_param invalid data type")
+		}
 		if err := applyCustom(p, v, custom); err != nil {
 			return err
 		}
 	}
 	if recognised == 0 {
-		return ErrBadRequest
+		if len(raw) == 0 {
+			return fmt.Errorf("%w: params is empty; give at least one parameter, e.g. report_period", ErrBadRequest)
+		}
+		return fmt.Errorf("%w: params has no parameter galago knows (got %s)", ErrBadRequest, strings.Join(slices.Sorted(maps.Keys(raw)), ", "))
 	}
 	return nil
 }
 
+// typeName names a decoded JSON value's type for messages.
+func typeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case float64, json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "null"
+}
+
 func applyOne(p *Params, spec paramSpec, v any, running bool) error {
-	invalidType := fmt.Errorf("params.%s invalid data type", spec.key)
+	invalidType := func(want string) error {
+		return fmt.Errorf("params.%s invalid data type: want %s, got %s", spec.key, want, typeName(v))
+	}
 	switch spec.kind {
 	case pNum:
 		f, ok := jsonNumber(v)
 		if !ok {
-			return invalidType
+			return invalidType("a number")
 		}
 		if f == 0 {
 			if reset, ok := zeroMeansDefault[spec.key]; ok {
@@ -271,7 +309,11 @@ func applyOne(p *Params, spec paramSpec, v any, running bool) error {
 			}
 		}
 		if f != math.Trunc(f) || f < float64(spec.min) || f > float64(spec.max) {
-			return fmt.Errorf("params.%s invalid value %s, must be in [%d, %d]", spec.key, formatNum(f), spec.min, spec.max)
+			msg := fmt.Sprintf("params.%s invalid value %s, must be in [%d, %d]", spec.key, formatNum(f), spec.min, spec.max)
+			if f != math.Trunc(f) {
+				msg += ": not an integer"
+			}
+			return errors.New(msg)
 		}
 		n := int(f)
 		if spec.key == "ringbuf_map_size" {
@@ -286,7 +328,7 @@ func applyOne(p *Params, spec paramSpec, v any, running bool) error {
 	case pStr:
 		s, ok := v.(string)
 		if !ok {
-			return invalidType
+			return invalidType("a string")
 		}
 		if spec.check != nil {
 			if err := spec.check(spec.key, s); err != nil {
@@ -297,13 +339,13 @@ func applyOne(p *Params, spec paramSpec, v any, running bool) error {
 	case pArr:
 		arr, ok := v.([]any)
 		if !ok {
-			return invalidType
+			return invalidType("an array of protocol names")
 		}
 		out := make([]string, 0, len(arr))
 		for _, e := range arr {
 			s, ok := e.(string)
 			if !ok {
-				return invalidType
+				return fmt.Errorf("params.%s invalid data type: want an array of protocol names, got %s in it", spec.key, typeName(e))
 			}
 			s = strings.ToLower(s)
 			if !slices.Contains(l7Protocols, s) {
@@ -319,20 +361,21 @@ func applyOne(p *Params, spec paramSpec, v any, running bool) error {
 }
 
 func applyCustom(p *Params, v any, declared []string) error {
+	const want = `want an array of {"<name>":"<value>"} objects`
 	arr, ok := v.([]any)
 	if !ok {
-		return fmt.Errorf("params.custom_param invalid data type")
+		return fmt.Errorf("params.custom_param invalid data type: %s, got %s", want, typeName(v))
 	}
 	out := make(map[string]string, len(arr))
 	for _, e := range arr {
 		obj, ok := e.(map[string]any)
 		if !ok {
-			return fmt.Errorf("params.custom_param invalid data type")
+			return fmt.Errorf("params.custom_param invalid data type: %s, got %s in it", want, typeName(e))
 		}
 		for name, val := range obj {
 			s, ok := val.(string)
 			if !ok {
-				return fmt.Errorf("params.custom_param invalid data type")
+				return fmt.Errorf("params.custom_param invalid data type: the value of %s is %s, want a string", name, typeName(val))
 			}
 			if !slices.Contains(declared, name) {
 				return fmt.Errorf("params.custom_param %s is not declared for this probe", name)

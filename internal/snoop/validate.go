@@ -14,6 +14,10 @@ const (
 	MaxSelectors = 100
 	// MaxObjects is the most processes and containers one set resolves to.
 	MaxObjects = 1000
+	// MaxPID is the largest pid Linux can give (PID_MAX_LIMIT, the ceiling
+	// of kernel.pid_max on 64-bit kernels): a larger proc_id names no
+	// process that can ever exist.
+	MaxPID = 4 * 1024 * 1024
 )
 
 // Field names as they appear in the REST body.
@@ -25,25 +29,29 @@ const (
 	FieldContainerName = "container_name"
 )
 
-// ValidationError is a rejected snooper body. Its message is gala-gopher's
-// ("Error occurs when parsing snooper <field>"), which the REST API returns
-// as is; Reason says what was wrong, for logs.
+// ValidationError is a rejected snooper body. Its message starts with
+// gala-gopher's ("Error occurs when parsing snooper <field>") and goes on
+// with what was wrong; the REST API returns it as is.
 type ValidationError struct {
 	Field  string
 	Reason string
 }
 
 func (e *ValidationError) Error() string {
-	if e.Field == "" {
-		return "Error occurs when parsing snooper: " + e.Reason
+	msg := "Error occurs when parsing snooper"
+	if e.Field != "" {
+		msg += " " + e.Field
 	}
-	return "Error occurs when parsing snooper " + e.Field
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
 }
 
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 // Validate checks a selector list as gala-gopher's parser does: pids are
-// positive, comm is a POSIX extended regular expression, label names are
+// positive (and, unlike gala-gopher, at most MaxPID), comm is a POSIX extended regular expression, label names are
 // valid metric label names, pod ids are uuids (or 32 hex digits), container
 // ids are 1 to 64 hex digits, and there are at most MaxSelectors selectors.
 // Empty strings are accepted and ignored, as gala-gopher ignores them.
@@ -54,6 +62,9 @@ func (s Selectors) Validate() error {
 	for _, pid := range s.ProcID {
 		if pid <= 0 {
 			return &ValidationError{FieldProcID, fmt.Sprintf("pid %d is not positive", pid)}
+		}
+		if pid > MaxPID {
+			return &ValidationError{FieldProcID, fmt.Sprintf("pid %d is above %d, the largest pid Linux allows", pid, MaxPID)}
 		}
 	}
 	for _, p := range s.ProcName {

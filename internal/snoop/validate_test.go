@@ -30,6 +30,8 @@ func TestValidate(t *testing.T) {
 		{"exactly 100 selectors", hundred, ""},
 		{"zero pid", Selectors{ProcID: []int{0}}, FieldProcID},
 		{"negative pid", Selectors{ProcID: []int{5, -1}}, FieldProcID},
+		{"largest pid", Selectors{ProcID: []int{MaxPID}}, ""},
+		{"pid above pid_max", Selectors{ProcID: []int{99999999999}}, FieldProcID},
 		{"comm does not compile", Selectors{ProcName: []ProcName{{Comm: "java("}}}, FieldProcName},
 		{"comm uses Perl syntax outside POSIX ERE", Selectors{ProcName: []ProcName{{Comm: `\d+`}}}, FieldProcName},
 		{"label name not a metric label", Selectors{ProcName: []ProcName{{Comm: "java", Label: map[string]string{"my-app": "x"}}}}, FieldProcName},
@@ -58,11 +60,9 @@ func TestValidate(t *testing.T) {
 				}
 				return
 			}
-			if want := "Error occurs when parsing snooper " + tc.field; err.Error() != want {
-				t.Errorf("message %q, want %q", err, want)
-			}
-			if ve.Reason == "" {
-				t.Error("no reason given")
+			// gala-gopher's text first, then the reason.
+			if want := "Error occurs when parsing snooper " + tc.field + ": " + ve.Reason; ve.Reason == "" || err.Error() != want {
+				t.Errorf("message %q, want %q with a reason", err, want)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"container/heap"
 	"errors"
 	"sort"
 	"sync"
@@ -17,16 +18,28 @@ type Limits struct {
 
 // Drop reasons, the label values of the store's drop counter.
 const (
-	DropTables  = "max_tables_num"
+	DropTables = "max_tables_num"
+	// DropRecords counts rows of the current period refused because
+	// max_records_num rows of that same period already fill their table:
+	// their data reached no channel.
 	DropRecords = "max_records_num"
-	DropMetrics = "max_metrics_num"
-	DropAged    = "record_timeout"
+	// DropRecordsEvicted counts rows of an earlier period removed before
+	// their record_timeout to make room for rows of the current period.
+	// Their data was already handed to every channel; only their ageing in
+	// /metrics was cut short.
+	DropRecordsEvicted = "max_records_num_evicted"
+	DropMetrics        = "max_metrics_num"
+	DropAged           = "record_timeout"
 )
+
+// DropReasons lists every reason, so a self-metric can show each one from
+// the start.
+var DropReasons = []string{DropTables, DropRecords, DropRecordsEvicted, DropMetrics, DropAged}
 
 // Errors returned by Put; the record is dropped and counted.
 var (
 	ErrTooManyTables  = errors.New("imdb: max_tables_num reached")
-	ErrTooManyRecords = errors.New("imdb: max_records_num reached for table")
+	ErrTooManyRecords = errors.New("imdb: max_records_num reached by rows of the current period")
 	ErrTooManyMetrics = errors.New("imdb: table has more metric fields than max_metrics_num")
 )
 
@@ -46,20 +59,71 @@ type Source struct {
 }
 
 type entry struct {
+	key     string
 	rec     *Record
+	end     int64 // rec.Time in unix ns: the heap compares it often
 	expires time.Time
+	seq     uint64 // Put order, the tie-break between rows of one period
+	pos     int    // index in the table's age heap
+}
+
+// rows is one table's records: by key, and in a heap ordered by the period
+// they describe (oldest first), so that the limit finds the stalest row in
+// O(log n).
+type rows struct {
+	byKey map[string]*entry
+	age   ageHeap
+}
+
+type ageHeap []*entry
+
+func (h ageHeap) Len() int { return len(h) }
+func (h ageHeap) Less(i, j int) bool {
+	if h[i].end != h[j].end {
+		return h[i].end < h[j].end
+	}
+	return h[i].seq < h[j].seq
+}
+func (h ageHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].pos, h[j].pos = i, j
+}
+func (h *ageHeap) Push(x any) {
+	e := x.(*entry)
+	e.pos = len(*h)
+	*h = append(*h, e)
+}
+func (h *ageHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}
+
+func (t *rows) remove(e *entry) {
+	heap.Remove(&t.age, e.pos)
+	delete(t.byKey, e.key)
 }
 
 // Store keeps the latest record per (table, key) until it ages out. Reads are
 // not destructive: every scrape sees the same data until a newer period or the
 // record's timeout replaces it.
+//
+// gala-gopher's IMDB deletes rows as it renders them, so max_records_num
+// bounds one period's rows. galago keeps rendered rows for record_timeout
+// instead, so when a table is full the row describing the oldest period
+// makes room for a row of a newer period; only when every row already
+// belongs to the new row's period is the new row refused. A row of the
+// current period is therefore never dropped for a stale one.
 type Store struct {
 	lim    Limits
 	enrich Enricher
 	now    func() time.Time
 
 	mu      sync.RWMutex
-	tables  map[string]map[string]*entry
+	tables  map[string]*rows
+	seq     uint64
 	dropped map[string]uint64
 }
 
@@ -69,7 +133,7 @@ func NewStore(lim Limits, enrich Enricher, now func() time.Time) *Store {
 		now = time.Now
 	}
 	return &Store{lim: lim, enrich: enrich, now: now,
-		tables: map[string]map[string]*entry{}, dropped: map[string]uint64{}}
+		tables: map[string]*rows{}, dropped: map[string]uint64{}}
 }
 
 func (s *Store) metricCount(t *Table) int {
@@ -101,24 +165,54 @@ func (s *Store) Put(r *Record, src *Source) error {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	recs, ok := s.tables[r.Table.Name]
+	t, ok := s.tables[r.Table.Name]
 	if !ok {
 		if s.lim.MaxTables > 0 && len(s.tables) >= s.lim.MaxTables {
 			s.dropped[DropTables]++
 			return ErrTooManyTables
 		}
-		recs = map[string]*entry{}
-		s.tables[r.Table.Name] = recs
+		t = &rows{byKey: map[string]*entry{}}
+		s.tables[r.Table.Name] = t
 	}
-	if _, exists := recs[key]; !exists && s.lim.MaxRecords > 0 && len(recs) >= s.lim.MaxRecords {
-		s.expireTable(recs, now)
-		if len(recs) >= s.lim.MaxRecords {
+	s.seq++
+	if e, exists := t.byKey[key]; exists {
+		e.rec, e.end, e.expires, e.seq = r, r.Time.UnixNano(), now.Add(ttl), s.seq
+		heap.Fix(&t.age, e.pos)
+		return nil
+	}
+	if s.lim.MaxRecords > 0 && len(t.byKey) >= s.lim.MaxRecords {
+		// Only the row of the oldest period is looked at: if it is not
+		// stale, no row is, and the table is full of the current period.
+		// A row past its timeout is at least two periods old, so (one
+		// probe, one period per table) it is the oldest too; it is
+		// counted as aged rather than evicted.
+		oldest := t.age[0]
+		switch {
+		case !now.Before(oldest.expires):
+			s.dropped[DropAged]++
+		case stale(oldest.rec, r):
+			s.dropped[DropRecordsEvicted]++
+		default:
 			s.dropped[DropRecords]++
 			return ErrTooManyRecords
 		}
+		t.remove(oldest)
 	}
-	recs[key] = &entry{rec: r, expires: now.Add(ttl)}
+	e := &entry{key: key, rec: r, end: r.Time.UnixNano(), expires: now.Add(ttl), seq: s.seq}
+	t.byKey[key] = e
+	heap.Push(&t.age, e)
 	return nil
+}
+
+// stale reports whether old describes a period that ended before the period
+// of r began. Rows written by one report of a probe share their end time;
+// rows of a probe stamped line by line (custom probes) fall within one
+// period of each other, so they are not stale to one another either.
+func stale(old, r *Record) bool {
+	if r.Period <= 0 {
+		return old.Time.Before(r.Time)
+	}
+	return !old.Time.After(r.Time.Add(-r.Period))
 }
 
 func (s *Store) drop(reason string) {
@@ -127,10 +221,10 @@ func (s *Store) drop(reason string) {
 	s.mu.Unlock()
 }
 
-func (s *Store) expireTable(recs map[string]*entry, now time.Time) {
-	for k, e := range recs {
+func (s *Store) expireTable(t *rows, now time.Time) {
+	for _, e := range t.byKey {
 		if !now.Before(e.expires) {
-			delete(recs, k)
+			t.remove(e)
 			s.dropped[DropAged]++
 		}
 	}
@@ -141,9 +235,9 @@ func (s *Store) Expire() {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for name, recs := range s.tables {
-		s.expireTable(recs, now)
-		if len(recs) == 0 {
+	for name, t := range s.tables {
+		s.expireTable(t, now)
+		if len(t.byKey) == 0 {
 			delete(s.tables, name)
 		}
 	}
@@ -161,16 +255,16 @@ func (s *Store) Each(fn func(r *Record)) {
 	sort.Strings(names)
 	var out []*Record
 	for _, n := range names {
-		recs := s.tables[n]
-		keys := make([]string, 0, len(recs))
-		for k, e := range recs {
+		t := s.tables[n]
+		keys := make([]string, 0, len(t.byKey))
+		for k, e := range t.byKey {
 			if now.Before(e.expires) {
 				keys = append(keys, k)
 			}
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			out = append(out, recs[k].rec)
+			out = append(out, t.byKey[k].rec)
 		}
 	}
 	s.mu.RUnlock()
@@ -195,8 +289,8 @@ func (s *Store) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	n := 0
-	for _, recs := range s.tables {
-		n += len(recs)
+	for _, t := range s.tables {
+		n += len(t.byKey)
 	}
 	return n
 }

@@ -3,6 +3,7 @@ package table
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -187,5 +188,163 @@ func TestRecordLabels(t *testing.T) {
 	}
 	if r.Key() != "t\x00key" {
 		t.Fatalf("key %q", r.Key())
+	}
+}
+
+// linkRow is a tcp_link-like row of a burst: one key per connection.
+func linkRow(burst, conn int, end time.Time, period time.Duration) *Record {
+	r := testTable.NewRecord(end, period)
+	r.SetStr(0, fmt.Sprintf("b%d-c%03d", burst, conn))
+	r.SetNum(1, float64(conn))
+	return r
+}
+
+// TestStoreLimitKeepsCurrentPeriod replays the report of issue 6 part 2:
+// three bursts of 400 rows (200 connections seen from both ends) 25 s apart,
+// 5 s periods, record_timeout 60 s, max_records_num 1024. The third burst
+// must be kept whole; the rows that make room for it are the oldest rows of
+// the first burst, counted as evicted, and nothing of a current period is
+// refused.
+func TestStoreLimitKeepsCurrentPeriod(t *testing.T) {
+	const period = 5 * time.Second
+	start := time.Unix(1000, 0)
+	now := start
+	s := NewStore(Limits{MaxRecords: 1024, Timeout: 60 * time.Second}, nil, func() time.Time { return now })
+	for burst := 0; burst < 3; burst++ {
+		now = start.Add(time.Duration(burst) * 25 * time.Second)
+		for c := 0; c < 400; c++ {
+			if err := s.Put(linkRow(burst, c, now, period), nil); err != nil {
+				t.Fatalf("burst %d row %d: %v", burst, c, err)
+			}
+		}
+	}
+	perBurst := map[byte]int{}
+	var firstKept string
+	s.Each(func(r *Record) {
+		k := r.Str("k")
+		perBurst[k[1]]++
+		if k[1] == '0' && (firstKept == "" || k < firstKept) {
+			firstKept = k
+		}
+	})
+	if perBurst['2'] != 400 || perBurst['1'] != 400 || perBurst['0'] != 224 {
+		t.Fatalf("rows per burst %v, want the third and second whole and 224 of the first", perBurst)
+	}
+	// The first burst's rows went in Put order: its first 176 made room.
+	if firstKept != "b0-c176" {
+		t.Fatalf("oldest kept row of the first burst %s, want b0-c176", firstKept)
+	}
+	d := s.Dropped()
+	if d[DropRecords] != 0 || d[DropRecordsEvicted] != 176 || d[DropAged] != 0 {
+		t.Fatalf("dropped %v, want 176 evicted and nothing else", d)
+	}
+}
+
+// TestStoreLimitOnePeriodOverflows: when one period alone has more rows than
+// max_records_num, the rows past the limit are refused and counted; no row
+// of that period is evicted for them.
+func TestStoreLimitOnePeriodOverflows(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := NewStore(Limits{MaxRecords: 100, Timeout: 60 * time.Second}, nil, func() time.Time { return now })
+	for c := 0; c < 130; c++ {
+		err := s.Put(linkRow(0, c, now, 5*time.Second), nil)
+		if want := c >= 100; (err != nil) != want || (want && !errors.Is(err, ErrTooManyRecords)) {
+			t.Fatalf("row %d: %v", c, err)
+		}
+	}
+	if d := s.Dropped(); d[DropRecords] != 30 || d[DropRecordsEvicted] != 0 || s.Len() != 100 {
+		t.Fatalf("dropped %v, %d rows", d, s.Len())
+	}
+	// The next period replaces the oldest rows one by one.
+	now = now.Add(5 * time.Second)
+	for c := 0; c < 30; c++ {
+		if err := s.Put(linkRow(1, c, now, 5*time.Second), nil); err != nil {
+			t.Fatalf("next period row %d: %v", c, err)
+		}
+	}
+	if d := s.Dropped(); d[DropRecords] != 30 || d[DropRecordsEvicted] != 30 || s.Len() != 100 {
+		t.Fatalf("dropped %v, %d rows", d, s.Len())
+	}
+}
+
+// TestStoreLimitUpdatedRowIsCurrent: a key reported again in a new period
+// is a row of that period, so an older key goes first.
+func TestStoreLimitUpdatedRowIsCurrent(t *testing.T) {
+	t1 := time.Unix(1000, 0)
+	now := t1
+	s := NewStore(Limits{MaxRecords: 2, Timeout: 60 * time.Second}, nil, func() time.Time { return now })
+	put := func(key string, end time.Time, period time.Duration) error {
+		r := testTable.NewRecord(end, period)
+		r.SetStr(0, key)
+		return s.Put(r, nil)
+	}
+	if put("a", t1, 5*time.Second) != nil || put("b", t1, 5*time.Second) != nil {
+		t.Fatal("first period refused")
+	}
+	now = t1.Add(5 * time.Second)
+	if err := put("a", now, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("c", now, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	s.Each(func(r *Record) { got = append(got, r.Str("k")) })
+	if strings.Join(got, ",") != "a,c" {
+		t.Fatalf("rows %v, want a,c (b was the stale one)", got)
+	}
+	// Rows stamped line by line (custom probes) within one period are not
+	// stale to each other: d is refused, not swapped for a or c.
+	if err := put("d", now.Add(time.Millisecond), 5*time.Second); !errors.Is(err, ErrTooManyRecords) {
+		t.Fatalf("row of the same period: %v", err)
+	}
+	// A row past its timeout makes room and counts as aged.
+	now = now.Add(61 * time.Second)
+	if err := put("e", now, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Dropped(); d[DropRecords] != 1 || d[DropRecordsEvicted] != 1 || d[DropAged] != 1 {
+		t.Fatalf("dropped %v", d)
+	}
+}
+
+// BenchmarkStorePut: one report of 10k rows per period, every key reported
+// again each period (the usual case: heap.Fix of an existing row), within
+// max_records_num.
+func BenchmarkStorePut(b *testing.B) {
+	now := time.Unix(1000, 0)
+	s := NewStore(Limits{MaxRecords: 10000, Timeout: 60 * time.Second}, nil, func() time.Time { return now })
+	recs := make([]*Record, 10000)
+	for i := range recs {
+		recs[i] = linkRow(0, i, now, 5*time.Second)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := recs[i%len(recs)]
+		if i%len(recs) == 0 {
+			now = now.Add(5 * time.Second)
+		}
+		r.Time = now
+		if err := s.Put(r, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStorePutFullNewKeys: a full table where every row is a new key
+// of a newer period, so each Put evicts the oldest row.
+func BenchmarkStorePutFullNewKeys(b *testing.B) {
+	now := time.Unix(1000, 0)
+	s := NewStore(Limits{MaxRecords: 10000, Timeout: time.Hour}, nil, func() time.Time { return now })
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%10000 == 0 {
+			now = now.Add(5 * time.Second)
+		}
+		if err := s.Put(linkRow(i/10000, i%10000, now, 5*time.Second), nil); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

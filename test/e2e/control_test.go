@@ -85,7 +85,7 @@ func TestSeedCurlExamplesAgainstDaemon(t *testing.T) {
 		if strings.Contains(b.source, "not valid JSON") {
 			// The documented sli body is malformed: rejected before any
 			// feature is looked at.
-			if code != "400" || body != failedReply("invalid json format") {
+			if code != "400" || body != failedReply("invalid json format: invalid character '}' after object key (at byte 107)") {
 				t.Errorf("%s: answered %s %q", b.source, code, body)
 			}
 			continue
@@ -128,18 +128,24 @@ func TestRESTErrorsOverHTTP(t *testing.T) {
 	url := d.restURL("/baseinfo")
 	cases := []struct{ body, code, reply string }{
 		{`{"cmd":{"probe":["cpu"]},"snoopers":{"proc_id":[1]},"params":{"report_period":5},"state":"running"}`, "200", successReply},
-		{`{"cmd":{}}`, "400", failedReply("Bad request")},
-		{`{"cmd":{"probe":["gpu"]}}`, "400", failedReply("unsupported probe range: gpu.")},
-		{`{"params":{}}`, "400", failedReply("Bad request")},
-		{`{"params":{"report_period":"x"}}`, "400", failedReply("params.report_period invalid data type")},
+		{`{"cmd":{}}`, "400", failedReply(`Bad request: cmd has no \"probe\" list of sub-items`)},
+		{`{"cmd":{"probe":"cpu"}}`, "400", failedReply("Bad request: cmd.probe must be an array of sub-item names, got a string")},
+		{`{"cmd":{"probe":["gpu"]}}`, "400", failedReply("unsupported probe range: gpu. Known: cpu, mem, nic, net, disk, fs, proc, host, con")},
+		{`{"params":{}}`, "400", failedReply("Bad request: params is empty; give at least one parameter, e.g. report_period")},
+		{`{"params":{"report_period":"x"}}`, "400", failedReply("params.report_period invalid data type: want a number, got a string")},
 		{`{"params":{"report_period":700}}`, "400", failedReply("params.report_period invalid value 700, must be in [5, 600]")},
+		{`{"params":{"report_period":5.5}}`, "400", failedReply("params.report_period invalid value 5.5, must be in [5, 600]: not an integer")},
 		{`{"params":{"res_upper_thr":101}}`, "400", failedReply("params.res_upper_thr invalid value 101, must be in [0, 100]")},
 		{`{"state":"paused"}`, "400", failedReply("invalid state paused: must be running or stopped")},
 		{`{"cmd":{"probe":[]},"state":"running"}`, "400", failedReply("invalid probe ranges: at least one must be set")},
 		{`{"snoopers":{"proc_id":[2]},"blacklist":{"proc_id":[3]}}`, "400", failedReply("snoopers and blacklist are mutually exclusive")},
-		{`{"snoopers":{"pod_id":[7]}}`, "400", failedReply("Error occurs when parsing snooper pod_id")},
+		{`{"snoopers":{"pod_id":[7]}}`, "400", failedReply("Error occurs when parsing snooper pod_id: want an array of strings, got 7 in it")},
+		{`{"snoopers":{"proc_nam":[{"comm":"x"}]}}`, "400", failedReply("Error occurs when parsing snooper proc_nam: not a field of snoopers (known: proc_id, proc_name, pod_id, container_id, container_name, custom_labels, pod_labels)")},
+		{`{"snoopers":{"proc_id":[99999999999]}}`, "400", failedReply("Error occurs when parsing snooper proc_id: pid 99999999999 is above 4194304, the largest pid Linux allows")},
+		{`{"blacklist":[1,2]}`, "400", failedReply("Error occurs when parsing snooper: blacklist must be an object of selector lists, got an array")},
+		{"{\"snoopers\":{\"proc_name\":[{\"comm\":\"\xff\"}]}}", "400", failedReply("Error occurs when parsing snooper proc_name: not valid UTF-8 text: galago could not keep it unchanged")},
 		{`{"cmd":{"probe":["mem"]},"params":{"report_period":1}}`, "400", failedReply("params.report_period invalid value 1, must be in [5, 600]")},
-		{`{not json`, "400", failedReply("invalid json format")},
+		{`{not json`, "400", failedReply("invalid json format: invalid character 'n' looking for beginning of object key string (at byte 2)")},
 	}
 	for _, c := range cases {
 		code, reply := curl("-X", "PUT", url, "-d", "json="+c.body)
@@ -228,47 +234,118 @@ func TestGopherCtlWithRESTOff(t *testing.T) {
 }
 
 // TestProbesInitAppliedAndSaved: probes.init lines apply at start (with the
-// whitespace init_probes.sh strips), a bad line is skipped, and a clean stop
-// writes the running configuration back, which the next start re-applies.
+// whitespace init_probes.sh strips), a bad line is skipped and named with its
+// line number, one log line sums up the file, and a clean stop writes the
+// running configuration back, keeping every line galago did not apply as it
+// was (the comment, a feature it does not have yet, a malformed line and a
+// refused one), which the next start re-applies.
 func TestProbesInitAppliedAndSaved(t *testing.T) {
 	requireE2E(t)
-	initFile := "# comment\n\nbaseinfo {\"cmd\": {\"probe\": [\"mem\", \"cpu\"]}, \"blacklist\": {}, \"params\": {\"report_period\": 7}, \"state\": \"running\"}\ntcp {\"state\": \"running\"}\nvirt {not json}\n"
+	initFile := "# comment\n" +
+		"\n" +
+		"baseinfo {\"cmd\": {\"probe\": [\"mem\", \"cpu\"]}, \"blacklist\": {}, \"params\": {\"report_period\": 7}, \"state\": \"running\"}\n" +
+		"tcp {\"state\": \"running\"}\n" +
+		"virt {not json}\n" +
+		"flamegraph {\"cmd\":{\"probe\":[\"oncpu\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n"
 	d := startDaemon(t, daemonOpts{probesInit: initFile})
+	// probes.init applies once the servers listen: wait for its summary.
+	waitFor(t, 10*time.Second, "probes.init applied", func() bool { return strings.Contains(d.stderr.String(), `msg="probes.init read"`) })
 	_, got := d.get("baseinfo")
 	want := `{"blacklist":{},"cmd":{"bin":"","probe":["cpu","mem"]},"params":{"dev_name":"","elf_path":"","report_event":0,"report_period":7,"res_lower_thr":0,"res_upper_thr":0},"state":"running"}` + "\n"
 	if got != want {
 		t.Fatalf("GET /baseinfo after probes.init:\n got %s\nwant %s", got, want)
 	}
+	path := filepath.Join(d.dir, "probes.init")
+	logs := d.stderr.String()
+	for _, line := range []string{
+		`msg="probes.init line refused" line=` + path + `:4 feature=tcp err="invalid probe ranges: at least one must be set"`,
+		`msg="probes.init line refused" line=` + path + `:5 err="virt: invalid JSON: invalid character 'n' looking for beginning of object key string"`,
+		`msg="probes.init line refused" line=` + path + `:6 feature=flamegraph err="not supported in the current version"`,
+		`msg="probes.init read" source=` + path + ` applied=1 refused=3 skipped=2`,
+	} {
+		if !strings.Contains(logs, line) {
+			t.Errorf("log lacks %s", line)
+		}
+	}
 	if code, body := d.put("baseinfo", `{"params":{"report_period":9}}`); code != 200 {
 		t.Fatalf("PUT: %d %s", code, body)
+	}
+	if code, body := d.put("socket", `{"cmd":{"probe":["tcp_socket"]},"snoopers":{"proc_id":[1],"custom_labels":{"env":"e2e"}}}`); code != 200 {
+		t.Fatalf("PUT socket: %d %s", code, body)
 	}
 	_, running := d.get("baseinfo")
 	if err := d.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	saved, err := os.ReadFile(filepath.Join(d.dir, "probes.init"))
+	saved, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
-	for _, l := range strings.Split(string(saved), "\n") {
-		if l != "" && !strings.HasPrefix(l, "#") {
-			lines = append(lines, l)
-		}
+	wantSaved := "# comment\n" +
+		"\n" +
+		"baseinfo " + strings.TrimSpace(running) + "\n" +
+		"tcp {\"state\": \"running\"}\n" +
+		"virt {not json}\n" +
+		"flamegraph {\"cmd\":{\"probe\":[\"oncpu\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n" +
+		`socket {"cmd":{"bin":"","probe":["tcp_socket"]},"params":{"report_event":0,"report_period":60,"res_lower_thr":0,"res_upper_thr":0,"ringbuf_map_size":1},"snoopers":{"container_id":[],"container_name":[],"custom_labels":{"env":"e2e"},"pod_id":[],"proc_id":[1],"proc_name":[]},"state":"stopped"}` + "\n"
+	if string(saved) != wantSaved {
+		t.Fatalf("saved probes.init:\n%s\nwant:\n%s", saved, wantSaved)
 	}
-	if len(lines) != 1 || lines[0] != "baseinfo "+strings.TrimSpace(running) {
-		t.Fatalf("saved probes.init lines %q, want the running config %q", lines, running)
-	}
-	// A fresh daemon on the saved file runs the same configuration.
+	// A fresh daemon on the saved file runs the same configuration, and a
+	// second save gives the same file.
 	d2 := startDaemon(t, daemonOpts{probesInit: string(saved)})
+	waitFor(t, 10*time.Second, "probes.init applied", func() bool { return strings.Contains(d2.stderr.String(), `msg="probes.init read"`) })
 	if _, got := d2.get("baseinfo"); got != running {
 		t.Fatalf("re-applied:\n got %s\nwant %s", got, running)
+	}
+	if err := d2.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := os.ReadFile(filepath.Join(d2.dir, "probes.init")); err != nil || string(again) != string(saved) {
+		t.Fatalf("second save differs (%v):\n%s", err, again)
 	}
 	// No pid file or socket left after the first daemon's clean stop.
 	for _, f := range []string{"galago.pid", "cmd.sock"} {
 		if _, err := os.Stat(filepath.Join(d.dir, f)); !os.IsNotExist(err) {
 			t.Errorf("%s left behind after stop: %v", f, err)
 		}
+	}
+}
+
+// TestProbesInitSeedExamples: the seed README's probes.init example, as
+// printed there, starts baseinfo without snoopers (its host-wide sub-items
+// collect); the shipped probes.init of comments only is summed up in the
+// log rather than passed over in silence.
+func TestProbesInitSeedExamples(t *testing.T) {
+	requireE2E(t)
+	shipped, err := os.ReadFile("../../testdata/probes.init")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shipped file has no newline after its last comment.
+	seed := strings.TrimSuffix(string(shipped), "\n") + "\n" + `baseinfo {"cmd":{"bin":"system_infos","probe":["cpu","fs","host"]},"params":{"report_period":5},"state":"running"}` + "\n"
+	d := startDaemon(t, daemonOpts{probesInit: seed})
+	waitFor(t, 10*time.Second, "probes.init applied", func() bool { return strings.Contains(d.stderr.String(), `msg="probes.init read"`) })
+	path := filepath.Join(d.dir, "probes.init")
+	if want := `msg="probes.init read" source=` + path + ` applied=1 refused=0 skipped=3`; !strings.Contains(d.stderr.String(), want) {
+		t.Fatalf("log lacks %s:\n%s", want, d.stderr.String())
+	}
+	waitFor(t, 20*time.Second, "system_os series", func() bool {
+		return len(samples(d.scrape(), "gala_gopher_host_value")) == 1
+	})
+	// The same body over REST, with proc added: accepted, and one log line
+	// says proc observes nothing without snoopers.
+	if code, body := d.put("baseinfo", `{"cmd":{"bin":"system_infos","probe":["cpu","fs","host","proc"]},"state":"running"}`); code != 200 {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	waitFor(t, 5*time.Second, "the proc warning", func() bool {
+		return strings.Contains(d.stderr.String(), `baseinfo: sub-items proc observe no process until snoopers or a blacklist are given; cpu, fs, host collect host-wide`)
+	})
+
+	only := startDaemon(t, daemonOpts{probesInit: string(shipped)})
+	waitFor(t, 10*time.Second, "probes.init read", func() bool { return strings.Contains(only.stderr.String(), `msg="probes.init read"`) })
+	if want := `msg="probes.init read" source=` + filepath.Join(only.dir, "probes.init") + ` applied=0 refused=0 skipped=3`; !strings.Contains(only.stderr.String(), want) {
+		t.Fatalf("log lacks %s:\n%s", want, only.stderr.String())
 	}
 }
 

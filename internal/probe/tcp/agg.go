@@ -656,9 +656,9 @@ func record(k linkKey, l *linkAgg, cfg probe.Config, h hooksAvail, end time.Time
 	r.SetStr(fRole, roleName(k.role))
 	r.SetStr(fClientIP, k.clientIP)
 	r.SetStr(fServerIP, k.serverIP)
-	if k.clientPort >= 0 {
-		r.SetStr(fClientPort, strconv.Itoa(k.clientPort))
-	}
+	// Without report_cport the row stands for every client port, and
+	// gala-gopher prints 0 there: dashboards group by the label.
+	r.SetStr(fClientPort, strconv.Itoa(max(k.clientPort, 0)))
 	r.SetStr(fServerPort, strconv.Itoa(int(k.serverPort)))
 	r.SetStr(fProtocol, strconv.Itoa(int(k.family)))
 	s := &l.sum

@@ -199,7 +199,7 @@ func TestAggregator(t *testing.T) {
 	for k, l := range rows {
 		r := record(k, l, cfg, h, time.Unix(100, 0), time.Second)
 		for name, want := range map[string]string{"tgid": "5", "comm": "nginx", "role": "server", "client_ip": "10.231.1.1",
-			"server_ip": "10.231.1.2", "server_port": "80", "protocol": "2", "client_port": "", "toa_client_ip": ""} {
+			"server_ip": "10.231.1.2", "server_port": "80", "protocol": "2", "client_port": "0", "toa_client_ip": ""} {
 			if got := r.Str(name); got != want {
 				t.Errorf("%s = %q, want %q", name, got, want)
 			}

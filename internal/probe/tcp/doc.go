@@ -1,8 +1,9 @@
 // Package tcp is the tcp feature: per-connection TCP statistics aggregated
 // into gala-gopher's tcp_metric table (entity tcp_link), keyed by process
 // (tgid, comm), role (client/server), client and server address, server
-// port, client port (only with report_cport=1) and address family
-// (protocol: 2 IPv4, 10 IPv6; IPv4 on a dual-stack socket reports 2).
+// port, client port (with report_cport=1; 0, as gala-gopher prints, when
+// off) and address family (protocol: 2 IPv4, 10 IPv6; IPv4 on a dual-stack
+// socket reports 2).
 //
 // # How
 //

@@ -288,7 +288,7 @@ func TestPrivilegedTransfer(t *testing.T) {
 			settle()
 			cr, sr := rows(rt, cli.pid), rows(rt, srv.pid)
 			keys := map[string]string{"client_ip": fam.cip, "server_ip": fam.sip, "server_port": strconv.Itoa(port),
-				"protocol": fam.proto, "comm": "tcp.test", "client_port": ""}
+				"protocol": fam.proto, "comm": "tcp.test", "client_port": "0"}
 			keys["role"] = "client"
 			oneKey(t, cr, keys)
 			keys["role"] = "server"
@@ -397,7 +397,7 @@ func TestPrivilegedCloseKeepsPort(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			keys := map[string]string{"client_ip": tc.cip, "server_ip": tc.sip, "server_port": strconv.Itoa(tc.port),
-				"protocol": tc.fam, "comm": "tcp.test", "client_port": ""}
+				"protocol": tc.fam, "comm": "tcp.test", "client_port": "0"}
 			cr, sr := rows(rt, tc.cli.h.pid), rows(rt, tc.srv.h.pid)
 			keys["role"] = "client"
 			oneKey(t, cr, keys)

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The fuzz tier: runs every fuzz target of the given packages for FUZZTIME on
+# top of its committed seed corpus, one target at a time.
+#
+#   test/fuzz.sh OUTDIR PACKAGE...
+#
+# Each target's output goes to OUTDIR/fuzz-<package>-<target>.log. When a
+# target fails, its failure is printed here. The input Go wrote to the
+# package's testdata/fuzz/ is moved to OUTDIR/failing-inputs/: left in the
+# source tree it would become a seed that fails every later unit run (and
+# so every later `make test`) without saying where it came from. The
+# message says how to put it back as a committed regression seed once the
+# bug is fixed. Exits non-zero when any target failed.
+set -uo pipefail
+
+GO=${GO:-go}
+FUZZTIME=${FUZZTIME:-5s}
+out=${1:?usage: test/fuzz.sh OUTDIR PACKAGE...}
+shift
+mkdir -p "$out"
+
+targets=0
+failed=()
+for pkg in $("$GO" list "$@"); do
+	dir=$("$GO" list -f '{{.Dir}}' "$pkg")
+	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
+		targets=$((targets + 1))
+		log="$out/fuzz-${pkg##*/}-$f.log"
+		start=$SECONDS
+		if "$GO" test -run='^$' -fuzz="^$f\$" -fuzztime="$FUZZTIME" "$pkg" >"$log" 2>&1; then
+			echo "ok   $pkg $f ($((SECONDS - start))s)"
+			continue
+		fi
+		failed+=("$pkg $f")
+		echo "FAIL $pkg $f ($((SECONDS - start))s; full output: $log)"
+		if grep -q '^--- FAIL' "$log"; then
+			sed -n '/^--- FAIL/,$p' "$log" | head -60 | sed 's/^/    /'
+		else
+			tail -40 "$log" | sed 's/^/    /'
+		fi
+		input=$(sed -n 's/^ *Failing input written to \(.*\)$/\1/p' "$log" | tail -1)
+		if [ -z "$input" ] || [ ! -f "$dir/$input" ]; then
+			continue
+		fi
+		if git -C "$dir" ls-files --error-unmatch "$input" >/dev/null 2>&1; then
+			echo "    the failing input $dir/$input is a committed seed: left in place"
+			continue
+		fi
+		saved="$out/failing-inputs/$pkg/$input"
+		mkdir -p "$(dirname "$saved")"
+		mv "$dir/$input" "$saved"
+		rmdir "$dir/$(dirname "$input")" "$dir/testdata/fuzz" "$dir/testdata" 2>/dev/null
+		name=$(basename "$input")
+		echo "    failing input saved to $saved (moved out of $dir/testdata so that"
+		echo "    unit runs do not trip over it); its content:"
+		head -c 2000 "$saved" | sed 's/^/        /'
+		echo
+		echo "    to reproduce it, and once fixed to keep it as a regression seed (commit it):"
+		echo "        mkdir -p $dir/$(dirname "$input") && cp $saved \$_ && $GO test -run='^$f/$name\$' $pkg"
+	done
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "fuzz: ${#failed[@]} of $targets targets failed: ${failed[*]}"
+	exit 1
+fi
+echo "fuzz: $targets targets passed"
