@@ -1,0 +1,1009 @@
+//go:build ignore
+
+/* syscap: socket data from syscalls, for the l7 probe and every probe that
+ * reads what processes send and receive (proc, ksli, postgre_sli, kafka,
+ * tprofiling). No kprobes: one tp_btf program on the raw sys_exit
+ * tracepoint reads each syscall's arguments from the saved user registers
+ * (they are intact at exit), so no sys_enter program and no per-thread
+ * stash are needed.
+ *
+ * Hooks:
+ *   tp_btf/sys_exit   read, readv, recvfrom, recvmsg, recvmmsg (ingress),
+ *                     write, writev, sendto, sendmsg, sendmmsg (egress),
+ *                     close. Every other syscall returns at the first
+ *                     switch (a few ns).
+ * Flow of a data syscall: the syscall number, the snooper filter
+ *   (galago_observed, common.h), then the connection of (tgid, fd) in
+ *   conns. Its struct file is compared with the fd table's, so a reused fd
+ *   number is a new connection. A new fd is a connection only when it is
+ *   an AF_INET/AF_INET6 TCP or UDP socket. Its protocol is inferred in the
+ *   kernel from the first bytes it carries (infer()); a connection whose
+ *   protocol is not enabled (cfg.protos), that is TLS (ciphertext: its
+ *   plaintext comes from the TLS uprobes) or that is not recognised within
+ *   INFER_TRIES chunks is ignored from then on: later syscalls on it cost
+ *   one lookup. A traced connection sends one CONN record (addresses,
+ *   protocol, role), then one DATA record per syscall (per message for
+ *   *mmsg) with the bytes moved and a prefix of them, then a CLOSE record
+ *   at close().
+ * Capture: the first chunk of each turn (a run of chunks in one direction)
+ *   keeps up to cfg.cap bytes (<= SYSCAP_CAP_MAX), the following ones of
+ *   the same turn up to cfg.cont_cap: enough for the parsers to step over
+ *   message bodies by their declared lengths. Records come in three size
+ *   classes so that a 40-byte request does not reserve 4 KiB.
+ * Maps: conns (hash, (tgid << 32 | fd) -> struct syscap_conn), cfg (array),
+ *   events (ring buffer), lost_events, conn_lost (connections not tracked
+ *   because conns was full), next_id, filter_* (common.h).
+ * Limits: 32-bit (ia32) processes' syscall numbers are not told apart;
+ *   sendfile/splice bodies are counted as not captured.
+ * Kernel: 5.8+ (ring buffer), tp_btf (5.5+), BTF.
+ */
+#define GALAGO_RINGBUF
+#define GALAGO_FILTER
+#include "common.h"
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+
+/* Syscall numbers (x86_64, and asm-generic for arm64). */
+#if defined(__TARGET_ARCH_x86)
+#define NR_read 0
+#define NR_write 1
+#define NR_close 3
+#define NR_readv 19
+#define NR_writev 20
+#define NR_sendto 44
+#define NR_recvfrom 45
+#define NR_sendmsg 46
+#define NR_recvmsg 47
+#define NR_recvmmsg 299
+#define NR_sendmmsg 307
+#define SC_NR(r) ((r)->orig_ax)
+#define SC_ARG0(r) ((r)->di)
+#define SC_ARG1(r) ((r)->si)
+#define SC_ARG2(r) ((r)->dx)
+#elif defined(__TARGET_ARCH_arm64)
+#define NR_read 63
+#define NR_write 64
+#define NR_close 57
+#define NR_readv 65
+#define NR_writev 66
+#define NR_sendto 206
+#define NR_recvfrom 207
+#define NR_sendmsg 211
+#define NR_recvmsg 212
+#define NR_recvmmsg 243
+#define NR_sendmmsg 269
+#define SC_NR(r) ((r)->syscallno)
+#define SC_ARG0(r) ((r)->orig_x0) /* x0 holds the return value at exit */
+#define SC_ARG1(r) ((r)->regs[1])
+#define SC_ARG2(r) ((r)->regs[2])
+#else
+#error "syscap: unsupported architecture"
+#endif
+
+/* Protocols: the values of Go's l7.Protocol (internal/l7). */
+enum syscap_proto {
+	SYSCAP_P_UNKNOWN = 0,
+	SYSCAP_P_HTTP = 1,
+	SYSCAP_P_HTTP2 = 2,
+	SYSCAP_P_MYSQL = 3,
+	SYSCAP_P_PGSQL = 4,
+	SYSCAP_P_DNS = 5,
+	SYSCAP_P_REDIS = 6,
+	SYSCAP_P_KAFKA = 7,
+	SYSCAP_P_MONGO = 8,
+	SYSCAP_P_MEMCACHED = 9,
+};
+
+enum syscap_dir {
+	SYSCAP_EGRESS = 1,  /* written by the process */
+	SYSCAP_INGRESS = 2, /* read by the process */
+};
+
+enum syscap_role {
+	SYSCAP_ROLE_UNKNOWN = 0,
+	SYSCAP_ROLE_CLIENT = 1,
+	SYSCAP_ROLE_SERVER = 2,
+};
+
+enum syscap_l4 {
+	SYSCAP_L4_TCP = 1,
+	SYSCAP_L4_UDP = 2,
+};
+
+enum syscap_state {
+	SYSCAP_INFER = 0,  /* protocol not known yet */
+	SYSCAP_TRACE = 1,  /* traced: DATA records */
+	SYSCAP_IGNORE = 2, /* not L7 of interest: one lookup per syscall */
+};
+
+enum syscap_rec_type {
+	SYSCAP_REC_CONN = 1,
+	SYSCAP_REC_DATA = 2,
+	SYSCAP_REC_CLOSE = 3,
+};
+
+/* Data record flags. */
+#define SYSCAP_F_PEER 0x1 /* peer/peer_port hold the datagram's address */
+
+#define SYSCAP_CAP_MAX 4096
+#define SYSCAP_CAP_M 1024
+#define SYSCAP_CAP_S 128
+#define INFER_TRIES 4
+#define INFER_BYTES 32
+#define MAX_IOV 4
+#define MAX_MMSG 8
+
+struct syscap_conn {
+	__u64 file; /* struct file *: the fd's identity */
+	__u64 id;   /* connection id, unique while galago runs */
+	__u8 state; /* enum syscap_state */
+	__u8 proto; /* enum syscap_proto */
+	__u8 role;  /* enum syscap_role */
+	__u8 l4;    /* enum syscap_l4 */
+	__u8 tries; /* chunks seen while inferring */
+	__u8 dir;   /* direction of the last chunk (turns) */
+	__u16 family;
+};
+
+/* A traced connection, once, before its first DATA record. */
+struct syscap_conn_rec {
+	__u32 type; /* SYSCAP_REC_CONN */
+	__u32 tgid;
+	__u64 conn_id;
+	__u64 ts;
+	__u32 fd;
+	__u32 netns;
+	__u16 family;
+	__u16 sport; /* local port, host order */
+	__u16 dport; /* remote port, host order; 0 for an unconnected UDP socket */
+	__u8 l4;
+	__u8 role;
+	__u8 proto;
+	__u8 _pad[7];
+	__u8 saddr[16]; /* local address (IPv4 in the first 4 bytes) */
+	__u8 daddr[16]; /* remote address */
+};
+
+/* A connection closed (close() by its process). */
+struct syscap_close_rec {
+	__u32 type; /* SYSCAP_REC_CLOSE */
+	__u32 tgid;
+	__u64 conn_id;
+	__u64 ts;
+};
+
+/* One syscall's (or one datagram's) data on a traced connection, followed
+ * by len captured bytes (the record's size class holds up to cap). */
+struct syscap_data_hdr {
+	__u32 type; /* SYSCAP_REC_DATA */
+	__u32 tgid;
+	__u64 conn_id;
+	__u64 ts;   /* bpf_ktime_get_ns at the syscall's return */
+	__u32 size; /* bytes the syscall (or datagram) moved */
+	__u16 len;  /* bytes captured */
+	__u8 dir;   /* enum syscap_dir */
+	__u8 flags; /* SYSCAP_F_* */
+	__u8 peer[16]; /* SYSCAP_F_PEER: the datagram's remote address */
+	__u16 peer_port;
+	__u16 peer_family;
+	__u32 _pad;
+};
+
+struct syscap_data_s {
+	struct syscap_data_hdr h;
+	__u8 data[SYSCAP_CAP_S];
+};
+
+struct syscap_data_m {
+	struct syscap_data_hdr h;
+	__u8 data[SYSCAP_CAP_M];
+};
+
+struct syscap_data_l {
+	struct syscap_data_hdr h;
+	__u8 data[SYSCAP_CAP_MAX];
+};
+
+/* Run-time settings, written by user space. */
+struct syscap_cfg {
+	__u32 protos;   /* bit (1 << enum syscap_proto) per enabled protocol */
+	__u32 cap;      /* bytes kept of a turn's first chunk (<= SYSCAP_CAP_MAX) */
+	__u32 cont_cap; /* bytes kept of the turn's later chunks */
+	__u32 _pad;
+};
+
+GALAGO_EXPORT_TYPE(struct syscap_conn, conn);
+GALAGO_EXPORT_TYPE(struct syscap_conn_rec, conn_rec);
+GALAGO_EXPORT_TYPE(struct syscap_close_rec, close_rec);
+GALAGO_EXPORT_TYPE(struct syscap_data_hdr, data_hdr);
+GALAGO_EXPORT_TYPE(struct syscap_cfg, cfg);
+GALAGO_EXPORT_TYPE(enum syscap_proto, proto);
+GALAGO_EXPORT_TYPE(enum syscap_dir, dir);
+GALAGO_EXPORT_TYPE(enum syscap_role, role);
+GALAGO_EXPORT_TYPE(enum syscap_l4, l4);
+GALAGO_EXPORT_TYPE(enum syscap_state, state);
+GALAGO_EXPORT_TYPE(enum syscap_rec_type, rec_type);
+
+#ifndef SYSCAP_MAX_CONNS
+#define SYSCAP_MAX_CONNS 65536
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SYSCAP_MAX_CONNS);
+	__type(key, __u64); /* tgid << 32 | fd */
+	__type(value, struct syscap_conn);
+} conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct syscap_cfg);
+} cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 * 1024 * 1024);
+} events SEC(".maps");
+
+/* conn_lost[0], per CPU: sockets not tracked because conns was full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} conn_lost SEC(".maps");
+
+/* next_id[0]: connection ids. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} next_id SEC(".maps");
+
+/* Scratch for a chunk gathered from several iovecs (twice the capture, so
+ * that every bounded write stays inside it). */
+struct syscap_scratch {
+	struct syscap_data_hdr h;
+	__u8 data[2 * SYSCAP_CAP_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct syscap_scratch);
+} scratch SEC(".maps");
+
+/* The first bytes of a connection, for infer(). A map value rather than a
+ * stack array: clang turns offsets into an aligned stack buffer into ORs,
+ * which the verifier refuses on pointers. */
+struct syscap_head {
+	__u8 b[INFER_BYTES * 2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct syscap_head);
+} head_buf SEC(".maps");
+
+static __always_inline struct syscap_cfg *get_cfg(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&cfg, &zero);
+}
+
+/* fd_file: the struct file of fd in the current task, or NULL. */
+static __always_inline struct file *fd_file(struct task_struct *task, __u32 fd)
+{
+	struct files_struct *files = task->files;
+	struct fdtable *fdt;
+	struct file **fds;
+	struct file *f = NULL;
+
+	if (!files)
+		return NULL;
+	fdt = files->fdt;
+	if (!fdt || fd >= fdt->max_fds)
+		return NULL;
+	fds = fdt->fd;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
+		return NULL;
+	return f;
+}
+
+/* ---- protocol inference (the same signatures as the Go parsers' Detect) ---- */
+
+static __always_inline bool is_digit(__u8 c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static __always_inline bool has_prefix(const __u8 *b, __u32 n, const char *p, __u32 plen)
+{
+	if (n < plen)
+		return false;
+#pragma unroll
+	for (int i = 0; i < 10; i++) {
+		if (i >= plen)
+			break;
+		if (b[i] != (__u8)p[i])
+			return false;
+	}
+	return true;
+}
+
+#define PREFIX(b, n, s) has_prefix((b), (n), (s), sizeof(s) - 1)
+
+static __always_inline __u32 be32(const __u8 *b)
+{
+	return ((__u32)b[0] << 24) | ((__u32)b[1] << 16) | ((__u32)b[2] << 8) | b[3];
+}
+
+static __always_inline __u32 le32(const __u8 *b)
+{
+	return ((__u32)b[3] << 24) | ((__u32)b[2] << 16) | ((__u32)b[1] << 8) | b[0];
+}
+
+static __always_inline bool http_request(const __u8 *b, __u32 n)
+{
+	switch (b[0]) {
+	case 'G': return PREFIX(b, n, "GET /") || PREFIX(b, n, "GET http");
+	case 'P': return PREFIX(b, n, "POST /") || PREFIX(b, n, "PUT /") || PREFIX(b, n, "PATCH /") ||
+			 PREFIX(b, n, "POST http") || PREFIX(b, n, "PUT http");
+	case 'H': return PREFIX(b, n, "HEAD /");
+	case 'D': return PREFIX(b, n, "DELETE /");
+	case 'O': return PREFIX(b, n, "OPTIONS ");
+	case 'C': return PREFIX(b, n, "CONNECT ");
+	case 'T': return PREFIX(b, n, "TRACE /");
+	}
+	return false;
+}
+
+static __always_inline bool http2_preface(const __u8 *b, __u32 n)
+{
+	return PREFIX(b, n, "PRI * HTT") && n >= 24 && b[9] == 'P' && b[10] == '/' && b[11] == '2';
+}
+
+/* RESP: an array of bulk strings, "*<n>\r\n$". */
+static __always_inline bool redis_request(const __u8 *b, __u32 n)
+{
+	if (n < 5 || b[0] != '*' || !is_digit(b[1]))
+		return false;
+	if (b[2] == '\r')
+		return b[3] == '\n' && b[4] == '$';
+	return n >= 6 && is_digit(b[2]) && b[3] == '\r' && b[4] == '\n' && b[5] == '$';
+}
+
+static __always_inline bool memcached_request(const __u8 *b, __u32 n)
+{
+	switch (b[0]) {
+	case 'g': return PREFIX(b, n, "get ") || PREFIX(b, n, "gets ") || PREFIX(b, n, "gat ") || PREFIX(b, n, "gats ");
+	case 's': return PREFIX(b, n, "set ") || PREFIX(b, n, "stats\r\n") || PREFIX(b, n, "stats ");
+	case 'a': return PREFIX(b, n, "add ") || PREFIX(b, n, "append ");
+	case 'r': return PREFIX(b, n, "replace ");
+	case 'p': return PREFIX(b, n, "prepend ");
+	case 'c': return PREFIX(b, n, "cas ");
+	case 'd': return PREFIX(b, n, "delete ") || PREFIX(b, n, "decr ");
+	case 'i': return PREFIX(b, n, "incr ");
+	case 't': return PREFIX(b, n, "touch ");
+	case 'v': return PREFIX(b, n, "version\r\n") || PREFIX(b, n, "verbosity ");
+	case 'f': return PREFIX(b, n, "flush_all");
+	}
+	return false;
+}
+
+/* PostgreSQL startup (protocol 3.0), SSLRequest or GSSENCRequest: the
+ * first message a client sends, with its whole length. */
+static __always_inline bool pgsql_startup(const __u8 *b, __u32 n, __u32 size)
+{
+	__u32 len, code;
+
+	if (n < 8)
+		return false;
+	len = be32(b);
+	code = be32(b + 4);
+	if (len != size || len < 8 || len > 10000)
+		return false;
+	return code == 0x00030000 || (len == 8 && (code == 80877103 || code == 80877104));
+}
+
+/* PostgreSQL simple or extended query with its whole length (a
+ * connection caught after its start): 'Q' or 'P' + int32 length. */
+static __always_inline bool pgsql_query(const __u8 *b, __u32 n, __u32 size)
+{
+	__u32 len;
+
+	if (n < 5 || (b[0] != 'Q' && b[0] != 'P'))
+		return false;
+	len = be32(b + 1);
+	return len >= 4 && len + 1 <= size && len < (1 << 24);
+}
+
+/* MySQL server greeting (protocol 10) as the first packet of a
+ * connection: [3-byte length][seq 0][0x0a][version "5.", "8.", "10."...]. */
+static __always_inline bool mysql_greeting(const __u8 *b, __u32 n, __u32 size)
+{
+	__u32 len;
+
+	if (n < 8)
+		return false;
+	len = b[0] | (b[1] << 8) | (b[2] << 16);
+	return len + 4 == size && b[3] == 0 && b[4] == 0x0a && is_digit(b[5]) && (b[6] == '.' || is_digit(b[6]));
+}
+
+/* MySQL command with its whole length (caught after the handshake):
+ * COM_QUERY (3), COM_STMT_PREPARE (0x16), COM_STMT_EXECUTE (0x17) with
+ * sequence 0. */
+static __always_inline bool mysql_command(const __u8 *b, __u32 n, __u32 size)
+{
+	__u32 len;
+
+	if (n < 5)
+		return false;
+	len = b[0] | (b[1] << 8) | (b[2] << 16);
+	return len + 4 == size && len >= 1 && b[3] == 0 && (b[4] == 0x03 || b[4] == 0x16 || b[4] == 0x17);
+}
+
+/* Kafka request with its whole size: int32 size, int16 api_key,
+ * int16 api_version, int32 correlation_id, int16 client_id length. */
+static __always_inline bool kafka_request(const __u8 *b, __u32 n, __u32 size)
+{
+	__u32 len;
+	__u16 key, ver;
+	__s16 cid;
+
+	if (n < 14)
+		return false;
+	len = be32(b);
+	key = ((__u16)b[4] << 8) | b[5];
+	ver = ((__u16)b[6] << 8) | b[7];
+	cid = (__s16)(((__u16)b[12] << 8) | b[13]);
+	return len + 4 == size && len >= 10 && key <= 74 && ver <= 20 && cid >= -1 && cid <= 512;
+}
+
+/* MongoDB request: 16-byte header with its whole length, responseTo 0,
+ * opCode OP_MSG (2013), OP_QUERY (2004) or OP_COMPRESSED (2012). */
+static __always_inline bool mongo_request(const __u8 *b, __u32 n, __u32 size)
+{
+	__u32 len, op;
+
+	if (n < 16)
+		return false;
+	len = le32(b);
+	op = le32(b + 12);
+	return len == size && len >= 16 && le32(b + 8) == 0 && (op == 2013 || op == 2004 || op == 2012);
+}
+
+/* DNS query: header with QR=0, opcode QUERY, one question, no answers. */
+static __always_inline bool dns_query(const __u8 *b, __u32 n)
+{
+	if (n < 12)
+		return false;
+	return (b[2] & 0xf8) == 0 && b[4] == 0 && b[5] == 1 && b[6] == 0 && b[7] == 0 && b[8] == 0 && b[9] == 0 &&
+	       b[10] == 0 && b[11] <= 1;
+}
+
+/* TLS record: a handshake (ClientHello or ServerHello) of TLS 1.0-1.3. */
+static __always_inline bool tls_record(const __u8 *b, __u32 n)
+{
+	return n >= 3 && b[0] == 0x16 && b[1] == 0x03 && b[2] <= 0x04;
+}
+
+/* infer: the protocol of a connection whose first chunk b (n captured of
+ * size bytes) travels in dir, and the role it gives; false if unknown.
+ * A request read is the server's side, a request written the client's;
+ * MySQL's server speaks first. */
+static __always_inline bool infer(const __u8 *b, __u32 n, __u32 size, __u8 dir, __u8 l4, __u8 *proto, __u8 *role)
+{
+	__u8 req_role = dir == SYSCAP_EGRESS ? SYSCAP_ROLE_CLIENT : SYSCAP_ROLE_SERVER;
+	__u8 p = SYSCAP_P_UNKNOWN;
+
+	if (n == 0)
+		return false;
+	if (l4 == SYSCAP_L4_UDP) {
+		if (dns_query(b, n))
+			p = SYSCAP_P_DNS;
+	} else if (http_request(b, n)) {
+		p = SYSCAP_P_HTTP;
+	} else if (http2_preface(b, n)) {
+		p = SYSCAP_P_HTTP2;
+	} else if (redis_request(b, n)) {
+		p = SYSCAP_P_REDIS;
+	} else if (memcached_request(b, n)) {
+		p = SYSCAP_P_MEMCACHED;
+	} else if (pgsql_startup(b, n, size) || pgsql_query(b, n, size)) {
+		p = SYSCAP_P_PGSQL;
+	} else if (mysql_greeting(b, n, size)) {
+		p = SYSCAP_P_MYSQL;
+		req_role = dir == SYSCAP_EGRESS ? SYSCAP_ROLE_SERVER : SYSCAP_ROLE_CLIENT;
+	} else if (mysql_command(b, n, size)) {
+		p = SYSCAP_P_MYSQL;
+	} else if (kafka_request(b, n, size)) {
+		p = SYSCAP_P_KAFKA;
+	} else if (mongo_request(b, n, size)) {
+		p = SYSCAP_P_MONGO;
+	} else if (n >= 14 && b[0] == 0 && (((__u32)b[0] << 8) | b[1]) + 2 == size && dns_query(b + 2, n - 2)) {
+		p = SYSCAP_P_DNS; /* DNS over TCP: 2-byte length prefix */
+	}
+	if (p == SYSCAP_P_UNKNOWN)
+		return false;
+	*proto = p;
+	*role = req_role;
+	return true;
+}
+
+/* ---- records ---- */
+
+static __always_inline void fill_addrs(struct syscap_conn_rec *r, struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	r->family = family;
+	r->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	r->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	r->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	__builtin_memset(r->saddr, 0, sizeof(r->saddr));
+	__builtin_memset(r->daddr, 0, sizeof(r->daddr));
+	if (family == AF_INET) {
+		BPF_CORE_READ_INTO((__u32 *)r->saddr, sk, __sk_common.skc_rcv_saddr);
+		BPF_CORE_READ_INTO((__u32 *)r->daddr, sk, __sk_common.skc_daddr);
+	} else {
+		BPF_CORE_READ_INTO(&r->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&r->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	}
+}
+
+static __always_inline void emit_conn(__u32 tgid, __u32 fd, struct syscap_conn *c, struct sock *sk, __u64 ts)
+{
+	struct syscap_conn_rec *r = GALAGO_RB_RESERVE(&events, struct syscap_conn_rec);
+
+	if (!r)
+		return;
+	r->type = SYSCAP_REC_CONN;
+	r->tgid = tgid;
+	r->conn_id = c->id;
+	r->ts = ts;
+	r->fd = fd;
+	r->l4 = c->l4;
+	r->role = c->role;
+	r->proto = c->proto;
+	__builtin_memset(r->_pad, 0, sizeof(r->_pad));
+	fill_addrs(r, sk);
+	GALAGO_RB_SUBMIT(&events, r);
+}
+
+/* ---- the data path ---- */
+
+/* A syscall's buffers: a plain buffer (iov NULL), or an iovec array. */
+struct bufs {
+	const void *buf;
+	const struct iovec *iov;
+	__u32 iovcnt;
+	const struct sockaddr *peer; /* datagram address (recvfrom/recvmsg/sendto/sendmsg), may be NULL */
+};
+
+/* first_bytes copies up to INFER_BYTES of the data into out. */
+static __always_inline __u32 first_bytes(const struct bufs *b, __u64 size, __u8 *out)
+{
+	const void *src = b->buf;
+	__u64 avail = size;
+	__u64 n;
+
+	if (b->iov) {
+		struct iovec v;
+
+		if (bpf_probe_read_user(&v, sizeof(v), b->iov))
+			return 0;
+		src = v.iov_base;
+		avail = v.iov_len < size ? v.iov_len : size;
+	}
+	n = avail < INFER_BYTES ? avail : INFER_BYTES;
+	barrier_var(n);
+	if (n > INFER_BYTES)
+		n = INFER_BYTES;
+	barrier_var(n);
+	if (n == 0 || bpf_probe_read_user(out, n, src))
+		return 0;
+	return n;
+}
+
+/* COPY_ONE copies up to want bytes from src into dst, a buffer of CAP
+ * bytes; evaluates to the bytes copied (0 when the read faults). */
+#define COPY_ONE(dst, CAP, src, want)                                   \
+	({                                                              \
+		__u64 __n = (want);                                     \
+		barrier_var(__n);                                       \
+		if (__n > (CAP))                                        \
+			__n = (CAP);                                    \
+		barrier_var(__n);                                       \
+		bpf_probe_read_user((dst), __n, (src)) ? 0 : __n;       \
+	})
+
+static __always_inline void fill_peer(struct syscap_data_hdr *h, const struct sockaddr *peer)
+{
+	__u16 family = 0;
+
+	h->flags = 0;
+	h->peer_family = 0;
+	h->peer_port = 0;
+	__builtin_memset(h->peer, 0, sizeof(h->peer));
+	if (!peer || bpf_probe_read_user(&family, sizeof(family), peer))
+		return;
+	if (family == AF_INET) {
+		struct sockaddr_in sin;
+
+		if (bpf_probe_read_user(&sin, sizeof(sin), peer))
+			return;
+		*(__u32 *)h->peer = sin.sin_addr.s_addr;
+		h->peer_port = bpf_ntohs(sin.sin_port);
+	} else if (family == AF_INET6) {
+		struct sockaddr_in6 sin6;
+
+		if (bpf_probe_read_user(&sin6, sizeof(sin6), peer))
+			return;
+		__builtin_memcpy(h->peer, &sin6.sin6_addr, 16);
+		h->peer_port = bpf_ntohs(sin6.sin6_port);
+	} else {
+		return;
+	}
+	h->peer_family = family;
+	h->flags = SYSCAP_F_PEER;
+}
+
+static __always_inline void fill_hdr(struct syscap_data_hdr *h, __u32 tgid, const struct syscap_conn *c, __u64 ts,
+				     __u64 size, __u8 dir, const struct sockaddr *peer)
+{
+	h->type = SYSCAP_REC_DATA;
+	h->tgid = tgid;
+	h->conn_id = c->id;
+	h->ts = ts;
+	h->size = size > 0xffffffffULL ? 0xffffffffU : size;
+	h->dir = dir;
+	h->_pad = 0;
+	fill_peer(h, c->l4 == SYSCAP_L4_UDP ? peer : NULL);
+}
+
+/* emit_data sends one DATA record with up to cap bytes of the data. */
+static __always_inline void emit_data(__u32 tgid, const struct syscap_conn *c, const struct bufs *b, __u64 size,
+				      __u8 dir, __u64 cap, __u64 ts)
+{
+	__u64 want = size < cap ? size : cap;
+
+	if (b->iov && b->iovcnt > 1) {
+		/* Gather from up to MAX_IOV iovecs into the scratch record. */
+		__u32 zero = 0;
+		__u64 off = 0;
+		struct syscap_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+		if (!s)
+			return;
+#pragma unroll
+		for (int i = 0; i < MAX_IOV; i++) {
+			struct iovec v;
+			__u64 n;
+
+			if (i >= b->iovcnt || off >= want)
+				break;
+			if (bpf_probe_read_user(&v, sizeof(v), &b->iov[i]))
+				break;
+			n = v.iov_len < want - off ? v.iov_len : want - off;
+			barrier_var(n);
+			if (n > SYSCAP_CAP_MAX)
+				n = SYSCAP_CAP_MAX;
+			barrier_var(n);
+			/* off < want <= SYSCAP_CAP_MAX: the write stays in data[2 * CAP]. */
+			if (bpf_probe_read_user(&s->data[off & (SYSCAP_CAP_MAX - 1)], n, v.iov_base))
+				break;
+			off += n;
+		}
+		barrier_var(off);
+		if (off > SYSCAP_CAP_MAX)
+			off = SYSCAP_CAP_MAX;
+		barrier_var(off);
+		fill_hdr(&s->h, tgid, c, ts, size, dir, b->peer);
+		s->h.len = off;
+		galago_rb_output(&events, s, sizeof(s->h) + off);
+		return;
+	}
+
+	const void *src = b->buf;
+	if (b->iov) {
+		struct iovec v;
+
+		if (bpf_probe_read_user(&v, sizeof(v), b->iov))
+			return;
+		src = v.iov_base;
+		if (v.iov_len < want)
+			want = v.iov_len;
+	}
+	if (want <= SYSCAP_CAP_S) {
+		struct syscap_data_s *r = GALAGO_RB_RESERVE(&events, struct syscap_data_s);
+
+		if (!r)
+			return;
+		fill_hdr(&r->h, tgid, c, ts, size, dir, b->peer);
+		r->h.len = COPY_ONE(r->data, SYSCAP_CAP_S, src, want);
+		GALAGO_RB_SUBMIT(&events, r);
+	} else if (want <= SYSCAP_CAP_M) {
+		struct syscap_data_m *r = GALAGO_RB_RESERVE(&events, struct syscap_data_m);
+
+		if (!r)
+			return;
+		fill_hdr(&r->h, tgid, c, ts, size, dir, b->peer);
+		r->h.len = COPY_ONE(r->data, SYSCAP_CAP_M, src, want);
+		GALAGO_RB_SUBMIT(&events, r);
+	} else {
+		struct syscap_data_l *r = GALAGO_RB_RESERVE(&events, struct syscap_data_l);
+
+		if (!r)
+			return;
+		fill_hdr(&r->h, tgid, c, ts, size, dir, b->peer);
+		r->h.len = COPY_ONE(r->data, SYSCAP_CAP_MAX, src, want);
+		GALAGO_RB_SUBMIT(&events, r);
+	}
+}
+
+static __always_inline __u64 new_conn_id(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&next_id, &zero);
+
+	if (!n)
+		return 0;
+	return __sync_fetch_and_add(n, 1) + 1;
+}
+
+/* lookup_conn returns the connection of (tgid, fd), creating it for a
+ * socket not seen before (or whose fd now names another file); NULL for
+ * anything that is not an inet TCP/UDP socket. *sk_out gets the socket of
+ * a new connection (for its CONN record), NULL otherwise. */
+static __always_inline struct syscap_conn *lookup_conn(__u64 key, __u32 fd, struct sock **sk_out)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct syscap_conn *c = bpf_map_lookup_elem(&conns, &key);
+	struct file *f = fd_file(task, fd);
+	struct syscap_conn nc = {};
+	struct socket *sock;
+	struct sock *sk;
+	__u16 family, type;
+	__u8 proto;
+
+	*sk_out = NULL;
+	if (!f)
+		return NULL;
+	if (c && c->file == (__u64)f)
+		return c;
+	if ((BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) != S_IFSOCK)
+		return NULL;
+	sock = BPF_CORE_READ(f, private_data);
+	if (!sock)
+		return NULL;
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return NULL;
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return NULL;
+	proto = BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol);
+	type = BPF_CORE_READ(sock, type);
+	if (proto == IPPROTO_TCP && type == 1 /* SOCK_STREAM */)
+		nc.l4 = SYSCAP_L4_TCP;
+	else if (proto == IPPROTO_UDP && type == 2 /* SOCK_DGRAM */)
+		nc.l4 = SYSCAP_L4_UDP;
+	else
+		return NULL;
+	nc.file = (__u64)f;
+	nc.family = family;
+	nc.state = SYSCAP_INFER;
+	if (bpf_map_update_elem(&conns, &key, &nc, BPF_ANY)) {
+		__u32 zero = 0;
+		__u64 *lost = bpf_map_lookup_elem(&conn_lost, &zero);
+
+		if (lost)
+			*lost += 1;
+		return NULL;
+	}
+	*sk_out = sk;
+	return bpf_map_lookup_elem(&conns, &key);
+}
+
+static __always_inline void on_data(__u32 fd, const struct bufs *b, __u64 size, __u8 dir, __u64 ts)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	__u64 key = ((__u64)tgid << 32) | fd;
+	struct syscap_conn *c;
+	struct syscap_cfg *cf;
+	struct sock *sk;
+	__u64 cap;
+
+	if (!galago_observed(tgid))
+		return;
+	c = lookup_conn(key, fd, &sk);
+	if (!c || c->state == SYSCAP_IGNORE)
+		return;
+	cf = get_cfg();
+	if (!cf)
+		return;
+	if (c->state == SYSCAP_INFER) {
+		__u32 zero = 0;
+		struct syscap_head *hb = bpf_map_lookup_elem(&head_buf, &zero);
+		__u8 *head;
+		__u32 n;
+		__u8 proto, role;
+
+		if (!hb)
+			return;
+		head = hb->b;
+		__builtin_memset(head, 0, sizeof(hb->b));
+		n = first_bytes(b, size, head);
+
+		if (n && tls_record(head, n)) {
+			c->state = SYSCAP_IGNORE; /* plaintext comes from the TLS uprobes */
+			return;
+		}
+		if (!infer(head, n, size, dir, c->l4, &proto, &role)) {
+			if (++c->tries >= INFER_TRIES)
+				c->state = SYSCAP_IGNORE;
+			return;
+		}
+		if (!(cf->protos & (1U << proto))) {
+			c->state = SYSCAP_IGNORE;
+			return;
+		}
+		if (!sk) {
+			/* Known socket: read its sock again for the record. */
+			struct file *f = (struct file *)c->file;
+			struct socket *sock = BPF_CORE_READ(f, private_data);
+
+			sk = sock ? BPF_CORE_READ(sock, sk) : NULL;
+			if (!sk)
+				return;
+		}
+		c->id = new_conn_id();
+		c->proto = proto;
+		c->role = role;
+		c->state = SYSCAP_TRACE;
+		c->dir = 0;
+		emit_conn(tgid, fd, c, sk, ts);
+	}
+	cap = c->dir == dir ? cf->cont_cap : cf->cap;
+	c->dir = dir;
+	if (cap > SYSCAP_CAP_MAX)
+		cap = SYSCAP_CAP_MAX;
+	emit_data(tgid, c, b, size, dir, cap, ts);
+}
+
+static __always_inline void on_close(__u32 fd, __u64 ts)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 key = ((__u64)tgid << 32) | fd;
+	struct syscap_conn *c = bpf_map_lookup_elem(&conns, &key);
+	struct syscap_close_rec *r;
+
+	if (!c)
+		return;
+	if (c->state == SYSCAP_TRACE) {
+		r = GALAGO_RB_RESERVE(&events, struct syscap_close_rec);
+		if (r) {
+			r->type = SYSCAP_REC_CLOSE;
+			r->tgid = tgid;
+			r->conn_id = c->id;
+			r->ts = ts;
+			GALAGO_RB_SUBMIT(&events, r);
+		}
+	}
+	bpf_map_delete_elem(&conns, &key);
+}
+
+/* msghdr_bufs reads a user_msghdr's iovecs and name. */
+static __always_inline bool msghdr_bufs(const struct user_msghdr *m, struct bufs *b)
+{
+	struct user_msghdr h;
+
+	if (bpf_probe_read_user(&h, sizeof(h), m))
+		return false;
+	b->buf = NULL;
+	b->iov = h.msg_iov;
+	b->iovcnt = h.msg_iovlen;
+	b->peer = h.msg_name;
+	return b->iov != NULL;
+}
+
+static __always_inline void on_mmsg(__u32 fd, const struct mmsghdr *vec, __u32 count, __u8 dir, __u64 ts)
+{
+#pragma unroll
+	for (int i = 0; i < MAX_MMSG; i++) {
+		struct bufs b = {};
+		__u32 len;
+
+		if (i >= count)
+			break;
+		if (bpf_probe_read_user(&len, sizeof(len), &vec[i].msg_len))
+			break;
+		if (!msghdr_bufs(&vec[i].msg_hdr, &b))
+			break;
+		if (len)
+			on_data(fd, &b, len, dir, ts);
+	}
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct bufs b = {};
+	__u64 ts;
+	__u32 fd;
+
+	switch (SC_NR(regs)) {
+	case NR_read:
+	case NR_write:
+	case NR_recvfrom:
+	case NR_sendto:
+		if (ret <= 0)
+			return 0;
+		fd = SC_ARG0(regs);
+		b.buf = (const void *)SC_ARG1(regs);
+		if (SC_NR(regs) == NR_recvfrom || SC_NR(regs) == NR_sendto) {
+			/* The address argument is the fifth: read it from the regs. */
+#if defined(__TARGET_ARCH_x86)
+			b.peer = (const struct sockaddr *)regs->r8;
+#else
+			b.peer = (const struct sockaddr *)regs->regs[4];
+#endif
+		}
+		ts = bpf_ktime_get_ns();
+		on_data(fd, &b, ret,
+			SC_NR(regs) == NR_read || SC_NR(regs) == NR_recvfrom ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts);
+		return 0;
+	case NR_readv:
+	case NR_writev:
+		if (ret <= 0)
+			return 0;
+		fd = SC_ARG0(regs);
+		b.iov = (const struct iovec *)SC_ARG1(regs);
+		b.iovcnt = SC_ARG2(regs);
+		ts = bpf_ktime_get_ns();
+		on_data(fd, &b, ret, SC_NR(regs) == NR_readv ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts);
+		return 0;
+	case NR_recvmsg:
+	case NR_sendmsg:
+		if (ret <= 0)
+			return 0;
+		fd = SC_ARG0(regs);
+		if (!msghdr_bufs((const struct user_msghdr *)SC_ARG1(regs), &b))
+			return 0;
+		ts = bpf_ktime_get_ns();
+		on_data(fd, &b, ret, SC_NR(regs) == NR_recvmsg ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts);
+		return 0;
+	case NR_recvmmsg:
+	case NR_sendmmsg:
+		if (ret <= 0)
+			return 0;
+		ts = bpf_ktime_get_ns();
+		on_mmsg(SC_ARG0(regs), (const struct mmsghdr *)SC_ARG1(regs), ret,
+			SC_NR(regs) == NR_recvmmsg ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts);
+		return 0;
+	case NR_close:
+		if (ret != 0)
+			return 0;
+		on_close(SC_ARG0(regs), bpf_ktime_get_ns());
+		return 0;
+	}
+	return 0;
+}

@@ -1,0 +1,373 @@
+// Package syscap captures what processes send and receive on their TCP and
+// UDP sockets, from the raw sys_exit tracepoint (no kprobes): for each
+// connection it infers the L7 protocol in the kernel from the first bytes,
+// and for connections of an enabled protocol it delivers the connection's
+// addresses once (Conn), then every read and write with a prefix of its
+// bytes (Data), then its close (Close). It is the one syscall capture of
+// galago: the l7 probe reads it, and so will the probes that need the same
+// stream (proc, ksli, postgre_sli, kafka, tprofiling).
+//
+// Cost model: every syscall of an observed process pays one switch on the
+// syscall number at exit; a read or write pays the snooper filter, one
+// lookup of its (process, fd) and a read of the fd table; a socket that is
+// not L7 of interest stops there; a traced connection pays one ring buffer
+// record per syscall, sized to what it captures.
+//
+// Limits: the first chunk of each turn (a run of chunks in one direction)
+// keeps up to Config.Cap bytes, later chunks of the turn Config.ContCap;
+// parsers step over the rest by the lengths protocols declare (l7.Chunk).
+// TLS connections are ignored here (their plaintext comes from uprobes).
+// Data moved by sendfile/splice is not seen. 32-bit (ia32) processes'
+// syscalls are not told apart from 64-bit ones.
+package syscap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/snoop"
+)
+
+// Handler receives the capture's records, on the reading goroutine, in
+// kernel order per CPU (a connection's records are in order: its process
+// runs its syscalls one after another on any CPU, and the ring buffer is
+// shared). A Data's Bytes are only valid during the call.
+type Handler interface {
+	Conn(c *Conn)
+	Data(d *Data)
+	Close(c *Close)
+}
+
+// Config is the run-time configuration.
+type Config struct {
+	// Protocols are traced; a connection of another protocol is ignored.
+	Protocols []l7.Protocol
+	// Cap is how many bytes of a turn's first chunk are captured, ContCap
+	// of its later chunks (0: defaults; at most CaptureMax).
+	Cap, ContCap int
+}
+
+// Defaults of Config.
+const (
+	DefaultCap     = CaptureMax
+	DefaultContCap = 256
+	// SweepInterval is how often connections of exited processes are
+	// looked for (a process that exits closes its sockets without close()).
+	SweepInterval = 10 * time.Second
+)
+
+// Options configure Open.
+type Options struct {
+	Log     *slog.Logger
+	Handler Handler
+	// OnLost receives records lost to a full ring buffer, sockets not
+	// tracked because the connection table was full, and new processes
+	// that could not be marked pending by the snooper filter.
+	OnLost func(n uint64)
+	// HostPath roots /proc for the sweep of exited processes ("/" if empty).
+	HostPath string
+}
+
+// Capture is a loaded and attached capture.
+type Capture struct {
+	opts   Options
+	objs   syscapObjects
+	link   link.Link
+	reader *bpfrt.Reader
+	filter *bpfrt.FilterSync
+
+	// hmu serialises the handler's calls: records come from the reader,
+	// closes of exited processes' connections from the sweep.
+	hmu      sync.Mutex
+	mu       sync.Mutex
+	traced   map[uint64]uint64 // (tgid << 32 | fd) -> connection id, from Conn records
+	byID     map[uint64]uint64 // connection id -> key
+	goneAt   map[uint32]int    // tgid -> sweep that first found it gone
+	sweeps   int
+	lostSeen uint64
+	data     Data // reused for every Data record
+}
+
+// Open checks the hook, loads and attaches the capture. Nothing is traced
+// until SetConfig enables protocols.
+func Open(opts Options) (*Capture, error) {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Handler == nil {
+		return nil, errors.New("syscap: no handler")
+	}
+	if opts.HostPath == "" {
+		opts.HostPath = "/"
+	}
+	if err := bpfrt.HaveTPBTF("sys_exit"); err != nil {
+		return nil, err
+	}
+	spec, err := loadSyscap()
+	if err != nil {
+		return nil, fmt.Errorf("syscap: load spec: %w", err)
+	}
+	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: dataHdrSize + 256, FillPercent: 25}); err != nil {
+		return nil, fmt.Errorf("syscap: %w", err)
+	}
+	c := &Capture{opts: opts, traced: map[uint64]uint64{}, byID: map[uint64]uint64{}, goneAt: map[uint32]int{}}
+	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			opts.Log.Error("syscap: verifier", "log", fmt.Sprintf("%+v", ve))
+		}
+		return nil, fmt.Errorf("syscap: load BPF object: %w", err)
+	}
+	if c.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
+		Mode: c.objs.FilterMode, TGIDs: c.objs.FilterTgids, Cgroups: c.objs.FilterCgroups,
+		Pending: c.objs.FilterPending, Decided: c.objs.FilterDecided, Lost: c.objs.FilterPendingLost,
+		ForkProgram: c.objs.GalagoFilterFork, ExecProgram: c.objs.GalagoFilterExec,
+	}, opts.OnLost); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("syscap: %w", err)
+	}
+	if err := c.SetConfig(Config{}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
+		Ring: c.objs.Events, Lost: c.objs.LostEvents,
+		Handle: c.handle, OnLost: opts.OnLost,
+		OnError: func(err error) { opts.Log.Warn("syscap: bad record", "err", err) },
+	})
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("syscap: %w", err)
+	}
+	if c.link, err = link.AttachTracing(link.TracingOptions{Program: c.objs.SyscapSysExit, AttachType: ebpf.AttachTraceRawTp}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("syscap: attach tp_btf/sys_exit: %w", err)
+	}
+	return c, nil
+}
+
+// Programs are the capture's programs by name, for bpfrt.Stats.
+func (c *Capture) Programs() map[string]*ebpf.Program {
+	progs := c.filter.Programs()
+	progs["syscap_sys_exit"] = c.objs.SyscapSysExit
+	return progs
+}
+
+// SetConfig applies the protocols and capture sizes.
+func (c *Capture) SetConfig(cfg Config) error {
+	var mask uint32
+	for _, p := range cfg.Protocols {
+		if p > 0 && p < 32 {
+			mask |= 1 << p
+		}
+	}
+	capFirst, capCont := cfg.Cap, cfg.ContCap
+	if capFirst <= 0 {
+		capFirst = DefaultCap
+	}
+	if capCont <= 0 {
+		capCont = DefaultContCap
+	}
+	v := syscapSyscapCfg{Protos: mask, Cap: uint32(min(capFirst, CaptureMax)), ContCap: uint32(min(capCont, CaptureMax))}
+	if err := c.objs.Cfg.Put(uint32(0), v); err != nil {
+		return fmt.Errorf("syscap: set config: %w", err)
+	}
+	return nil
+}
+
+// SetTargets applies the snoopers (nil: every process).
+func (c *Capture) SetTargets(t snoop.Targets) error { return c.filter.Sync(t) }
+
+// Run reads records, follows the snoopers and sweeps exited processes'
+// connections until ctx is done or one of them fails.
+func (c *Capture) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 3)
+	for _, fn := range []func(context.Context) error{c.reader.Run, c.filter.Run, c.sweepLoop} {
+		go func() {
+			err := fn(ctx)
+			cancel()
+			errs <- err
+		}()
+	}
+	var first error
+	for range 3 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Close detaches and unloads everything. Idempotent; call it after Run
+// has returned.
+func (c *Capture) Close() error {
+	var errs []error
+	if c.link != nil {
+		errs = append(errs, c.link.Close())
+		c.link = nil
+	}
+	if c.filter != nil {
+		errs = append(errs, c.filter.Close())
+		c.filter = nil
+	}
+	if c.reader != nil {
+		errs = append(errs, c.reader.Close())
+		c.reader = nil
+	}
+	errs = append(errs, c.objs.Close())
+	return errors.Join(errs...)
+}
+
+func (c *Capture) handle(raw []byte) error {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	switch recordType(raw) {
+	case recData:
+		if err := decodeData(raw, &c.data); err != nil {
+			return err
+		}
+		c.opts.Handler.Data(&c.data)
+		c.data.Bytes = nil
+	case recConn:
+		conn, err := decodeConn(raw)
+		if err != nil {
+			return err
+		}
+		key := uint64(conn.TGID)<<32 | uint64(conn.FD)
+		c.mu.Lock()
+		if old, ok := c.traced[key]; ok {
+			delete(c.byID, old) // the fd was reused without a close() we saw
+		}
+		c.traced[key] = conn.ID
+		c.byID[conn.ID] = key
+		c.mu.Unlock()
+		c.opts.Handler.Conn(&conn)
+	case recClose:
+		cl, err := decodeClose(raw)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if key, ok := c.byID[cl.ConnID]; ok {
+			delete(c.byID, cl.ConnID)
+			if c.traced[key] == cl.ConnID {
+				delete(c.traced, key)
+			}
+		}
+		c.mu.Unlock()
+		c.opts.Handler.Close(&cl)
+	default:
+		return fmt.Errorf("syscap: record of type %d", recordType(raw))
+	}
+	return nil
+}
+
+func (c *Capture) sweepLoop(ctx context.Context) error {
+	t := time.NewTicker(SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := c.sweep(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sweep forgets the connections of processes that no longer exist (exit
+// closes sockets without a close() syscall) and reports the traced ones as
+// closed one sweep after their process was found gone (so that records
+// still in the ring come first); it also reports sockets not tracked
+// because the table was full.
+func (c *Capture) sweep() error {
+	c.sweeps++
+	alive := map[uint32]bool{}
+	isAlive := func(tgid uint32) bool {
+		ok, seen := alive[tgid]
+		if !seen {
+			_, err := os.Stat(filepath.Join(c.opts.HostPath, "proc", strconv.FormatUint(uint64(tgid), 10)))
+			ok = err == nil
+			alive[tgid] = ok
+		}
+		return ok
+	}
+	var key uint64
+	var v syscapSyscapConn
+	var stale []uint64
+	it := c.objs.Conns.Iterate()
+	for it.Next(&key, &v) {
+		if !isAlive(uint32(key >> 32)) {
+			stale = append(stale, key)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("syscap: sweep: %w", err)
+	}
+	for _, k := range stale {
+		if err := c.objs.Conns.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("syscap: sweep: %w", err)
+		}
+	}
+	var closed []Close
+	c.mu.Lock()
+	for k, id := range c.traced {
+		tgid := uint32(k >> 32)
+		if isAlive(tgid) {
+			delete(c.goneAt, tgid)
+			continue
+		}
+		first, ok := c.goneAt[tgid]
+		if !ok {
+			c.goneAt[tgid] = c.sweeps
+			continue
+		}
+		if first < c.sweeps {
+			delete(c.traced, k)
+			delete(c.byID, id)
+			closed = append(closed, Close{ConnID: id, TGID: tgid})
+		}
+	}
+	for tgid, first := range c.goneAt {
+		if first < c.sweeps-1 {
+			delete(c.goneAt, tgid)
+		}
+	}
+	c.mu.Unlock()
+	if len(closed) > 0 {
+		c.hmu.Lock()
+		for i := range closed {
+			c.opts.Handler.Close(&closed[i])
+		}
+		c.hmu.Unlock()
+	}
+	var per []uint64
+	if err := c.objs.ConnLost.Lookup(uint32(0), &per); err != nil {
+		return fmt.Errorf("syscap: read conn_lost: %w", err)
+	}
+	var sum uint64
+	for _, n := range per {
+		sum += n
+	}
+	if d := sum - c.lostSeen; d > 0 && c.opts.OnLost != nil {
+		c.opts.OnLost(d)
+	}
+	c.lostSeen = sum
+	return nil
+}
