@@ -150,7 +150,7 @@ func TestPutErrors(t *testing.T) {
 		{"tcp", `{"params":{"ringbuf_map_size":3}}`, "params.ringbuf_map_size invalid value 3, must be a power of 2"},
 		{"tcp", `{"params":{"l7_protocol":"http"}}`, "params.l7_protocol invalid data type: want an array of protocol names, got a string"},
 		{"tcp", `{"params":{"l7_protocol":["http",1]}}`, "params.l7_protocol invalid data type: want an array of protocol names, got a number in it"},
-		{"tcp", `{"params":{"l7_protocol":["gopher"]}}`, "params.l7_protocol invalid value gopher, must be one of http, dns, redis, mysql, pgsql, kafka, mongo, crpc"},
+		{"tcp", `{"params":{"l7_protocol":["gopher"]}}`, "params.l7_protocol invalid value gopher, must be one of http, dns, redis, mysql, pgsql, kafka, mongo, crpc, memcached"},
 		{"tcp", `{"params":{"dev_name":"0123456789012345678901234567890123"}}`, "params.dev_name value is too long, len must be less than 32"},
 		{"tcp", `{"params":{"dev_name":"eth\udc000"}}`, "params.dev_name invalid value: not valid UTF-8 text"},
 		{"tcp", `{"params":{"elf_path":"/tmp/a;rm"}}`, "params.elf_path contains unsafe characters"},

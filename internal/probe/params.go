@@ -155,8 +155,9 @@ func oneOf(vals ...string) func(key, v string) error {
 	}
 }
 
-// l7Protocols are the accepted l7_protocol names.
-var l7Protocols = []string{"http", "dns", "redis", "mysql", "pgsql", "kafka", "mongo", "crpc"}
+// l7Protocols are the accepted l7_protocol names: gala-gopher's, and
+// galago's memcached.
+var l7Protocols = []string{"http", "dns", "redis", "mysql", "pgsql", "kafka", "mongo", "crpc", "memcached"}
 
 var flamegraphOnly = echoFor("flamegraph")
 

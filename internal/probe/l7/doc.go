@@ -1,0 +1,38 @@
+// Package l7 is galago's l7 feature (gala-gopher's l7probe): per
+// connection, request/response metrics of the L7 protocols of every
+// observed process, as client and as server, without touching the
+// process: l7_link (bytes and segments sent and received, sub-item
+// l7_bytes_metrics), l7_rpc (request and response counts and throughput,
+// latency histogram, sum and average, errors and their ratio) and
+// l7_rpc_api (the same per API template, with client and server errors
+// split; sub-item l7_rpc_metrics). l7_rpc_trace is accepted and emits
+// nothing, as in gala-gopher.
+//
+// Data comes from the shared syscall capture (internal/syscap): the kernel
+// infers each connection's protocol from its first bytes, and only
+// connections of the protocols in l7_protocol reach user space, one record
+// per read or write with a prefix of its bytes. Each connection has a
+// parser of its protocol (internal/l7/<protocol>) that frames both
+// directions and pairs requests with responses; exchanges are aggregated
+// per row, and rows are reported once per report_period.
+//
+// Keys: tgid; client_ip, server_ip, server_port (the server's port; for a
+// client, the remote end); l4_role tcp_client, tcp_server or udp; l7_role
+// client or server; protocol (http, http2, mysql, pgsql, dns, redis, kafka,
+// mongo, memcached, crpc); api (l7_rpc_api); label ssl (ssl/no_ssl).
+//
+// Values: counts are per period; throughput_* are per second over the
+// period; latency is from the request's first chunk (the client's write,
+// the server's read) to the response's first chunk, in ns, into gala-
+// gopher's buckets (10, 50, 100, 500, 1000, 3000, 10000 ms); err_ratio,
+// client_err_ratio and server_err_ratio are percentages of the responses.
+// Which responses are errors, and whose fault, is each protocol's own
+// (its package documentation).
+//
+// Bounds: at most DefaultMaxAPIs distinct api values per service (process,
+// server address and port, protocol, role); requests beyond fold into
+// api="__overflow__". A parser that loses the message boundaries (bytes the
+// capture did not copy hid one) reports it, and the probe counts it in
+// galago_probe_events_lost_total{probe="l7"}, with lost ring buffer records
+// and connections the kernel table had no room for.
+package l7

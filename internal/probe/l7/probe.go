@@ -1,0 +1,355 @@
+package l7
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/syscap"
+	"github.com/galago-project/galago/internal/table"
+)
+
+// Name is the feature name.
+const Name = "l7"
+
+// Sub-item bits, from probe.Builtin's l7 entry.
+var (
+	bitBytes = probe.MustSubItemBit(Name, "l7_bytes_metrics")
+	bitRPC   = probe.MustSubItemBit(Name, "l7_rpc_metrics")
+)
+
+// Probe is the l7 feature. See the package documentation.
+type Probe struct {
+	stats    *bpfrt.Stats
+	missing  *bpfrt.MissingHooks
+	hostPath string
+	// reportEvery, when set, replaces report_period (tests).
+	reportEvery time.Duration
+	now         func() time.Time
+
+	mu       sync.Mutex
+	cfg      probe.Config
+	rt       probe.Runtime
+	capture  *syscap.Capture
+	agg      *aggregator
+	conns    map[uint64]*conn
+	out      []l7.Exchange // reused by every Feed
+	warned   map[string]bool
+	kick     chan struct{}
+	lastSeen time.Time
+}
+
+var (
+	_ probe.Probe        = (*Probe)(nil)
+	_ probe.Reconfigurer = (*Probe)(nil)
+	_ probe.Tables       = (*Probe)(nil)
+)
+
+// Option configures a Probe.
+type Option func(*Probe)
+
+// WithStats exports the probe's BPF run time through s.
+func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
+
+// WithMissingHooks reports missing hooks through m.
+func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.missing = m } }
+
+// WithHostPath roots /proc (GOPHER_HOST_PATH).
+func WithHostPath(root string) Option { return func(p *Probe) { p.hostPath = root } }
+
+// withReport replaces report_period (tests).
+func withReport(d time.Duration) Option { return func(p *Probe) { p.reportEvery = d } }
+
+// New returns an l7 probe.
+func New(opts ...Option) *Probe {
+	p := &Probe{now: time.Now, kick: make(chan struct{}, 1), warned: map[string]bool{}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Name implements probe.Probe.
+func (p *Probe) Name() string { return Name }
+
+// Tables implements probe.Tables.
+func (p *Probe) Tables() []*table.Table { return []*table.Table{table.L7Link, table.L7Rpc, table.L7RpcApi} }
+
+// Start loads the syscall capture and starts the report loop.
+func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rt != nil {
+		return errors.New("l7: started twice")
+	}
+	log := rt.Logger()
+	if p.missing == nil {
+		p.missing = bpfrt.NewMissingHooks(log)
+	}
+	if err := p.missing.Report(bpfrt.HaveTPBTF("sys_exit"), "the l7 probe"); err != nil {
+		return fmt.Errorf("l7: %w: %w", probe.ErrNotSupported, err)
+	}
+	p.rt, p.cfg = rt, cfg
+	p.agg = newAggregator()
+	p.conns = map[uint64]*conn{}
+	defer func() {
+		if err != nil {
+			p.closeLocked()
+			p.rt = nil
+		}
+	}()
+	p.capture, err = syscap.Open(syscap.Options{Log: log, Handler: handler{p}, OnLost: rt.Lost, HostPath: p.hostPath})
+	if err != nil {
+		return fmt.Errorf("l7: %w", err)
+	}
+	if err := p.applyLocked(); err != nil {
+		return err
+	}
+	if p.stats != nil {
+		if err := p.stats.Register(Name, p.capture.Programs()); err != nil {
+			log.Warn("l7: BPF run-time statistics unavailable", "err", err)
+		}
+	}
+	p.lastSeen = p.now()
+	rt.Go(p.capture.Run)
+	rt.Go(p.loop)
+	return nil
+}
+
+// applyLocked sends the configuration to the capture.
+func (p *Probe) applyLocked() error {
+	protos := p.protocolsLocked()
+	if err := p.capture.SetConfig(syscap.Config{Protocols: protos}); err != nil {
+		return fmt.Errorf("l7: %w", err)
+	}
+	if err := p.capture.SetTargets(p.cfg.Targets); err != nil {
+		return fmt.Errorf("l7: snooper filter: %w", err)
+	}
+	return nil
+}
+
+// protocolsLocked maps l7_protocol to the protocols to trace: those with a
+// parser; one line is logged for each requested protocol galago cannot
+// parse.
+func (p *Probe) protocolsLocked() []l7.Protocol {
+	names := p.cfg.Params.L7Protocol
+	if len(names) == 0 {
+		names = DefaultProtocols
+	}
+	var out []l7.Protocol
+	for _, n := range names {
+		ps, ok := protocolsByName[strings.ToLower(n)]
+		if !ok {
+			continue // refused by the params check
+		}
+		for _, pr := range ps {
+			if _, ok := parsers[pr]; !ok {
+				if !p.warned["proto."+pr.String()] {
+					p.warned["proto."+pr.String()] = true
+					p.rt.Logger().Warn("l7: protocol not supported by galago: not traced", "protocol", n)
+				}
+				continue
+			}
+			if !slices.Contains(out, pr) {
+				out = append(out, pr)
+			}
+		}
+	}
+	return out
+}
+
+// Reconfigure applies new parameters, sub-items and snoopers.
+func (p *Probe) Reconfigure(cfg probe.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rt == nil || p.capture == nil {
+		return errors.New("l7: not started")
+	}
+	p.cfg = cfg
+	if err := p.applyLocked(); err != nil {
+		return err
+	}
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Stop detaches everything. Idempotent.
+func (p *Probe) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeLocked()
+	return nil
+}
+
+func (p *Probe) closeLocked() {
+	if p.stats != nil {
+		p.stats.Unregister(Name)
+	}
+	if p.capture != nil {
+		_ = p.capture.Close()
+		p.capture = nil
+	}
+}
+
+func (p *Probe) period() time.Duration {
+	if p.reportEvery > 0 {
+		return p.reportEvery
+	}
+	if d := p.cfg.Params.Period(); d > 0 {
+		return d
+	}
+	return probe.DefaultParams().Period()
+}
+
+func (p *Probe) loop(ctx context.Context) error {
+	p.mu.Lock()
+	cur := p.period()
+	p.mu.Unlock()
+	t := time.NewTicker(cur)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.kick:
+			p.mu.Lock()
+			if d := p.period(); d != cur {
+				cur = d
+				t.Reset(d)
+			}
+			p.mu.Unlock()
+		case <-t.C:
+			p.report()
+		}
+	}
+}
+
+// report publishes the period's rows.
+func (p *Probe) report() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rt == nil {
+		return
+	}
+	now := p.now()
+	period := p.period()
+	targets := p.cfg.Targets
+	observed := func(tgid uint32) bool { return targets == nil || targets.Observed(int(tgid)) }
+	recs := p.agg.flush(now, period, p.cfg.Has(bitBytes), p.cfg.Has(bitRPC), observed)
+	for _, r := range recs {
+		p.rt.Record(r)
+	}
+	p.lastSeen = now
+}
+
+// handler adapts the probe to syscap.Handler (the capture calls it on its
+// reading goroutine).
+type handler struct{ p *Probe }
+
+func (h handler) Conn(c *syscap.Conn) {
+	p := h.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	newParser, ok := parsers[c.Proto]
+	if !ok {
+		return
+	}
+	cn := &conn{info: *c, parser: newParser(c.Role)}
+	if c.Remote.IsValid() {
+		cn.key = rowKeyOf(c, c.Remote, false)
+	}
+	p.conns[c.ID] = cn
+}
+
+func (h handler) Data(d *syscap.Data) {
+	p := h.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cn := p.conns[d.ConnID]
+	if cn == nil {
+		return // its Conn record was lost (counted) or its protocol has no parser
+	}
+	if !cn.key.serverIP.IsValid() {
+		// An unconnected UDP socket: one parser and row per peer.
+		if !d.Peer.IsValid() {
+			return
+		}
+		cn = cn.peer(d.Peer)
+		if cn == nil {
+			p.rt.Lost(1)
+			return
+		}
+	}
+	link, rpc := cn.rows(p.agg)
+	if d.Dir == l7.Egress {
+		link.bytesSent += uint64(d.Size)
+		link.segsSent++
+	} else {
+		link.bytesRecv += uint64(d.Size)
+		link.segsRecv++
+	}
+	p.out = cn.parser.Feed(l7.Chunk{Dir: d.Dir, TS: d.TS, Data: d.Bytes, Size: d.Size}, p.out[:0])
+	for i := range p.out {
+		p.agg.exchange(cn.key, rpc, &p.out[i])
+	}
+	p.reportDesyncs(cn)
+}
+
+func (h handler) Close(c *syscap.Close) {
+	p := h.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cn := p.conns[c.ConnID]
+	if cn == nil {
+		return
+	}
+	delete(p.conns, c.ConnID)
+	for _, pc := range append([]*conn{cn}, slices.Collect(maps.Values(cn.peers))...) {
+		if pc.parser == nil || !pc.key.serverIP.IsValid() {
+			continue
+		}
+		_, rpc := pc.rows(p.agg)
+		p.out = pc.parser.Flush(p.out[:0])
+		for i := range p.out {
+			p.agg.exchange(pc.key, rpc, &p.out[i])
+		}
+		p.reportDesyncs(pc)
+	}
+}
+
+// reportDesyncs reports what a parser could not account for as lost.
+func (p *Probe) reportDesyncs(cn *conn) {
+	if n := cn.parser.Desyncs(); n > cn.desyncs {
+		p.rt.Lost(n - cn.desyncs)
+		cn.desyncs = n
+	}
+}
+
+// peer returns the per-peer state of an unconnected UDP socket.
+func (c *conn) peer(remote netip.AddrPort) *conn {
+	if pc := c.peers[remote]; pc != nil {
+		return pc
+	}
+	if len(c.peers) >= maxPeers {
+		return nil
+	}
+	if c.peers == nil {
+		c.peers = map[netip.AddrPort]*conn{}
+	}
+	newParser := parsers[c.info.Proto]
+	pc := &conn{info: c.info, parser: newParser(c.info.Role), key: rowKeyOf(&c.info, remote, false)}
+	c.peers[remote] = pc
+	return pc
+}
