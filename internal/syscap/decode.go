@@ -37,6 +37,9 @@ type Conn struct {
 	L4    L4
 	Role  l7.Role
 	Proto l7.Protocol
+	// SSL says the data is the plaintext of a TLS connection (from the TLS
+	// uprobes); the raw bytes of the socket are not reported.
+	SSL bool
 	// Netns is the inode number of the socket's network namespace.
 	Netns uint32
 	// Local and Remote are the socket's addresses; Remote is invalid for
@@ -149,7 +152,7 @@ func decodeConn(raw []byte) (Conn, error) {
 	}
 	c := Conn{
 		ID: r.ConnId, TGID: r.Tgid, FD: r.Fd, TS: r.Ts, L4: L4(r.L4), Role: l7.Role(r.Role),
-		Proto: l7.Protocol(r.Proto), Netns: r.Netns,
+		Proto: l7.Protocol(r.Proto), Netns: r.Netns, SSL: r.Ssl != 0,
 		Local: addrPort(r.Family, r.Saddr[:], r.Sport),
 	}
 	if r.Dport != 0 {

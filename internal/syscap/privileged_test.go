@@ -3,11 +3,16 @@ package syscap
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +20,7 @@ import (
 	"github.com/galago-project/galago/internal/l7"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/testcert"
 )
 
 // recorder is a Handler that keeps everything.
@@ -163,5 +169,139 @@ func TestCapturePrivileged(t *testing.T) {
 	}
 	if lost != 0 {
 		t.Errorf("lost %d", lost)
+	}
+}
+
+// nginxTLS starts Debian's nginx serving TLS on 127.0.0.1 with a page of
+// body, and returns its port.
+func nginxTLS(t *testing.T, body string) int {
+	t.Helper()
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, "galago-test-ca")
+	certFile, keyFile := testcert.WriteFiles(t, dir, "server", ca.Issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth))
+	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	conf := fmt.Sprintf(`daemon off; master_process off; worker_processes 1; pid %[1]s/nginx.pid; error_log %[1]s/error.log;
+events { worker_connections 64; }
+http { access_log off; client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastcgi_temp_path %[1]s; uwsgi_temp_path %[1]s; scgi_temp_path %[1]s;
+  server { listen 127.0.0.1:%[2]d ssl; ssl_certificate %[3]s; ssl_certificate_key %[4]s; root %[1]s; } }
+`, dir, port, certFile, keyFile)
+	cf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("nginx", "-c", cf, "-e", filepath.Join(dir, "error.log"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			return port
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+	t.Fatalf("nginx did not listen on %d: %s", port, log)
+	return 0
+}
+
+// TestOpenSSLPrivileged: curl (libssl) fetches a page over TLS from nginx
+// (libssl): with the TLS uprobes on libssl, both ends' plaintext is
+// captured on their TLS connections (marked SSL), the HTTP request and
+// response in full, and none of the ciphertext.
+func TestOpenSSLPrivileged(t *testing.T) {
+	probetest.RequireTools(t, "nginx", "curl")
+	lib := "/usr/lib/x86_64-linux-gnu/libssl.so.3"
+	if _, err := os.Stat(lib); err != nil {
+		matches, _ := filepath.Glob("/usr/lib/*/libssl.so.3")
+		if len(matches) == 0 {
+			t.Fatalf("no libssl.so.3: %v", err)
+		}
+		lib = matches[0]
+	}
+	rec := newRecorder()
+	c, err := Open(Options{Handler: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.HTTP}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetTargets(nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.AttachOpenSSL(lib); err != nil || !ok {
+		t.Fatalf("attach %s: %v %v", lib, ok, err)
+	}
+	if ok, err := c.AttachOpenSSL(lib); err != nil || ok {
+		t.Fatalf("second attach of %s: %v %v, want a no-op", lib, ok, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+
+	page := strings.Repeat("galago ", 1000)
+	port := nginxTLS(t, page)
+	body, err := exec.Command("curl", "-sk", "--http1.1", fmt.Sprintf("https://127.0.0.1:%d/index.html", port)).Output()
+	if err != nil || string(body) != page {
+		t.Fatalf("curl: %v, %d bytes", err, len(body))
+	}
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	conns := maps.Clone(rec.conns)
+	rec.mu.Unlock()
+	var client, server *Conn
+	for _, cn := range conns {
+		if cn.Remote.Port() != uint16(port) && cn.Local.Port() != uint16(port) {
+			continue
+		}
+		if !cn.SSL || cn.Proto != l7.HTTP {
+			t.Errorf("conn %+v: want SSL HTTP", cn)
+		}
+		cn := cn
+		switch cn.Role {
+		case l7.Client:
+			client = &cn
+		case l7.Server:
+			server = &cn
+		}
+	}
+	if client == nil || server == nil || client.TGID == server.TGID {
+		t.Fatalf("TLS conns %+v, want curl's client and nginx's server", conns)
+	}
+	ce, ci, _ := rec.streams(client.ID)
+	se, si, _ := rec.streams(server.ID)
+	if !bytes.HasPrefix(ce, []byte("GET /index.html HTTP/1.1\r\n")) || !bytes.Equal(ce, si) {
+		t.Errorf("request: curl sent %q, nginx read %q", ce, si)
+	}
+	if !bytes.HasPrefix(se, []byte("HTTP/1.1 200 OK\r\n")) || !bytes.HasPrefix(ci, []byte("HTTP/1.1 200 OK\r\n")) {
+		t.Errorf("response: nginx sent %q..., curl read %q...", se[:min(len(se), 40)], ci[:min(len(ci), 40)])
+	}
+	// The client reads the whole page (the first chunk of the turn in
+	// full, the rest as sizes); no byte is missing from the sizes.
+	var got int
+	rec.mu.Lock()
+	for _, ch := range rec.data[client.ID] {
+		if ch.Dir == l7.Ingress {
+			got += ch.Size
+		}
+	}
+	rec.mu.Unlock()
+	if hdr := bytes.Index(ci, []byte("\r\n\r\n")); hdr < 0 || got != hdr+4+len(page) {
+		t.Errorf("curl read %d plaintext bytes, want headers + %d", got, len(page))
 	}
 }

@@ -123,6 +123,7 @@ enum syscap_state {
 	SYSCAP_INFER = 0,  /* protocol not known yet */
 	SYSCAP_TRACE = 1,  /* traced: DATA records */
 	SYSCAP_IGNORE = 2, /* not L7 of interest: one lookup per syscall */
+	SYSCAP_TLS = 3,    /* raw bytes are TLS records: the plaintext stream (TLS uprobes) is the one traced */
 };
 
 enum syscap_rec_type {
@@ -133,6 +134,7 @@ enum syscap_rec_type {
 
 /* Data record flags. */
 #define SYSCAP_F_PEER 0x1 /* peer/peer_port hold the datagram's address */
+#define SYSCAP_F_SSL 0x2  /* plaintext of a TLS connection, from the TLS uprobes */
 
 #define SYSCAP_CAP_MAX 4096
 #define SYSCAP_CAP_M 1024
@@ -151,7 +153,8 @@ struct syscap_conn {
 	__u8 l4;    /* enum syscap_l4 */
 	__u8 tries; /* chunks seen while inferring */
 	__u8 dir;   /* direction of the last chunk (turns) */
-	__u16 family;
+	__u8 pt_state; /* enum syscap_state of the plaintext stream (state == SYSCAP_TLS) */
+	__u8 pt_tries;
 };
 
 /* A traced connection, once, before its first DATA record. */
@@ -168,7 +171,8 @@ struct syscap_conn_rec {
 	__u8 l4;
 	__u8 role;
 	__u8 proto;
-	__u8 _pad[7];
+	__u8 ssl; /* 1: the plaintext of a TLS connection */
+	__u8 _pad[6];
 	__u8 saddr[16]; /* local address (IPv4 in the first 4 bytes) */
 	__u8 daddr[16]; /* remote address */
 };
@@ -218,7 +222,7 @@ struct syscap_cfg {
 	__u32 protos;   /* bit (1 << enum syscap_proto) per enabled protocol */
 	__u32 cap;      /* bytes kept of a turn's first chunk (<= SYSCAP_CAP_MAX) */
 	__u32 cont_cap; /* bytes kept of the turn's later chunks */
-	__u32 _pad;
+	__u32 ssl;      /* 1: TLS uprobes are attached: note the fds of TLS calls */
 };
 
 GALAGO_EXPORT_TYPE(struct syscap_conn, conn);
@@ -582,6 +586,7 @@ static __always_inline void emit_conn(__u32 tgid, __u32 fd, struct syscap_conn *
 	r->l4 = c->l4;
 	r->role = c->role;
 	r->proto = c->proto;
+	r->ssl = c->state == SYSCAP_TLS;
 	__builtin_memset(r->_pad, 0, sizeof(r->_pad));
 	fill_addrs(r, sk);
 	GALAGO_RB_SUBMIT(&events, r);
@@ -676,6 +681,8 @@ static __always_inline void fill_hdr(struct syscap_data_hdr *h, __u32 tgid, cons
 	h->dir = dir;
 	h->_pad = 0;
 	fill_peer(h, c->l4 == SYSCAP_L4_UDP ? peer : NULL);
+	if (c->state == SYSCAP_TLS)
+		h->flags |= SYSCAP_F_SSL;
 }
 
 /* emit_data sends one DATA record with up to cap bytes of the data. */
@@ -808,7 +815,6 @@ static __always_inline struct syscap_conn *lookup_conn(__u64 key, __u32 fd, stru
 	else
 		return NULL;
 	nc.file = (__u64)f;
-	nc.family = family;
 	nc.state = SYSCAP_INFER;
 	if (bpf_map_update_elem(&conns, &key, &nc, BPF_ANY)) {
 		__u32 zero = 0;
@@ -822,7 +828,67 @@ static __always_inline struct syscap_conn *lookup_conn(__u64 key, __u32 fd, stru
 	return bpf_map_lookup_elem(&conns, &key);
 }
 
-static __always_inline void on_data(__u32 fd, const struct bufs *b, __u64 size, __u8 dir, __u64 ts)
+/* stream_infer runs the inference of one stream (raw or plaintext) on the
+ * chunk; returns true when it now traces (and the CONN record is sent). */
+static __always_inline bool stream_infer(__u32 tgid, __u32 fd, struct syscap_conn *c, struct sock *sk,
+					 const struct bufs *b, __u64 size, __u8 dir, __u64 ts, bool plaintext)
+{
+	__u32 zero = 0;
+	struct syscap_head *hb = bpf_map_lookup_elem(&head_buf, &zero);
+	struct syscap_cfg *cf = get_cfg();
+	__u8 *head;
+	__u32 n;
+	__u8 proto, role;
+
+	if (!hb || !cf)
+		return false;
+	head = hb->b;
+	__builtin_memset(head, 0, sizeof(hb->b));
+	n = first_bytes(b, size, head);
+	if (!plaintext && n && tls_record(head, n)) {
+		c->state = SYSCAP_TLS; /* plaintext comes from the TLS uprobes */
+		return false;
+	}
+	if (!infer(head, n, size, dir, c->l4, &proto, &role)) {
+		if (plaintext) {
+			if (++c->pt_tries >= INFER_TRIES)
+				c->pt_state = SYSCAP_IGNORE;
+		} else if (++c->tries >= INFER_TRIES) {
+			c->state = SYSCAP_IGNORE;
+		}
+		return false;
+	}
+	if (!(cf->protos & (1U << proto))) {
+		if (plaintext)
+			c->pt_state = SYSCAP_IGNORE;
+		else
+			c->state = SYSCAP_IGNORE;
+		return false;
+	}
+	if (!sk) {
+		/* Known socket: read its sock again for the record. */
+		struct file *f = (struct file *)c->file;
+		struct socket *sock = BPF_CORE_READ(f, private_data);
+
+		sk = sock ? BPF_CORE_READ(sock, sk) : NULL;
+		if (!sk)
+			return false;
+	}
+	c->id = new_conn_id();
+	c->proto = proto;
+	c->role = role;
+	c->dir = 0;
+	if (plaintext)
+		c->pt_state = SYSCAP_TRACE;
+	else
+		c->state = SYSCAP_TRACE;
+	emit_conn(tgid, fd, c, sk, ts);
+	return true;
+}
+
+/* on_data handles one chunk of fd: the raw bytes of a syscall, or with
+ * plaintext the decrypted bytes of a TLS call. */
+static __always_inline void on_data(__u32 fd, const struct bufs *b, __u64 size, __u8 dir, __u64 ts, bool plaintext)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
@@ -831,57 +897,49 @@ static __always_inline void on_data(__u32 fd, const struct bufs *b, __u64 size, 
 	struct syscap_cfg *cf;
 	struct sock *sk;
 	__u64 cap;
+	__u8 st;
 
 	if (!galago_observed(tgid))
 		return;
 	c = lookup_conn(key, fd, &sk);
-	if (!c || c->state == SYSCAP_IGNORE)
+	if (!c)
+		return;
+	if (plaintext) {
+		if (c->state == SYSCAP_INFER)
+			c->state = SYSCAP_TLS; /* the handshake was before the probe */
+		if (c->state != SYSCAP_TLS)
+			return;
+		st = c->pt_state;
+	} else {
+		st = c->state;
+		if (st == SYSCAP_TRACE && size >= 5 && (c->proto == SYSCAP_P_PGSQL || c->proto == SYSCAP_P_MYSQL)) {
+			/* STARTTLS (PostgreSQL SSLRequest, MySQL CLIENT_SSL): TLS
+			 * after a plaintext start; the parser goes on with the
+			 * plaintext of the same connection. */
+			__u8 h[3] = {};
+			const void *src = b->buf;
+
+			if (b->iov) {
+				struct iovec v;
+
+				if (bpf_probe_read_user(&v, sizeof(v), b->iov))
+					return;
+				src = v.iov_base;
+			}
+			if (bpf_probe_read_user(h, sizeof(h), src) == 0 && tls_record(h, 3)) {
+				c->state = SYSCAP_TLS;
+				c->pt_state = SYSCAP_TRACE;
+				return;
+			}
+		}
+	}
+	if (st == SYSCAP_IGNORE || st == SYSCAP_TLS)
+		return;
+	if (st == SYSCAP_INFER && !stream_infer(tgid, fd, c, sk, b, size, dir, ts, plaintext))
 		return;
 	cf = get_cfg();
 	if (!cf)
 		return;
-	if (c->state == SYSCAP_INFER) {
-		__u32 zero = 0;
-		struct syscap_head *hb = bpf_map_lookup_elem(&head_buf, &zero);
-		__u8 *head;
-		__u32 n;
-		__u8 proto, role;
-
-		if (!hb)
-			return;
-		head = hb->b;
-		__builtin_memset(head, 0, sizeof(hb->b));
-		n = first_bytes(b, size, head);
-
-		if (n && tls_record(head, n)) {
-			c->state = SYSCAP_IGNORE; /* plaintext comes from the TLS uprobes */
-			return;
-		}
-		if (!infer(head, n, size, dir, c->l4, &proto, &role)) {
-			if (++c->tries >= INFER_TRIES)
-				c->state = SYSCAP_IGNORE;
-			return;
-		}
-		if (!(cf->protos & (1U << proto))) {
-			c->state = SYSCAP_IGNORE;
-			return;
-		}
-		if (!sk) {
-			/* Known socket: read its sock again for the record. */
-			struct file *f = (struct file *)c->file;
-			struct socket *sock = BPF_CORE_READ(f, private_data);
-
-			sk = sock ? BPF_CORE_READ(sock, sk) : NULL;
-			if (!sk)
-				return;
-		}
-		c->id = new_conn_id();
-		c->proto = proto;
-		c->role = role;
-		c->state = SYSCAP_TRACE;
-		c->dir = 0;
-		emit_conn(tgid, fd, c, sk, ts);
-	}
 	cap = c->dir == dir ? cf->cont_cap : cf->cap;
 	c->dir = dir;
 	if (cap > SYSCAP_CAP_MAX)
@@ -898,7 +956,7 @@ static __always_inline void on_close(__u32 fd, __u64 ts)
 
 	if (!c)
 		return;
-	if (c->state == SYSCAP_TRACE) {
+	if (c->state == SYSCAP_TRACE || (c->state == SYSCAP_TLS && c->pt_state == SYSCAP_TRACE)) {
 		r = GALAGO_RB_RESERVE(&events, struct syscap_close_rec);
 		if (r) {
 			r->type = SYSCAP_REC_CLOSE;
@@ -939,8 +997,170 @@ static __always_inline void on_mmsg(__u32 fd, const struct mmsghdr *vec, __u32 c
 		if (!msghdr_bufs(&vec[i].msg_hdr, &b))
 			break;
 		if (len)
-			on_data(fd, &b, len, dir, ts);
+			on_data(fd, &b, len, dir, ts, false);
 	}
+}
+
+/* ---- TLS plaintext (OpenSSL uprobes) ----
+ *
+ * SSL_read/SSL_write (and the _ex variants) are probed at entry (the
+ * buffer) and at return (the bytes moved). The socket under an SSL object
+ * is found without reading OpenSSL's structures (their layout changes
+ * between versions): the read or write syscall OpenSSL makes on it during
+ * the call names the fd (sys_exit notes it in the call's ssl_calls entry),
+ * and ssl_fds remembers it for calls served from OpenSSL's buffer without
+ * a syscall. The plaintext then goes through on_data like raw bytes, on the
+ * connection of that fd, whose raw bytes were found to be TLS records. */
+
+struct ssl_call {
+	__u64 ssl;     /* SSL * */
+	__u64 buf;     /* user buffer */
+	__u64 out_len; /* _ex: size_t * of the bytes moved; 0 otherwise */
+	__s32 fd;      /* fd of a syscall made during the call, -1 if none */
+	__u8 dir;      /* enum syscap_dir */
+	__u8 _pad[3];
+};
+
+struct ssl_key {
+	__u32 tgid;
+	__u32 _pad;
+	__u64 ssl;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* pid_tgid: the thread in the call */
+	__type(value, struct ssl_call);
+} ssl_calls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ssl_key);
+	__type(value, __s32); /* fd */
+} ssl_fds SEC(".maps");
+
+/* ssl_lost[0], per CPU: TLS calls whose socket could not be found. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} ssl_lost SEC(".maps");
+
+/* note_ssl_fd: a syscall on fd during a TLS call of this thread. */
+static __always_inline void note_ssl_fd(__u32 fd)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ssl_call *call = bpf_map_lookup_elem(&ssl_calls, &id);
+
+	if (call && call->fd < 0)
+		call->fd = fd;
+}
+
+static __always_inline int ssl_enter(void *ssl, const void *buf, void *out_len, __u8 dir)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ssl_call call = {};
+
+	if (!galago_observed(id >> 32))
+		return 0;
+	call.ssl = (__u64)ssl;
+	call.buf = (__u64)buf;
+	call.out_len = (__u64)out_len;
+	call.fd = -1;
+	call.dir = dir;
+	bpf_map_update_elem(&ssl_calls, &id, &call, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int ssl_exit(long ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ssl_call *call = bpf_map_lookup_elem(&ssl_calls, &id);
+	struct ssl_key k = {};
+	struct bufs b = {};
+	__u64 n = 0;
+	__s32 fd;
+
+	if (!call)
+		return 0;
+	/* The functions return int: only the low 32 bits of the register
+	 * are the value. */
+	if (call->out_len) {
+		size_t moved = 0;
+
+		if ((int)ret == 1 && bpf_probe_read_user(&moved, sizeof(moved), (void *)call->out_len) == 0)
+			n = moved;
+	} else if ((int)ret > 0) {
+		n = (int)ret;
+	}
+	k.tgid = id >> 32;
+	k.ssl = call->ssl;
+	fd = call->fd;
+	if (fd >= 0) {
+		bpf_map_update_elem(&ssl_fds, &k, &fd, BPF_ANY);
+	} else {
+		__s32 *known = bpf_map_lookup_elem(&ssl_fds, &k);
+
+		if (known)
+			fd = *known;
+	}
+	if (n > 0) {
+		if (fd >= 0) {
+			b.buf = (const void *)call->buf;
+			on_data(fd, &b, n, call->dir, bpf_ktime_get_ns(), true);
+		} else {
+			__u32 zero = 0;
+			__u64 *lost = bpf_map_lookup_elem(&ssl_lost, &zero);
+
+			if (lost)
+				*lost += 1;
+		}
+	}
+	bpf_map_delete_elem(&ssl_calls, &id);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_write_enter, void *ssl, const void *buf, int num)
+{
+	return ssl_enter(ssl, buf, NULL, SYSCAP_EGRESS);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_read_enter, void *ssl, void *buf, int num)
+{
+	return ssl_enter(ssl, buf, NULL, SYSCAP_INGRESS);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_write_ex_enter, void *ssl, const void *buf, size_t num, size_t *written)
+{
+	return ssl_enter(ssl, buf, written, SYSCAP_EGRESS);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, size_t num, size_t *readbytes)
+{
+	return ssl_enter(ssl, buf, readbytes, SYSCAP_INGRESS);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(ssl_return, long ret)
+{
+	return ssl_exit(ret);
+}
+
+/* note_if_ssl notes fd for a TLS call in progress on this thread, when
+ * the TLS uprobes are attached. */
+static __always_inline void note_if_ssl(__u32 fd)
+{
+	struct syscap_cfg *cf = get_cfg();
+
+	if (cf && cf->ssl)
+		note_ssl_fd(fd);
 }
 
 SEC("tp_btf/sys_exit")
@@ -950,6 +1170,18 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 	__u64 ts;
 	__u32 fd;
 
+	switch (SC_NR(regs)) {
+	case NR_read:
+	case NR_write:
+	case NR_recvfrom:
+	case NR_sendto:
+	case NR_readv:
+	case NR_writev:
+	case NR_recvmsg:
+	case NR_sendmsg:
+		note_if_ssl(SC_ARG0(regs));
+		break;
+	}
 	switch (SC_NR(regs)) {
 	case NR_read:
 	case NR_write:
@@ -969,7 +1201,7 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 		}
 		ts = bpf_ktime_get_ns();
 		on_data(fd, &b, ret,
-			SC_NR(regs) == NR_read || SC_NR(regs) == NR_recvfrom ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts);
+			SC_NR(regs) == NR_read || SC_NR(regs) == NR_recvfrom ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts, false);
 		return 0;
 	case NR_readv:
 	case NR_writev:
@@ -979,7 +1211,7 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 		b.iov = (const struct iovec *)SC_ARG1(regs);
 		b.iovcnt = SC_ARG2(regs);
 		ts = bpf_ktime_get_ns();
-		on_data(fd, &b, ret, SC_NR(regs) == NR_readv ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts);
+		on_data(fd, &b, ret, SC_NR(regs) == NR_readv ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts, false);
 		return 0;
 	case NR_recvmsg:
 	case NR_sendmsg:
@@ -989,7 +1221,7 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 		if (!msghdr_bufs((const struct user_msghdr *)SC_ARG1(regs), &b))
 			return 0;
 		ts = bpf_ktime_get_ns();
-		on_data(fd, &b, ret, SC_NR(regs) == NR_recvmsg ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts);
+		on_data(fd, &b, ret, SC_NR(regs) == NR_recvmsg ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts, false);
 		return 0;
 	case NR_recvmmsg:
 	case NR_sendmmsg:

@@ -97,7 +97,11 @@ type Capture struct {
 	goneAt   map[uint32]int    // tgid -> sweep that first found it gone
 	sweeps   int
 	lostSeen uint64
+	sslSeen  uint64
 	data     Data // reused for every Data record
+	cfg      syscapSyscapCfg
+	tlsOn    bool
+	tlsFiles map[fileID][]link.Link // TLS uprobes by library file (nil: none to attach)
 }
 
 // Open checks the hook, loads and attaches the capture. Nothing is traced
@@ -122,7 +126,7 @@ func Open(opts Options) (*Capture, error) {
 	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: dataHdrSize + 256, FillPercent: 25}); err != nil {
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
-	c := &Capture{opts: opts, traced: map[uint64]uint64{}, byID: map[uint64]uint64{}, goneAt: map[uint32]int{}}
+	c := &Capture{opts: opts, traced: map[uint64]uint64{}, byID: map[uint64]uint64{}, goneAt: map[uint32]int{}, tlsFiles: map[fileID][]link.Link{}}
 	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -162,6 +166,11 @@ func Open(opts Options) (*Capture, error) {
 func (c *Capture) Programs() map[string]*ebpf.Program {
 	progs := c.filter.Programs()
 	progs["syscap_sys_exit"] = c.objs.SyscapSysExit
+	progs["ssl_write_enter"] = c.objs.SslWriteEnter
+	progs["ssl_read_enter"] = c.objs.SslReadEnter
+	progs["ssl_write_ex_enter"] = c.objs.SslWriteExEnter
+	progs["ssl_read_ex_enter"] = c.objs.SslReadExEnter
+	progs["ssl_return"] = c.objs.SslReturn
 	return progs
 }
 
@@ -180,7 +189,17 @@ func (c *Capture) SetConfig(cfg Config) error {
 	if capCont <= 0 {
 		capCont = DefaultContCap
 	}
-	v := syscapSyscapCfg{Protos: mask, Cap: uint32(min(capFirst, CaptureMax)), ContCap: uint32(min(capCont, CaptureMax))}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg = syscapSyscapCfg{Protos: mask, Cap: uint32(min(capFirst, CaptureMax)), ContCap: uint32(min(capCont, CaptureMax))}
+	return c.writeConfigLocked()
+}
+
+func (c *Capture) writeConfigLocked() error {
+	v := c.cfg
+	if c.tlsOn {
+		v.Ssl = 1
+	}
 	if err := c.objs.Cfg.Put(uint32(0), v); err != nil {
 		return fmt.Errorf("syscap: set config: %w", err)
 	}
@@ -216,6 +235,12 @@ func (c *Capture) Run(ctx context.Context) error {
 // has returned.
 func (c *Capture) Close() error {
 	var errs []error
+	c.mu.Lock()
+	for id, links := range c.tlsFiles {
+		closeAll(links)
+		delete(c.tlsFiles, id)
+	}
+	c.mu.Unlock()
 	if c.link != nil {
 		errs = append(errs, c.link.Close())
 		c.link = nil
@@ -369,5 +394,16 @@ func (c *Capture) sweep() error {
 		c.opts.OnLost(d)
 	}
 	c.lostSeen = sum
+	if err := c.objs.SslLost.Lookup(uint32(0), &per); err != nil {
+		return fmt.Errorf("syscap: read ssl_lost: %w", err)
+	}
+	sum = 0
+	for _, n := range per {
+		sum += n
+	}
+	if d := sum - c.sslSeen; d > 0 && c.opts.OnLost != nil {
+		c.opts.OnLost(d)
+	}
+	c.sslSeen = sum
 	return nil
 }

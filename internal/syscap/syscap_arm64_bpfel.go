@@ -13,12 +13,29 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type syscapSslCall struct {
+	_      structs.HostLayout
+	Ssl    uint64
+	Buf    uint64
+	OutLen uint64
+	Fd     int32
+	Dir    uint8
+	Pad    [3]uint8
+}
+
+type syscapSslKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ssl  uint64
+}
+
 type syscapSyscapCfg struct {
 	_       structs.HostLayout
 	Protos  uint32
 	Cap     uint32
 	ContCap uint32
-	Pad     uint32
+	Ssl     uint32
 }
 
 type syscapSyscapCloseRec struct {
@@ -30,16 +47,17 @@ type syscapSyscapCloseRec struct {
 }
 
 type syscapSyscapConn struct {
-	_      structs.HostLayout
-	File   uint64
-	Id     uint64
-	State  uint8
-	Proto  uint8
-	Role   uint8
-	L4     uint8
-	Tries  uint8
-	Dir    uint8
-	Family uint16
+	_       structs.HostLayout
+	File    uint64
+	Id      uint64
+	State   uint8
+	Proto   uint8
+	Role    uint8
+	L4      uint8
+	Tries   uint8
+	Dir     uint8
+	PtState uint8
+	PtTries uint8
 }
 
 type syscapSyscapConnRec struct {
@@ -56,7 +74,8 @@ type syscapSyscapConnRec struct {
 	L4     uint8
 	Role   uint8
 	Proto  uint8
-	Pad    [7]uint8
+	Ssl    uint8
+	Pad    [6]uint8
 	Saddr  [16]uint8
 	Daddr  [16]uint8
 }
@@ -139,6 +158,7 @@ const (
 	syscapSyscapStateSYSCAP_INFER  syscapSyscapState = 0
 	syscapSyscapStateSYSCAP_TRACE  syscapSyscapState = 1
 	syscapSyscapStateSYSCAP_IGNORE syscapSyscapState = 2
+	syscapSyscapStateSYSCAP_TLS    syscapSyscapState = 3
 )
 
 // Names of all BPF objects in the ELF.
@@ -159,8 +179,16 @@ const (
 	syscapMapLostEvents           = "lost_events"
 	syscapMapNextId               = "next_id"
 	syscapMapScratch              = "scratch"
+	syscapMapSslCalls             = "ssl_calls"
+	syscapMapSslFds               = "ssl_fds"
+	syscapMapSslLost              = "ssl_lost"
 	syscapProgGalagoFilterExec    = "galago_filter_exec"
 	syscapProgGalagoFilterFork    = "galago_filter_fork"
+	syscapProgSslReadEnter        = "ssl_read_enter"
+	syscapProgSslReadExEnter      = "ssl_read_ex_enter"
+	syscapProgSslReturn           = "ssl_return"
+	syscapProgSslWriteEnter       = "ssl_write_enter"
+	syscapProgSslWriteExEnter     = "ssl_write_ex_enter"
 	syscapProgSyscapSysExit       = "syscap_sys_exit"
 	syscapVarGalagoExportCfg      = "__galago_export_cfg"
 	syscapVarGalagoExportCloseRec = "__galago_export_close_rec"
@@ -220,6 +248,11 @@ type syscapSpecs struct {
 type syscapProgramSpecs struct {
 	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
+	SslReadEnter     *ebpf.ProgramSpec `ebpf:"ssl_read_enter"`
+	SslReadExEnter   *ebpf.ProgramSpec `ebpf:"ssl_read_ex_enter"`
+	SslReturn        *ebpf.ProgramSpec `ebpf:"ssl_return"`
+	SslWriteEnter    *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
+	SslWriteExEnter  *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
 	SyscapSysExit    *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
 }
 
@@ -241,6 +274,9 @@ type syscapMapSpecs struct {
 	LostEvents        *ebpf.MapSpec `ebpf:"lost_events"`
 	NextId            *ebpf.MapSpec `ebpf:"next_id"`
 	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
+	SslCalls          *ebpf.MapSpec `ebpf:"ssl_calls"`
+	SslFds            *ebpf.MapSpec `ebpf:"ssl_fds"`
+	SslLost           *ebpf.MapSpec `ebpf:"ssl_lost"`
 }
 
 // syscapVariableSpecs contains global variables before they are loaded into the kernel.
@@ -295,6 +331,9 @@ type syscapMaps struct {
 	LostEvents        *ebpf.Map `ebpf:"lost_events"`
 	NextId            *ebpf.Map `ebpf:"next_id"`
 	Scratch           *ebpf.Map `ebpf:"scratch"`
+	SslCalls          *ebpf.Map `ebpf:"ssl_calls"`
+	SslFds            *ebpf.Map `ebpf:"ssl_fds"`
+	SslLost           *ebpf.Map `ebpf:"ssl_lost"`
 }
 
 func (m *syscapMaps) Close() error {
@@ -313,6 +352,9 @@ func (m *syscapMaps) Close() error {
 		m.LostEvents,
 		m.NextId,
 		m.Scratch,
+		m.SslCalls,
+		m.SslFds,
+		m.SslLost,
 	)
 }
 
@@ -340,6 +382,11 @@ type syscapVariables struct {
 type syscapPrograms struct {
 	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
+	SslReadEnter     *ebpf.Program `ebpf:"ssl_read_enter"`
+	SslReadExEnter   *ebpf.Program `ebpf:"ssl_read_ex_enter"`
+	SslReturn        *ebpf.Program `ebpf:"ssl_return"`
+	SslWriteEnter    *ebpf.Program `ebpf:"ssl_write_enter"`
+	SslWriteExEnter  *ebpf.Program `ebpf:"ssl_write_ex_enter"`
 	SyscapSysExit    *ebpf.Program `ebpf:"syscap_sys_exit"`
 }
 
@@ -347,6 +394,11 @@ func (p *syscapPrograms) Close() error {
 	return _SyscapClose(
 		p.GalagoFilterExec,
 		p.GalagoFilterFork,
+		p.SslReadEnter,
+		p.SslReadExEnter,
+		p.SslReturn,
+		p.SslWriteEnter,
+		p.SslWriteExEnter,
 		p.SyscapSysExit,
 	)
 }

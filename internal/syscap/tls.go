@@ -1,0 +1,88 @@
+package syscap
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// OpenSSL's plaintext entry points: the probe at entry (the buffer) and
+// at return (the bytes moved). The _ex variants exist since OpenSSL 1.1.1.
+var opensslProbes = []struct {
+	symbol string
+	prog   func(*syscapObjects) *ebpf.Program
+}{
+	{"SSL_write", func(o *syscapObjects) *ebpf.Program { return o.SslWriteEnter }},
+	{"SSL_read", func(o *syscapObjects) *ebpf.Program { return o.SslReadEnter }},
+	{"SSL_write_ex", func(o *syscapObjects) *ebpf.Program { return o.SslWriteExEnter }},
+	{"SSL_read_ex", func(o *syscapObjects) *ebpf.Program { return o.SslReadExEnter }},
+}
+
+// fileID is a file's identity: uprobes attach to an inode, whatever path
+// (host or container root) names it.
+type fileID struct{ dev, ino uint64 }
+
+// ErrNoOpenSSL says a file has none of OpenSSL's SSL_read/SSL_write.
+var ErrNoOpenSSL = errors.New("no OpenSSL SSL_read/SSL_write symbols")
+
+// AttachOpenSSL attaches the TLS uprobes to the OpenSSL in the ELF file at
+// path (libssl.so.*, or an executable that links OpenSSL statically with
+// its symbols). A file already attached (the same inode under any path)
+// is not attached again: attached reports false then. From the first
+// attachment on, the syscall program notes the fd of every TLS call.
+func (c *Capture) AttachOpenSSL(path string) (attached bool, err error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return false, err
+	}
+	id := fileID{uint64(st.Dev), st.Ino}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, done := c.tlsFiles[id]; done {
+		return false, nil
+	}
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return false, err
+	}
+	var links []link.Link
+	for _, p := range opensslProbes {
+		enter, err := ex.Uprobe(p.symbol, p.prog(&c.objs), nil)
+		if err != nil {
+			if errors.Is(err, link.ErrNoSymbol) || errors.Is(err, os.ErrNotExist) {
+				continue // e.g. no _ex variants before 1.1.1
+			}
+			closeAll(links)
+			return false, fmt.Errorf("uprobe %s:%s: %w", path, p.symbol, err)
+		}
+		ret, err := ex.Uretprobe(p.symbol, c.objs.SslReturn, nil)
+		if err != nil {
+			enter.Close()
+			closeAll(links)
+			return false, fmt.Errorf("uretprobe %s:%s: %w", path, p.symbol, err)
+		}
+		links = append(links, enter, ret)
+	}
+	if len(links) == 0 {
+		c.tlsFiles[id] = nil // remember: nothing to attach here
+		return false, ErrNoOpenSSL
+	}
+	c.tlsFiles[id] = links
+	if !c.tlsOn {
+		c.tlsOn = true
+		if err := c.writeConfigLocked(); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+func closeAll(links []link.Link) {
+	for _, l := range links {
+		l.Close()
+	}
+}
