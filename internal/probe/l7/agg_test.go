@@ -44,7 +44,7 @@ func TestAggregateAndFlush(t *testing.T) {
 		{HasRequest: true, HasResponse: true, Start: 100, End: 20_000_100, API: "GET /a"},                        // 20 ms
 		{HasRequest: true, HasResponse: true, Start: 200, End: 60_000_200, API: "GET /a", Class: l7.ClientError}, // 60 ms
 		{HasRequest: true, HasResponse: true, Start: 300, End: 300 + 5e9, API: "POST /b", Class: l7.ServerError}, // 5 s
-		{HasRequest: true, API: "POST /b"},  // no response yet (closed)
+		{HasRequest: true, API: "POST /b"},   // no response yet (closed)
 		{HasResponse: true, End: 9, API: ""}, // response without request
 	}
 	for i := range ex {

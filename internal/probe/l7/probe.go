@@ -82,7 +82,9 @@ func New(opts ...Option) *Probe {
 func (p *Probe) Name() string { return Name }
 
 // Tables implements probe.Tables.
-func (p *Probe) Tables() []*table.Table { return []*table.Table{table.L7Link, table.L7Rpc, table.L7RpcApi} }
+func (p *Probe) Tables() []*table.Table {
+	return []*table.Table{table.L7Link, table.L7Rpc, table.L7RpcApi}
+}
 
 // Start loads the syscall capture and starts the report loop.
 func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (err error) {
