@@ -86,3 +86,19 @@ func closeAll(links []link.Link) {
 		l.Close()
 	}
 }
+
+// DetachTLS removes every TLS uprobe; TLS connections are no longer
+// traced (their plaintext stops; their ciphertext was never traced).
+func (c *Capture) DetachTLS() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, links := range c.tlsFiles {
+		closeAll(links)
+		delete(c.tlsFiles, id)
+	}
+	if c.tlsOn {
+		c.tlsOn = false
+		return c.writeConfigLocked()
+	}
+	return nil
+}

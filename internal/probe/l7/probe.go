@@ -45,6 +45,7 @@ type Probe struct {
 	out      []l7.Exchange // reused by every Feed
 	warned   map[string]bool
 	kick     chan struct{}
+	tlsKick  chan struct{}
 	lastSeen time.Time
 }
 
@@ -71,7 +72,7 @@ func withReport(d time.Duration) Option { return func(p *Probe) { p.reportEvery 
 
 // New returns an l7 probe.
 func New(opts ...Option) *Probe {
-	p := &Probe{now: time.Now, kick: make(chan struct{}, 1), warned: map[string]bool{}}
+	p := &Probe{now: time.Now, kick: make(chan struct{}, 1), tlsKick: make(chan struct{}, 1), warned: map[string]bool{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -124,6 +125,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	p.lastSeen = p.now()
 	rt.Go(p.capture.Run)
 	rt.Go(p.loop)
+	rt.Go(p.tlsLoop)
 	return nil
 }
 
@@ -180,9 +182,11 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	if err := p.applyLocked(); err != nil {
 		return err
 	}
-	select {
-	case p.kick <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{p.kick, p.tlsKick} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }
@@ -270,7 +274,7 @@ func (h handler) Conn(c *syscap.Conn) {
 	}
 	cn := &conn{info: *c, parser: newParser(c.Role)}
 	if c.Remote.IsValid() {
-		cn.key = rowKeyOf(c, c.Remote, false)
+		cn.key = rowKeyOf(c, c.Remote, c.SSL)
 	}
 	p.conns[c.ID] = cn
 }
@@ -351,7 +355,7 @@ func (c *conn) peer(remote netip.AddrPort) *conn {
 		c.peers = map[netip.AddrPort]*conn{}
 	}
 	newParser := parsers[c.info.Proto]
-	pc := &conn{info: c.info, parser: newParser(c.info.Role), key: rowKeyOf(&c.info, remote, false)}
+	pc := &conn{info: c.info, parser: newParser(c.info.Role), key: rowKeyOf(&c.info, remote, c.info.SSL)}
 	c.peers[remote] = pc
 	return pc
 }
