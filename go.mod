@@ -17,6 +17,7 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
+	golang.org/x/arch v0.32.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 

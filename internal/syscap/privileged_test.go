@@ -305,3 +305,94 @@ func TestOpenSSLPrivileged(t *testing.T) {
 		t.Errorf("curl read %d plaintext bytes, want headers + %d", got, len(page))
 	}
 }
+
+// buildGoTLS builds testdata/gotls, stripped (-s -w) or not.
+func buildGoTLS(t *testing.T, stripped bool) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "gotls")
+	args := []string{"build", "-o", out}
+	if stripped {
+		args = append(args, "-ldflags=-s -w")
+	}
+	args = append(args, "./testdata/gotls")
+	if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	return out
+}
+
+// TestGoTLSPrivileged: a Go program (with symbols, and stripped) makes
+// HTTPS requests to its own crypto/tls server; the Go TLS uprobes (entry
+// and every RET of crypto/tls.(*Conn).Write/Read) capture both ends'
+// plaintext on their TLS connections, request and response in full.
+func TestGoTLSPrivileged(t *testing.T) {
+	probetest.RequireTools(t, "go")
+	for _, stripped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stripped=%v", stripped), func(t *testing.T) {
+			bin := buildGoTLS(t, stripped)
+			rec := newRecorder()
+			c, err := Open(Options{Handler: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.HTTP}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.SetTargets(nil); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := c.AttachGoTLS(bin); err != nil || !ok {
+				t.Fatalf("attach: %v %v", ok, err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			cmd := exec.Command(bin, "3")
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("gotls: %v", err)
+			}
+			if string(out) != "hello /item/0\nhello /item/1\nhello /item/2\n" {
+				t.Fatalf("gotls printed %q", out)
+			}
+			time.Sleep(300 * time.Millisecond)
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			rec.mu.Lock()
+			conns := maps.Clone(rec.conns)
+			rec.mu.Unlock()
+			var client, server *Conn
+			for _, cn := range conns {
+				if cn.TGID != uint32(cmd.Process.Pid) {
+					continue
+				}
+				if !cn.SSL || cn.Proto != l7.HTTP {
+					t.Errorf("conn %+v: want SSL HTTP", cn)
+				}
+				cn := cn
+				if cn.Role == l7.Client {
+					client = &cn
+				} else {
+					server = &cn
+				}
+			}
+			if client == nil || server == nil {
+				t.Fatalf("conns of gotls: %+v", conns)
+			}
+			ce, ci, _ := rec.streams(client.ID)
+			se, si, _ := rec.streams(server.ID)
+			if !bytes.Equal(ce, si) || !bytes.Equal(se, ci) {
+				t.Errorf("client sent %q, server read %q; server sent %q, client read %q", ce, si, se, ci)
+			}
+			if n := bytes.Count(ce, []byte("GET /item/")); n != 3 {
+				t.Errorf("%d requests in %q", n, ce)
+			}
+			if n := bytes.Count(se, []byte("HTTP/1.1 200 OK")); n != 3 {
+				t.Errorf("%d responses in %q", n, se)
+			}
+		})
+	}
+}

@@ -1153,6 +1153,130 @@ int BPF_KRETPROBE(ssl_return, long ret)
 	return ssl_exit(ret);
 }
 
+/* ---- TLS plaintext (Go crypto/tls uprobes) ----
+ *
+ * crypto/tls.(*Conn).Write and Read are probed at entry and at each of
+ * their RET instructions (uretprobes would corrupt Go's stacks). Go's
+ * register ABI (1.17+) passes the receiver and the slice in the first
+ * registers and returns n in the first; a call is keyed by its goroutine
+ * (the g register), which stays the same across a blocking Read that
+ * resumes on another thread. The fd comes from the tls.Conn: its conn
+ * field is a net.Conn interface whose data word points at a *net.TCPConn,
+ * whose netFD's poll.FD holds Sysfd after the 16-byte fdMutex (layouts
+ * stable since Go 1.9). A conn that is not a TCPConn gives no socket fd
+ * and is counted in ssl_lost. */
+
+#if defined(__TARGET_ARCH_x86)
+#define GO_ARG0(r) ((r)->ax)
+#define GO_ARG1(r) ((r)->bx)
+#define GO_G(r) ((r)->r14)
+#define GO_RET0(r) ((r)->ax)
+#elif defined(__TARGET_ARCH_arm64)
+#define GO_ARG0(r) ((r)->regs[0])
+#define GO_ARG1(r) ((r)->regs[1])
+#define GO_G(r) ((r)->regs[28])
+#define GO_RET0(r) ((r)->regs[0])
+#endif
+
+/* Field offsets of the Go runtime structures read above. */
+const volatile __u64 go_tls_conn_data_off = 8; /* tls.Conn.conn's data word */
+const volatile __u64 go_tcpconn_fd_off = 0;    /* net.TCPConn -> *netFD */
+const volatile __u64 go_netfd_sysfd_off = 16;  /* netFD.pfd.Sysfd */
+
+struct go_tls_key {
+	__u32 tgid;
+	__u32 _pad;
+	__u64 g;
+};
+
+struct go_tls_call {
+	__u64 conn;
+	__u64 buf;
+	__u8 dir;
+	__u8 _pad[7];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct go_tls_key);
+	__type(value, struct go_tls_call);
+} go_tls_calls SEC(".maps");
+
+static __always_inline int go_tls_enter(struct pt_regs *ctx, __u8 dir)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct go_tls_key k = {};
+	struct go_tls_call call = {};
+
+	if (!galago_observed(tgid))
+		return 0;
+	k.tgid = tgid;
+	k.g = GO_G(ctx);
+	call.conn = GO_ARG0(ctx);
+	call.buf = GO_ARG1(ctx);
+	call.dir = dir;
+	bpf_map_update_elem(&go_tls_calls, &k, &call, BPF_ANY);
+	return 0;
+}
+
+static __always_inline __s64 go_conn_fd(__u64 conn)
+{
+	__u64 data = 0, netfd = 0;
+	__s64 fd = -1;
+
+	if (bpf_probe_read_user(&data, sizeof(data), (void *)(conn + go_tls_conn_data_off)) || !data)
+		return -1;
+	if (bpf_probe_read_user(&netfd, sizeof(netfd), (void *)(data + go_tcpconn_fd_off)) || !netfd)
+		return -1;
+	if (bpf_probe_read_user(&fd, sizeof(fd), (void *)(netfd + go_netfd_sysfd_off)))
+		return -1;
+	return fd;
+}
+
+SEC("uprobe")
+int go_tls_write_enter(struct pt_regs *ctx)
+{
+	return go_tls_enter(ctx, SYSCAP_EGRESS);
+}
+
+SEC("uprobe")
+int go_tls_read_enter(struct pt_regs *ctx)
+{
+	return go_tls_enter(ctx, SYSCAP_INGRESS);
+}
+
+SEC("uprobe")
+int go_tls_return(struct pt_regs *ctx)
+{
+	struct go_tls_key k = {};
+	struct go_tls_call *call;
+	struct bufs b = {};
+	__s64 n, fd;
+
+	k.tgid = bpf_get_current_pid_tgid() >> 32;
+	k.g = GO_G(ctx);
+	call = bpf_map_lookup_elem(&go_tls_calls, &k);
+	if (!call)
+		return 0;
+	n = (__s64)GO_RET0(ctx);
+	if (n > 0) {
+		fd = go_conn_fd(call->conn);
+		if (fd >= 0 && fd < (1 << 30)) {
+			b.buf = (const void *)call->buf;
+			on_data(fd, &b, n, call->dir, bpf_ktime_get_ns(), true);
+		} else {
+			__u32 zero = 0;
+			__u64 *lost = bpf_map_lookup_elem(&ssl_lost, &zero);
+
+			if (lost)
+				*lost += 1;
+		}
+	}
+	bpf_map_delete_elem(&go_tls_calls, &k);
+	return 0;
+}
+
 /* note_if_ssl notes fd for a TLS call in progress on this thread, when
  * the TLS uprobes are attached. */
 static __always_inline void note_if_ssl(__u32 fd)

@@ -102,6 +102,7 @@ type Capture struct {
 	cfg      syscapSyscapCfg
 	tlsOn    bool
 	tlsFiles map[fileID][]link.Link // TLS uprobes by library file (nil: none to attach)
+	goFiles  map[fileID][]link.Link // Go TLS uprobes by executable (nil: none to attach)
 }
 
 // Open checks the hook, loads and attaches the capture. Nothing is traced
@@ -126,7 +127,7 @@ func Open(opts Options) (*Capture, error) {
 	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: dataHdrSize + 256, FillPercent: 25}); err != nil {
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
-	c := &Capture{opts: opts, traced: map[uint64]uint64{}, byID: map[uint64]uint64{}, goneAt: map[uint32]int{}, tlsFiles: map[fileID][]link.Link{}}
+	c := &Capture{opts: opts, traced: map[uint64]uint64{}, byID: map[uint64]uint64{}, goneAt: map[uint32]int{}, tlsFiles: map[fileID][]link.Link{}, goFiles: map[fileID][]link.Link{}}
 	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -171,6 +172,9 @@ func (c *Capture) Programs() map[string]*ebpf.Program {
 	progs["ssl_write_ex_enter"] = c.objs.SslWriteExEnter
 	progs["ssl_read_ex_enter"] = c.objs.SslReadExEnter
 	progs["ssl_return"] = c.objs.SslReturn
+	progs["go_tls_write_enter"] = c.objs.GoTlsWriteEnter
+	progs["go_tls_read_enter"] = c.objs.GoTlsReadEnter
+	progs["go_tls_return"] = c.objs.GoTlsReturn
 	return progs
 }
 
@@ -239,6 +243,10 @@ func (c *Capture) Close() error {
 	for id, links := range c.tlsFiles {
 		closeAll(links)
 		delete(c.tlsFiles, id)
+	}
+	for id, links := range c.goFiles {
+		closeAll(links)
+		delete(c.goFiles, id)
 	}
 	c.mu.Unlock()
 	if c.link != nil {

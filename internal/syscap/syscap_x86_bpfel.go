@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type syscapGoTlsCall struct {
+	_    structs.HostLayout
+	Conn uint64
+	Buf  uint64
+	Dir  uint8
+	Pad  [7]uint8
+}
+
+type syscapGoTlsKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	G    uint64
+}
+
 type syscapSslCall struct {
 	_      structs.HostLayout
 	Ssl    uint64
@@ -175,6 +190,7 @@ const (
 	syscapMapFilterPending        = "filter_pending"
 	syscapMapFilterPendingLost    = "filter_pending_lost"
 	syscapMapFilterTgids          = "filter_tgids"
+	syscapMapGoTlsCalls           = "go_tls_calls"
 	syscapMapHeadBuf              = "head_buf"
 	syscapMapLostEvents           = "lost_events"
 	syscapMapNextId               = "next_id"
@@ -184,6 +200,9 @@ const (
 	syscapMapSslLost              = "ssl_lost"
 	syscapProgGalagoFilterExec    = "galago_filter_exec"
 	syscapProgGalagoFilterFork    = "galago_filter_fork"
+	syscapProgGoTlsReadEnter      = "go_tls_read_enter"
+	syscapProgGoTlsReturn         = "go_tls_return"
+	syscapProgGoTlsWriteEnter     = "go_tls_write_enter"
 	syscapProgSslReadEnter        = "ssl_read_enter"
 	syscapProgSslReadExEnter      = "ssl_read_ex_enter"
 	syscapProgSslReturn           = "ssl_return"
@@ -202,6 +221,9 @@ const (
 	syscapVarGalagoExportRole     = "__galago_export_role"
 	syscapVarGalagoExportState    = "__galago_export_state"
 	syscapVarGalagoRbWakeupBytes  = "galago_rb_wakeup_bytes"
+	syscapVarGoNetfdSysfdOff      = "go_netfd_sysfd_off"
+	syscapVarGoTcpconnFdOff       = "go_tcpconn_fd_off"
+	syscapVarGoTlsConnDataOff     = "go_tls_conn_data_off"
 )
 
 // loadSyscap returns the embedded CollectionSpec for syscap.
@@ -248,6 +270,9 @@ type syscapSpecs struct {
 type syscapProgramSpecs struct {
 	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
+	GoTlsReadEnter   *ebpf.ProgramSpec `ebpf:"go_tls_read_enter"`
+	GoTlsReturn      *ebpf.ProgramSpec `ebpf:"go_tls_return"`
+	GoTlsWriteEnter  *ebpf.ProgramSpec `ebpf:"go_tls_write_enter"`
 	SslReadEnter     *ebpf.ProgramSpec `ebpf:"ssl_read_enter"`
 	SslReadExEnter   *ebpf.ProgramSpec `ebpf:"ssl_read_ex_enter"`
 	SslReturn        *ebpf.ProgramSpec `ebpf:"ssl_return"`
@@ -270,6 +295,7 @@ type syscapMapSpecs struct {
 	FilterPending     *ebpf.MapSpec `ebpf:"filter_pending"`
 	FilterPendingLost *ebpf.MapSpec `ebpf:"filter_pending_lost"`
 	FilterTgids       *ebpf.MapSpec `ebpf:"filter_tgids"`
+	GoTlsCalls        *ebpf.MapSpec `ebpf:"go_tls_calls"`
 	HeadBuf           *ebpf.MapSpec `ebpf:"head_buf"`
 	LostEvents        *ebpf.MapSpec `ebpf:"lost_events"`
 	NextId            *ebpf.MapSpec `ebpf:"next_id"`
@@ -295,6 +321,9 @@ type syscapVariableSpecs struct {
 	GalagoExportRole     *ebpf.VariableSpec `ebpf:"__galago_export_role"`
 	GalagoExportState    *ebpf.VariableSpec `ebpf:"__galago_export_state"`
 	GalagoRbWakeupBytes  *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
+	GoNetfdSysfdOff      *ebpf.VariableSpec `ebpf:"go_netfd_sysfd_off"`
+	GoTcpconnFdOff       *ebpf.VariableSpec `ebpf:"go_tcpconn_fd_off"`
+	GoTlsConnDataOff     *ebpf.VariableSpec `ebpf:"go_tls_conn_data_off"`
 }
 
 // syscapObjects contains all objects after they have been loaded into the kernel.
@@ -327,6 +356,7 @@ type syscapMaps struct {
 	FilterPending     *ebpf.Map `ebpf:"filter_pending"`
 	FilterPendingLost *ebpf.Map `ebpf:"filter_pending_lost"`
 	FilterTgids       *ebpf.Map `ebpf:"filter_tgids"`
+	GoTlsCalls        *ebpf.Map `ebpf:"go_tls_calls"`
 	HeadBuf           *ebpf.Map `ebpf:"head_buf"`
 	LostEvents        *ebpf.Map `ebpf:"lost_events"`
 	NextId            *ebpf.Map `ebpf:"next_id"`
@@ -348,6 +378,7 @@ func (m *syscapMaps) Close() error {
 		m.FilterPending,
 		m.FilterPendingLost,
 		m.FilterTgids,
+		m.GoTlsCalls,
 		m.HeadBuf,
 		m.LostEvents,
 		m.NextId,
@@ -374,6 +405,9 @@ type syscapVariables struct {
 	GalagoExportRole     *ebpf.Variable `ebpf:"__galago_export_role"`
 	GalagoExportState    *ebpf.Variable `ebpf:"__galago_export_state"`
 	GalagoRbWakeupBytes  *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
+	GoNetfdSysfdOff      *ebpf.Variable `ebpf:"go_netfd_sysfd_off"`
+	GoTcpconnFdOff       *ebpf.Variable `ebpf:"go_tcpconn_fd_off"`
+	GoTlsConnDataOff     *ebpf.Variable `ebpf:"go_tls_conn_data_off"`
 }
 
 // syscapPrograms contains all programs after they have been loaded into the kernel.
@@ -382,6 +416,9 @@ type syscapVariables struct {
 type syscapPrograms struct {
 	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
+	GoTlsReadEnter   *ebpf.Program `ebpf:"go_tls_read_enter"`
+	GoTlsReturn      *ebpf.Program `ebpf:"go_tls_return"`
+	GoTlsWriteEnter  *ebpf.Program `ebpf:"go_tls_write_enter"`
 	SslReadEnter     *ebpf.Program `ebpf:"ssl_read_enter"`
 	SslReadExEnter   *ebpf.Program `ebpf:"ssl_read_ex_enter"`
 	SslReturn        *ebpf.Program `ebpf:"ssl_return"`
@@ -394,6 +431,9 @@ func (p *syscapPrograms) Close() error {
 	return _SyscapClose(
 		p.GalagoFilterExec,
 		p.GalagoFilterFork,
+		p.GoTlsReadEnter,
+		p.GoTlsReturn,
+		p.GoTlsWriteEnter,
 		p.SslReadEnter,
 		p.SslReadExEnter,
 		p.SslReturn,

@@ -35,11 +35,10 @@ var ErrNoOpenSSL = errors.New("no OpenSSL SSL_read/SSL_write symbols")
 // is not attached again: attached reports false then. From the first
 // attachment on, the syscall program notes the fd of every TLS call.
 func (c *Capture) AttachOpenSSL(path string) (attached bool, err error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
+	id, err := fileIDOf(path)
+	if err != nil {
 		return false, err
 	}
-	id := fileID{uint64(st.Dev), st.Ino}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, done := c.tlsFiles[id]; done {
@@ -81,6 +80,14 @@ func (c *Capture) AttachOpenSSL(path string) (attached bool, err error) {
 	return true, nil
 }
 
+func fileIDOf(path string) (fileID, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileID{}, err
+	}
+	return fileID{uint64(st.Dev), st.Ino}, nil
+}
+
 func closeAll(links []link.Link) {
 	for _, l := range links {
 		l.Close()
@@ -95,6 +102,10 @@ func (c *Capture) DetachTLS() error {
 	for id, links := range c.tlsFiles {
 		closeAll(links)
 		delete(c.tlsFiles, id)
+	}
+	for id, links := range c.goFiles {
+		closeAll(links)
+		delete(c.goFiles, id)
 	}
 	if c.tlsOn {
 		c.tlsOn = false

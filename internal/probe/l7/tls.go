@@ -35,10 +35,13 @@ type procID struct {
 	start string
 }
 
-// tlsAttacher attaches the capture's TLS uprobes to the OpenSSL every
-// observed process uses: the host's libssl at start, then, for each
-// process, the libssl files it maps (inside its container through
-// /proc/<pid>/root) and its executable (OpenSSL linked statically).
+// tlsAttacher attaches the capture's TLS uprobes to the OpenSSL and the Go
+// crypto/tls every observed process uses: the host's libssl at start,
+// then, for each process, the libssl files it maps (inside its container
+// through /proc/<pid>/root) and its executable (OpenSSL linked
+// statically, or a Go program). A process is looked at when a scan first
+// sees it: its first TLS calls before that are not seen when its library
+// is not the host's.
 type tlsAttacher struct {
 	capture *syscap.Capture
 	root    string
@@ -52,7 +55,18 @@ func (a *tlsAttacher) attach(path string) {
 	case err != nil && !errors.Is(err, syscap.ErrNoOpenSSL) && !errors.Is(err, os.ErrNotExist):
 		a.log("l7: TLS uprobes not attached", "file", path, "err", err)
 	case ok:
-		a.log("l7: TLS uprobes attached", "file", path)
+		a.log("l7: TLS uprobes attached", "file", path, "library", "openssl")
+	}
+}
+
+// attachGo probes a Go executable's crypto/tls.
+func (a *tlsAttacher) attachGo(path string) {
+	ok, err := a.capture.AttachGoTLS(path)
+	switch {
+	case err != nil && !errors.Is(err, syscap.ErrNotGoTLS) && !errors.Is(err, os.ErrNotExist):
+		a.log("l7: Go TLS uprobes not attached", "file", path, "err", err)
+	case ok:
+		a.log("l7: TLS uprobes attached", "file", path, "library", "go crypto/tls")
 	}
 }
 
@@ -93,6 +107,7 @@ func (a *tlsAttacher) scan(observed func(int) bool) {
 		if a.seen[id] == 1 {
 			if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil && !strings.HasSuffix(exe, " (deleted)") {
 				a.attach(filepath.Join(dir, "root", exe))
+				a.attachGo(filepath.Join(dir, "root", exe))
 			}
 		}
 	}

@@ -1,0 +1,251 @@
+package syscap
+
+import (
+	"debug/buildinfo"
+	"debug/elf"
+	"debug/gosym"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/arch/arm64/arm64asm"
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// ErrNotGoTLS says an executable is not a Go program that uses
+// crypto/tls, or one galago cannot probe (a Go older than 1.17, whose
+// calling convention passes arguments on the stack).
+var ErrNotGoTLS = errors.New("not a Go 1.17+ program with crypto/tls")
+
+// goFunc is a function of a Go executable: where its code is in the file,
+// and the file offsets of its RET instructions.
+type goFunc struct {
+	name   string
+	offset uint64   // file offset of the entry
+	rets   []uint64 // file offsets of every RET
+}
+
+// goTLSFuncs are the functions probed in Go programs.
+var goTLSFuncs = []string{"crypto/tls.(*Conn).Write", "crypto/tls.(*Conn).Read"}
+
+// goTLSProbes finds crypto/tls.(*Conn).Write and Read in the Go
+// executable f: from its symbol table, or from .gopclntab when the binary
+// is stripped; and their RET instructions by disassembly.
+func goTLSProbes(f *elf.File, path string) ([]goFunc, error) {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return nil, ErrNotGoTLS
+	}
+	if !goAtLeast(bi.GoVersion, 1, 17) {
+		return nil, fmt.Errorf("%w: %s", ErrNotGoTLS, bi.GoVersion)
+	}
+	var arch string
+	switch f.Machine {
+	case elf.EM_X86_64:
+		arch = "amd64"
+	case elf.EM_AARCH64:
+		arch = "arm64"
+	default:
+		return nil, fmt.Errorf("%w: machine %s", ErrNotGoTLS, f.Machine)
+	}
+	bounds, err := goFuncBounds(f, goTLSFuncs)
+	if err != nil {
+		return nil, err
+	}
+	var out []goFunc
+	for _, name := range goTLSFuncs {
+		b, ok := bounds[name]
+		if !ok {
+			return nil, ErrNotGoTLS
+		}
+		off, code, err := codeAt(f, b[0], b[1])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		rets, err := retOffsets(arch, code)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if len(rets) == 0 {
+			return nil, fmt.Errorf("%s: no RET found", name)
+		}
+		fn := goFunc{name: name, offset: off}
+		for _, r := range rets {
+			fn.rets = append(fn.rets, off+r)
+		}
+		out = append(out, fn)
+	}
+	return out, nil
+}
+
+// goAtLeast reports whether a Go version ("go1.21.3", "go1.26rc1",
+// "devel ...") is at least major.minor; devel builds count as new.
+func goAtLeast(v string, major, minor int) bool {
+	if strings.HasPrefix(v, "devel") {
+		return true
+	}
+	v = strings.TrimPrefix(v, "go")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	maj, err1 := strconv.Atoi(parts[0])
+	mn := parts[1]
+	if i := strings.IndexFunc(mn, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		mn = mn[:i]
+	}
+	min, err2 := strconv.Atoi(mn)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return maj > major || (maj == major && min >= minor)
+}
+
+// goFuncBounds returns [entry, end) virtual addresses of the named
+// functions: from .symtab if present, else from .gopclntab.
+func goFuncBounds(f *elf.File, names []string) (map[string][2]uint64, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string][2]uint64{}
+	if syms, err := f.Symbols(); err == nil {
+		for _, s := range syms {
+			if want[s.Name] && s.Size > 0 && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+				out[s.Name] = [2]uint64{s.Value, s.Value + s.Size}
+			}
+		}
+		if len(out) == len(want) {
+			return out, nil
+		}
+	}
+	pcln := f.Section(".gopclntab")
+	text := f.Section(".text")
+	if pcln == nil || text == nil {
+		return out, nil
+	}
+	data, err := pcln.Data()
+	if err != nil {
+		return nil, fmt.Errorf("read .gopclntab: %w", err)
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
+	if err != nil {
+		return nil, fmt.Errorf("parse .gopclntab: %w", err)
+	}
+	for name := range want {
+		if fn := tab.LookupFunc(name); fn != nil && fn.End > fn.Entry {
+			out[name] = [2]uint64{fn.Entry, fn.End}
+		}
+	}
+	return out, nil
+}
+
+// codeAt returns the file offset of virtual address start and the bytes
+// of [start, end), from the executable PT_LOAD segment holding them.
+func codeAt(f *elf.File, start, end uint64) (uint64, []byte, error) {
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 {
+			continue
+		}
+		if start >= p.Vaddr && end <= p.Vaddr+p.Filesz {
+			off := start - p.Vaddr + p.Off
+			b := make([]byte, end-start)
+			if _, err := p.ReadAt(b, int64(start-p.Vaddr)); err != nil {
+				return 0, nil, err
+			}
+			return off, b, nil
+		}
+	}
+	return 0, nil, fmt.Errorf("address %#x not in an executable segment", start)
+}
+
+// retOffsets returns the offsets of the RET instructions in code.
+func retOffsets(arch string, code []byte) ([]uint64, error) {
+	var out []uint64
+	switch arch {
+	case "amd64":
+		for off := 0; off < len(code); {
+			inst, err := x86asm.Decode(code[off:], 64)
+			if err != nil || inst.Len == 0 {
+				// Padding or data between functions: skip a byte.
+				off++
+				continue
+			}
+			if inst.Op == x86asm.RET {
+				out = append(out, uint64(off))
+			}
+			off += inst.Len
+		}
+	case "arm64":
+		for off := 0; off+4 <= len(code); off += 4 {
+			inst, err := arm64asm.Decode(code[off : off+4])
+			if err == nil && inst.Op == arm64asm.RET {
+				out = append(out, uint64(off))
+			}
+		}
+	default:
+		return nil, fmt.Errorf("architecture %s", arch)
+	}
+	return out, nil
+}
+
+// AttachGoTLS attaches the Go TLS uprobes to the Go executable at path:
+// crypto/tls.(*Conn).Write and Read at entry and at every RET. A file
+// already attached (same inode) is not attached again (attached false).
+// ErrNotGoTLS says there is nothing to attach.
+func (c *Capture) AttachGoTLS(path string) (attached bool, err error) {
+	id, err := fileIDOf(path)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, done := c.goFiles[id]; done {
+		return false, nil
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		c.goFiles[id] = nil
+		return false, fmt.Errorf("%w: %w", ErrNotGoTLS, err)
+	}
+	funcs, err := goTLSProbes(f, path)
+	f.Close()
+	if err != nil {
+		c.goFiles[id] = nil
+		return false, err
+	}
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return false, err
+	}
+	var links []link.Link
+	attach := func(prog *ebpf.Program, name string, off uint64) error {
+		l, err := ex.Uprobe(name, prog, &link.UprobeOptions{Address: off})
+		if err != nil {
+			return fmt.Errorf("uprobe %s+%#x in %s: %w", name, off, path, err)
+		}
+		links = append(links, l)
+		return nil
+	}
+	for _, fn := range funcs {
+		enter := c.objs.GoTlsReadEnter
+		if strings.HasSuffix(fn.name, ".Write") {
+			enter = c.objs.GoTlsWriteEnter
+		}
+		if err := attach(enter, fn.name, fn.offset); err != nil {
+			closeAll(links)
+			return false, err
+		}
+		for _, r := range fn.rets {
+			if err := attach(c.objs.GoTlsReturn, fn.name, r); err != nil {
+				closeAll(links)
+				return false, err
+			}
+		}
+	}
+	c.goFiles[id] = links
+	return true, nil
+}
