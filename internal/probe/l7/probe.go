@@ -43,6 +43,7 @@ type Probe struct {
 	agg      *aggregator
 	conns    map[uint64]*conn
 	out      []l7.Exchange // reused by every Feed
+	interns  map[l7.Protocol]*l7.Interner
 	warned   map[string]bool
 	kick     chan struct{}
 	tlsKick  chan struct{}
@@ -104,6 +105,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	p.rt, p.cfg = rt, cfg
 	p.agg = newAggregator()
 	p.conns = map[uint64]*conn{}
+	p.interns = map[l7.Protocol]*l7.Interner{}
 	defer func() {
 		if err != nil {
 			p.closeLocked()
@@ -268,11 +270,11 @@ func (h handler) Conn(c *syscap.Conn) {
 	p := h.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	newParser, ok := parsers[c.Proto]
+	mk, ok := parsers[c.Proto]
 	if !ok {
 		return
 	}
-	cn := &conn{info: *c, parser: newParser(c.Role)}
+	cn := &conn{info: *c, parser: mk(c.Role, p.interner(c.Proto))}
 	if c.Remote.IsValid() {
 		cn.key = rowKeyOf(c, c.Remote, c.SSL)
 	}
@@ -292,7 +294,7 @@ func (h handler) Data(d *syscap.Data) {
 		if !d.Peer.IsValid() {
 			return
 		}
-		cn = cn.peer(d.Peer)
+		cn = cn.peer(d.Peer, p.interner(cn.info.Proto))
 		if cn == nil {
 			p.rt.Lost(1)
 			return
@@ -343,8 +345,18 @@ func (p *Probe) reportDesyncs(cn *conn) {
 	}
 }
 
+// interner is the shared interner of a protocol's API templates.
+func (p *Probe) interner(proto l7.Protocol) *l7.Interner {
+	in := p.interns[proto]
+	if in == nil {
+		in = &l7.Interner{Max: internMax}
+		p.interns[proto] = in
+	}
+	return in
+}
+
 // peer returns the per-peer state of an unconnected UDP socket.
-func (c *conn) peer(remote netip.AddrPort) *conn {
+func (c *conn) peer(remote netip.AddrPort, in *l7.Interner) *conn {
 	if pc := c.peers[remote]; pc != nil {
 		return pc
 	}
@@ -354,8 +366,7 @@ func (c *conn) peer(remote netip.AddrPort) *conn {
 	if c.peers == nil {
 		c.peers = map[netip.AddrPort]*conn{}
 	}
-	newParser := parsers[c.info.Proto]
-	pc := &conn{info: c.info, parser: newParser(c.info.Role), key: rowKeyOf(&c.info, remote, c.info.SSL)}
+	pc := &conn{info: c.info, parser: parsers[c.info.Proto](c.info.Role, in), key: rowKeyOf(&c.info, remote, c.info.SSL)}
 	c.peers[remote] = pc
 	return pc
 }

@@ -1,10 +1,26 @@
 package l7
 
-import "github.com/galago-project/galago/internal/l7"
+import (
+	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/l7/http"
+)
 
-// parsers are the protocols galago parses, by the constructor of one
-// connection's parser. A protocol without one is not traced.
-var parsers = map[l7.Protocol]func(l7.Role) l7.Parser{}
+// newParser makes one connection's parser. in interns API templates; it is
+// shared by the connections of a protocol (the probe serialises Feed).
+type newParser func(role l7.Role, in *l7.Interner) l7.Parser
+
+// parsers are the protocols galago parses. A protocol without one is not
+// traced.
+var parsers = map[l7.Protocol]newParser{
+	l7.HTTP: func(r l7.Role, in *l7.Interner) l7.Parser {
+		p := http.NewParser(r)
+		p.SetInterner(in)
+		return p
+	},
+}
+
+// internMax bounds each protocol's shared interner.
+const internMax = 4096
 
 // protocolsByName maps the l7_protocol parameter's values to protocols:
 // gala-gopher's names, "http" covering HTTP/1.x and HTTP/2 (gRPC), plus
