@@ -158,3 +158,20 @@ func TestUDPRecorder(t *testing.T) {
 		t.Fatalf("%v %+v %+v", got, segs, conns)
 	}
 }
+
+func TestFuzzChunks(t *testing.T) {
+	chunks, req := FuzzChunks([]byte("abcdefgh"), []byte{0x02, 0x40 | 0x80 | 0x03}, l7.Client)
+	want := []l7.Chunk{
+		{Dir: l7.Egress, TS: 1, Data: []byte("abc"), Size: 3},
+		{Dir: l7.Ingress, TS: 2, Data: []byte("de"), Size: 4},
+		{Dir: l7.Egress, TS: 3, Data: []byte("h"), Size: 1},
+	}
+	if req != 4 || len(chunks) != 3 {
+		t.Fatalf("%d request bytes, %+v", req, chunks)
+	}
+	for i, c := range chunks {
+		if c.Dir != want[i].Dir || c.TS != want[i].TS || string(c.Data) != string(want[i].Data) || c.Size != want[i].Size {
+			t.Errorf("chunk %d: %+v, want %+v", i, c, want[i])
+		}
+	}
+}
