@@ -152,8 +152,12 @@ func (p *Parser) Feed(c l7.Chunk, out []l7.Exchange) []l7.Exchange {
 	return out
 }
 
-// Flush implements l7.Parser: the requests still waiting for a reply.
+// Flush implements l7.Parser: the requests still waiting for a reply (a
+// reply cut short by the close answers the oldest).
 func (p *Parser) Flush(out []l7.Exchange) []l7.Exchange {
+	if s := &p.resp; s.m.open && len(s.cur) > 0 {
+		out = p.message(s, false, out)
+	}
 	for i := p.qh; i < len(p.q); i++ {
 		e := &p.q[i]
 		switch {

@@ -1,8 +1,6 @@
 package redis
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -186,7 +184,7 @@ func TestStreamedAndAttributes(t *testing.T) {
 		"*1\r\n$4\r\nPING\r\n", "*2\r\n|1\r\n+a\r\n+b\r\n:1\r\n|0\r\n:2\r\n",
 		"*1\r\n$4\r\nPING\r\n", "=15\r\ntxt:Some string\r\n")
 	want := "PING ok|PING ok|PING client_error|PING ok|PING ok"
-	if s := summary(got); s != want || p.Desyncs() != 0 {
+	if s := l7test.Summary(got); s != want || p.Desyncs() != 0 {
 		t.Errorf("%s, %d desyncs; want %s", s, p.Desyncs(), want)
 	}
 	if got[2].RespBytes != 31 {
@@ -273,15 +271,15 @@ func TestOrphanReply(t *testing.T) {
 	// Capture began after the request: the reply answers nothing seen.
 	p := NewParser(l7.Client)
 	got := exchanges(t, p, "", "+OK\r\n", resp("GET", "a"), "$1\r\nA\r\n")
-	if summary(got) != "GET ok" || p.Desyncs() != 1 {
-		t.Errorf("%s, %d desyncs", summary(got), p.Desyncs())
+	if l7test.Summary(got) != "GET ok" || p.Desyncs() != 1 {
+		t.Errorf("%s, %d desyncs", l7test.Summary(got), p.Desyncs())
 	}
 	// RESP2 messages on a connection subscribed before capture began are
 	// not replies, nor desyncs.
 	p = NewParser(l7.Client)
 	got = exchanges(t, p, "", "*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n", resp("PING"), "*2\r\n$4\r\npong\r\n$0\r\n\r\n")
-	if summary(got) != "PING ok" || p.Desyncs() != 0 {
-		t.Errorf("%s, %d desyncs", summary(got), p.Desyncs())
+	if l7test.Summary(got) != "PING ok" || p.Desyncs() != 0 {
+		t.Errorf("%s, %d desyncs", l7test.Summary(got), p.Desyncs())
 	}
 }
 
@@ -289,8 +287,8 @@ func TestMessageArrayIsAReplyWhenNotSubscribed(t *testing.T) {
 	// An LRANGE that returns ["message", ...] is a reply like any.
 	p := NewParser(l7.Client)
 	got := exchanges(t, p, resp("LRANGE", "l", "0", "-1"), "*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n")
-	if summary(got) != "LRANGE ok" || p.Desyncs() != 0 {
-		t.Errorf("%s, %d desyncs", summary(got), p.Desyncs())
+	if l7test.Summary(got) != "LRANGE ok" || p.Desyncs() != 0 {
+		t.Errorf("%s, %d desyncs", l7test.Summary(got), p.Desyncs())
 	}
 }
 
@@ -306,7 +304,7 @@ func TestPipelineOverflow(t *testing.T) {
 	out := p.Feed(l7.Chunk{Dir: l7.Egress, TS: 1, Data: []byte(req.String()), Size: req.Len()}, nil)
 	out = p.Feed(l7.Chunk{Dir: l7.Ingress, TS: 2, Data: []byte(rep.String()), Size: rep.Len()}, out)
 	out = p.Flush(out)
-	if p.Desyncs() != 1 || len(out) != maxPending+10 || summary(out) != strings.TrimSuffix(strings.Repeat("PING ok|", maxPending+10), "|") {
+	if p.Desyncs() != 1 || len(out) != maxPending+10 || l7test.Summary(out) != strings.TrimSuffix(strings.Repeat("PING ok|", maxPending+10), "|") {
 		t.Errorf("%d exchanges, %d desyncs", len(out), p.Desyncs())
 	}
 	if e := out[maxPending]; e.ReqBytes != 0 || e.RespBytes != 7 || e.Start != 1 || e.End != 2 {
@@ -328,7 +326,7 @@ func TestDepthLimit(t *testing.T) {
 	}
 	p = NewParser(l7.Client)
 	got = exchanges(t, p, resp("PING"), strings.Repeat("*1\r\n", maxDepth)+":1\r\n")
-	if p.Desyncs() != 0 || summary(got) != "PING ok" {
+	if p.Desyncs() != 0 || l7test.Summary(got) != "PING ok" {
 		t.Errorf("%+v, %d desyncs", got, p.Desyncs())
 	}
 }
@@ -414,7 +412,7 @@ func FuzzParser(f *testing.F) {
 			role = l7.Server
 		}
 		p := NewParser(role)
-		chunks, reqBytes := fuzzChunks(data, cuts, role)
+		chunks, reqBytes := l7test.FuzzChunks(data, cuts, role)
 		var out []l7.Exchange
 		tss := map[uint64]bool{}
 		for _, c := range chunks {
@@ -442,72 +440,8 @@ func FuzzParser(f *testing.F) {
 	})
 }
 
-// fuzzChunks cuts data into chunks: each byte of cuts gives a chunk's
-// length (low 6 bits + 1), its direction (bit 6) and whether only a prefix
-// was captured (bit 7: half of it).
-func fuzzChunks(data, cuts []byte, role l7.Role) ([]l7.Chunk, int) {
-	var out []l7.Chunk
-	reqBytes := 0
-	for i := 0; len(data) > 0; i++ {
-		c := byte(0x3f)
-		if len(cuts) > 0 {
-			c = cuts[i%len(cuts)]
-		}
-		n := min(int(c&0x3f)+1, len(data))
-		dir := l7.Egress
-		if c&0x40 != 0 {
-			dir = l7.Ingress
-		}
-		if dir == role.RequestDir() {
-			reqBytes += n
-		}
-		capt := n
-		if c&0x80 != 0 {
-			capt = n / 2
-		}
-		out = append(out, l7.Chunk{Dir: dir, TS: uint64(i + 1), Data: data[:capt], Size: n})
-		data = data[n:]
-	}
-	return out, reqBytes
-}
-
 // TestFuzzCorpus checks that the committed seed corpus of FuzzParser is
-// the one built from the fixtures (GALAGO_L7_UPDATE=1 rewrites it): each
-// fixture of at most 16 KiB, its bytes in order and the cuts that give its
-// segments back.
+// the one built from the fixtures (GALAGO_L7_UPDATE=1 rewrites it).
 func TestFuzzCorpus(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.chunks")
-	dir := filepath.Join("testdata", "fuzz", "FuzzParser")
-	for _, file := range files {
-		if st, err := os.Stat(file); err != nil || st.Size() > 16<<10 {
-			continue
-		}
-		var data, cuts []byte
-		for _, s := range l7test.Load(t, file) {
-			for b := s.Data; len(b) > 0; {
-				n := min(len(b), 64)
-				c := byte(n - 1)
-				if !s.FromClient {
-					c |= 0x40
-				}
-				data = append(data, b[:n]...)
-				cuts = append(cuts, c)
-				b = b[n:]
-			}
-		}
-		seed := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n[]byte(%q)\nbool(false)\n", data, cuts)
-		path := filepath.Join(dir, strings.TrimSuffix(filepath.Base(file), ".chunks"))
-		if os.Getenv("GALAGO_L7_UPDATE") == "1" {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(seed), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if b, err := os.ReadFile(path); err != nil || string(b) != seed {
-			t.Errorf("%s: missing or stale (GALAGO_L7_UPDATE=1 rewrites it)", path)
-		}
-	}
+	l7test.CheckFuzzCorpus(t, "testdata/*.chunks", "testdata/fuzz/FuzzParser")
 }
