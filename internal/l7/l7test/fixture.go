@@ -15,6 +15,19 @@ import (
 // golden text (whole, then each truncation).
 func CheckFixture(t *testing.T, segs []Segment, newParser func(l7.Role) l7.Parser, want string) string {
 	t.Helper()
+	return checkFixture(t, segs, newParser, want, true)
+}
+
+// CheckDatagrams is CheckFixture for a datagram protocol: each segment is
+// one datagram, which reads of other sizes do not cut, so nothing is
+// re-split.
+func CheckDatagrams(t *testing.T, segs []Segment, newParser func(l7.Role) l7.Parser, want string) string {
+	t.Helper()
+	return checkFixture(t, segs, newParser, want, false)
+}
+
+func checkFixture(t *testing.T, segs []Segment, newParser func(l7.Role) l7.Parser, want string, resplit bool) string {
+	t.Helper()
 	var golden strings.Builder
 	var whole []l7.Exchange
 	for _, role := range []l7.Role{l7.Client, l7.Server} {
@@ -29,11 +42,18 @@ func CheckFixture(t *testing.T, segs []Segment, newParser func(l7.Role) l7.Parse
 		}
 		if whole == nil {
 			whole = got
-			fmt.Fprintf(&golden, "# whole, either role, re-split at 1, 2, 7, 64 bytes: %d exchanges\n%s", len(got), Describe(got))
+			what := "whole, either role"
+			if resplit {
+				what += ", re-split at 1, 2, 7, 64 bytes"
+			}
+			fmt.Fprintf(&golden, "# %s: %d exchanges\n%s", what, len(got), Describe(got))
 		} else if !reflect.DeepEqual(got, whole) {
 			t.Errorf("server role differs from client role:\n%s", diff(Describe(whole), Describe(got)))
 		}
 		for _, n := range []int{1, 2, 7, 64} {
+			if !resplit {
+				break
+			}
 			p := newParser(role)
 			re := Run(p, Resplit(chunks, n))
 			if p.Desyncs() != 0 || !sameResplit(re, whole, n) {
