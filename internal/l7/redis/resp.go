@@ -90,7 +90,7 @@ func (s *stream) reset() {
 // or the bytes do not parse, and says which. Once a message completes,
 // s.cur is its head and s.m its description.
 func (s *stream) next(data []byte, ts, seq uint64, isReq bool) (int, event) {
-	ms, hs := 0, 0 // where the message, and its head, start in data (0: earlier)
+	hs := 0 // where the head starts in data (a message starts at data[0] or earlier)
 	if !s.m.open {
 		s.m.open, s.m.ts, s.m.seq, s.m.size = true, ts, seq, 0
 		s.m.top, s.m.count, s.m.hasThird, s.m.nonBlank = 0, 0, false, false
@@ -185,7 +185,7 @@ func (s *stream) next(data []byte, ts, seq uint64, isReq bool) (int, event) {
 		s.cur = s.m.head[:s.m.headN]
 	}
 	s.m.headHere = false
-	s.m.size += int64(i - ms)
+	s.m.size += int64(i)
 	if done {
 		s.m.open = false
 	}
