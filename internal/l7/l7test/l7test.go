@@ -160,9 +160,10 @@ type Recorder struct {
 	ln       net.Listener
 	upstream string
 
-	mu   sync.Mutex
-	segs []Segment
-	wg   sync.WaitGroup
+	mu    sync.Mutex
+	segs  []Segment
+	conns [][]Segment // segs split by connection, in accept order
+	wg    sync.WaitGroup
 }
 
 // Record starts a proxy to upstream (host:port) on 127.0.0.1:0; point the
@@ -193,20 +194,26 @@ func (r *Recorder) accept() {
 			c.Close()
 			continue
 		}
+		r.mu.Lock()
+		conn := len(r.conns)
+		r.conns = append(r.conns, nil)
+		r.mu.Unlock()
 		r.wg.Add(2)
-		go r.pipe(c, u, true)
-		go r.pipe(u, c, false)
+		go r.pipe(c, u, true, conn)
+		go r.pipe(u, c, false, conn)
 	}
 }
 
-func (r *Recorder) pipe(from, to net.Conn, fromClient bool) {
+func (r *Recorder) pipe(from, to net.Conn, fromClient bool, conn int) {
 	defer r.wg.Done()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := from.Read(buf)
 		if n > 0 {
 			r.mu.Lock()
-			r.segs = append(r.segs, Segment{FromClient: fromClient, Data: bytes.Clone(buf[:n])})
+			seg := Segment{FromClient: fromClient, Data: bytes.Clone(buf[:n])}
+			r.segs = append(r.segs, seg)
+			r.conns[conn] = append(r.conns[conn], seg)
 			r.mu.Unlock()
 			if _, werr := to.Write(buf[:n]); werr != nil {
 				break
@@ -231,4 +238,14 @@ func (r *Recorder) Segments() []Segment {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.segs
+}
+
+// Conns is Segments split by connection, in the order the proxy accepted
+// them: clients that open several connections (redis-benchmark fetches the
+// server's configuration on its own connection) give one fixture each.
+func (r *Recorder) Conns() [][]Segment {
+	r.Segments()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conns
 }

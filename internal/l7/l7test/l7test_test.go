@@ -79,3 +79,99 @@ func TestRecorder(t *testing.T) {
 		t.Fatalf("%q %+v", b, segs)
 	}
 }
+
+func TestRecorderConns(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				b := make([]byte, 1)
+				_, _ = io.ReadFull(c, b)
+				_, _ = c.Write(bytes.ToUpper(b))
+				c.Close()
+			}()
+		}
+	}()
+	r := Record(t, ln.Addr().String())
+	for _, m := range []string{"a", "b"} {
+		c, err := net.Dial("tcp", r.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte(m))
+		_, _ = io.ReadAll(c)
+		c.Close()
+	}
+	conns := r.Conns()
+	if len(conns) != 2 || len(conns[0]) != 2 || string(conns[0][0].Data) != "a" || string(conns[0][1].Data) != "A" ||
+		len(conns[1]) != 2 || string(conns[1][0].Data) != "b" || string(conns[1][1].Data) != "B" {
+		t.Fatalf("%+v", conns)
+	}
+}
+
+func TestUDPRecorder(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		b := make([]byte, 100)
+		for {
+			n, from, err := pc.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(bytes.ToUpper(b[:n]), from)
+		}
+	}()
+	r := RecordUDP(t, pc.LocalAddr().String())
+	var got []string
+	for _, m := range []string{"one", "two"} {
+		c, err := net.Dial("udp", r.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{m, m + "!"} {
+			_, _ = c.Write([]byte(d))
+			b := make([]byte, 100)
+			n, err := c.Read(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, string(b[:n]))
+		}
+		c.Close()
+	}
+	conns := r.Conns()
+	segs := r.Segments()
+	if strings.Join(got, ",") != "ONE,ONE!,TWO,TWO!" || len(segs) != 8 || len(conns) != 2 || len(conns[1]) != 4 ||
+		!conns[1][2].FromClient || string(conns[1][2].Data) != "two!" || conns[1][3].FromClient || string(conns[1][3].Data) != "TWO!" {
+		t.Fatalf("%v %+v %+v", got, segs, conns)
+	}
+}
+
+func TestFuzzChunks(t *testing.T) {
+	chunks, req := FuzzChunks([]byte("abcdefgh"), []byte{0x02, 0x40 | 0x80 | 0x03}, l7.Client)
+	want := []l7.Chunk{
+		{Dir: l7.Egress, TS: 1, Data: []byte("abc"), Size: 3},
+		{Dir: l7.Ingress, TS: 2, Data: []byte("de"), Size: 4},
+		{Dir: l7.Egress, TS: 3, Data: []byte("h"), Size: 1},
+	}
+	if req != 4 || len(chunks) != 3 {
+		t.Fatalf("%d request bytes, %+v", req, chunks)
+	}
+	for i, c := range chunks {
+		if c.Dir != want[i].Dir || c.TS != want[i].TS || string(c.Data) != string(want[i].Data) || c.Size != want[i].Size {
+			t.Errorf("chunk %d: %+v, want %+v", i, c, want[i])
+		}
+	}
+}
