@@ -119,10 +119,12 @@ type Chunk struct {
 // Class is the outcome of an exchange.
 type Class uint8
 
+// Each protocol's package documents which of its errors are which, and
+// why.
 const (
 	OK          Class = 0
-	ClientError Class = 1 // the request was at fault: HTTP 4xx, gRPC INVALID_ARGUMENT..., DNS FORMERR/NXDOMAIN, SQL syntax errors
-	ServerError Class = 2 // the server failed: HTTP 5xx, Redis -ERR, SQL errors, gRPC INTERNAL..., DNS SERVFAIL
+	ClientError Class = 1 // the request was at fault: HTTP 4xx, gRPC INVALID_ARGUMENT, DNS FORMERR/NXDOMAIN, SQL syntax errors, Redis unknown command
+	ServerError Class = 2 // the server failed a valid request: HTTP 5xx, gRPC INTERNAL, DNS SERVFAIL, Redis OOM
 )
 
 func (c Class) String() string {

@@ -274,7 +274,7 @@ func (h handler) Conn(c *syscap.Conn) {
 	if !ok {
 		return
 	}
-	cn := &conn{info: *c, parser: mk(c.Role, p.interner(c.Proto))}
+	cn := &conn{info: *c, parser: mk(c.Role, c.L4, p.interner(c.Proto))}
 	if c.Remote.IsValid() {
 		cn.key = rowKeyOf(c, c.Remote, c.SSL)
 	}
@@ -366,7 +366,7 @@ func (c *conn) peer(remote netip.AddrPort, in *l7.Interner) *conn {
 	if c.peers == nil {
 		c.peers = map[netip.AddrPort]*conn{}
 	}
-	pc := &conn{info: c.info, parser: parsers[c.info.Proto](c.info.Role, in), key: rowKeyOf(&c.info, remote, c.info.SSL)}
+	pc := &conn{info: c.info, parser: parsers[c.info.Proto](c.info.Role, c.info.L4, in), key: rowKeyOf(&c.info, remote, c.info.SSL)}
 	c.peers[remote] = pc
 	return pc
 }
