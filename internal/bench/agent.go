@@ -73,12 +73,12 @@ func StartGalago(ctx context.Context, procs *Procs, bin, dir string, set ProbeSe
 		_, err := fetch(ctx, g.metricsURL())
 		return err
 	}); err != nil {
-		g.Stop()
+		_ = g.Stop() // failed already: the start-up error says why
 		return nil, err
 	}
 	for _, p := range set.Probes {
 		if err := g.put(ctx, p.Feature, p.Body(reportPeriod)); err != nil {
-			g.Stop()
+			_ = g.Stop()
 			return nil, err
 		}
 	}
@@ -94,7 +94,7 @@ func StartGalago(ctx context.Context, procs *Procs, bin, dir string, set ProbeSe
 		}
 		return nil
 	}); err != nil {
-		g.Stop()
+		_ = g.Stop()
 		return nil, err
 	}
 	return g, nil
@@ -105,7 +105,7 @@ func (g *Galago) waitUp(ctx context.Context, timeout time.Duration, what string,
 	err := waitFor(ctx, timeout, what, func() error {
 		select {
 		case <-g.proc.Exited():
-			return fmt.Errorf("galago exited: %v", g.proc.Err())
+			return fmt.Errorf("galago exited: %w", g.proc.Err())
 		default:
 		}
 		return cond()
@@ -115,7 +115,7 @@ func (g *Galago) waitUp(ctx context.Context, timeout time.Duration, what string,
 	}
 	select {
 	case <-g.proc.Exited():
-		return fmt.Errorf("galago exited: %v\n%s", g.proc.Err(), tail([]byte(g.proc.Output.String()), 3000))
+		return fmt.Errorf("galago exited: %w\n%s", g.proc.Err(), tail([]byte(g.proc.Output.String()), 3000))
 	default:
 	}
 	return nil
@@ -210,7 +210,7 @@ func StartPeer(ctx context.Context, procs *Procs, dir string, cfg PeerConfig) (*
 	exited := func() error {
 		select {
 		case <-proc.Exited():
-			return fmt.Errorf("peer agent %q exited: %v\n%s", cfg.Cmd, proc.Err(), tail([]byte(proc.Output.String()), 3000))
+			return fmt.Errorf("peer agent %q exited: %w\n%s", cfg.Cmd, proc.Err(), tail([]byte(proc.Output.String()), 3000))
 		default:
 			return nil
 		}

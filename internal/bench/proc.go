@@ -138,8 +138,8 @@ func run(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
 		return out.Bytes(), nil
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return out.Bytes(), fmt.Errorf("%s: %w", cmd.String(), ctx.Err())
+		werr := <-done
+		return out.Bytes(), fmt.Errorf("%s: %w", cmd.String(), errors.Join(ctx.Err(), werr))
 	}
 }
 

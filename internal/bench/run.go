@@ -259,8 +259,8 @@ func (r *runner) workload(ctx context.Context, w Workload, srv Server, sets []Pr
 // arm runs one arm: the agent (if any) started and settled, the server's
 // counters and the agent's footprint read around the load, then (galago)
 // one more report period for the last samples.
-func (r *runner) arm(ctx context.Context, w Workload, srv Server, dir string, a armSpec, round int) (ArmResult, error) {
-	res := ArmResult{Round: round + 1, Agent: a.label(), Kind: a.kind, Start: time.Now().UTC()}
+func (r *runner) arm(ctx context.Context, w Workload, srv Server, dir string, a armSpec, round int) (res ArmResult, err error) {
+	res = ArmResult{Round: round + 1, Agent: a.label(), Kind: a.kind, Start: time.Now().UTC()}
 	var pid int
 	var g *Galago
 	var periods *Periods
@@ -275,14 +275,14 @@ func (r *runner) arm(ctx context.Context, w Workload, srv Server, dir string, a 
 		if g, err = StartGalago(ctx, r.procs, r.cfg.Galago, adir, a.set, r.cfg.ReportPeriod); err != nil {
 			return res, err
 		}
-		defer g.Stop()
+		defer stopAgent(g.Stop, &err)
 		pid = g.Pid()
 		res.Probes = a.set.Features()
 		periods = NewPeriods(checkFamilies(a.set)...)
 		var scrapeErr error
 		stopScrape = scrapeLoop(ctx, g, periods, scrapeEvery(r.cfg.ReportPeriod), &scrapeErr)
-		defer func() { stopScrape() }()
 		defer func() {
+			stopScrape() // before reading scrapeErr: the loop writes it
 			if scrapeErr != nil && res.Error == "" {
 				res.Error = "scrape: " + scrapeErr.Error()
 			}
@@ -293,7 +293,7 @@ func (r *runner) arm(ctx context.Context, w Workload, srv Server, dir string, a 
 		if err != nil {
 			return res, err
 		}
-		defer p.Stop()
+		defer stopAgent(p.Stop, &err)
 		pid = p.Pid()
 	}
 	if pid != 0 {
@@ -385,6 +385,14 @@ func (r *runner) arm(ctx context.Context, w Workload, srv Server, dir string, a 
 	return res, nil
 }
 
+// stopAgent stops an arm's agent; an agent that ignores SIGTERM fails the
+// arm (it would distort the next one).
+func stopAgent(stop func() error, errp *error) {
+	if err := stop(); err != nil && *errp == nil {
+		*errp = err
+	}
+}
+
 // checkFamilies lists the families the set's checks read.
 func checkFamilies(s ProbeSet) []string {
 	var out []string
@@ -441,7 +449,9 @@ func readMachine() (Machine, error) {
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
 				var kb uint64
-				fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
+				if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err != nil {
+					return m, fmt.Errorf("/proc/meminfo MemTotal %q: %w", v, err)
+				}
 				m.MemBytes = kb * 1024
 			}
 		}
