@@ -8,12 +8,17 @@
 //	galago-bench [-quick] [-pairs N] [-duration D] [-workload a,b] [-probes a,b] [-out DIR] [-md FILE]
 //
 // PEER_AGENT_CMD names a shell command that starts another agent in the
-// foreground; PEER_AGENT_READY_URL (optional) is polled until it answers
-// 200, otherwise PEER_AGENT_WARMUP (default 10s) is waited.
+// foreground; PEER_AGENT_URL (optional) is its metrics URL, polled until it
+// answers 200 and scraped during its arms as galago is; without it
+// PEER_AGENT_WARMUP (default 10s) is waited.
+//
+// -from FILE re-renders the markdown section from a stored JSON result,
+// without measuring.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -49,10 +54,14 @@ func run() error {
 		md       = flag.String("md", "BENCHMARKS.md", "markdown file whose generated section is replaced (\"\" for none)")
 		commit   = flag.String("commit", "", "version measured (default: git describe --always --dirty)")
 		keep     = flag.Bool("keep", false, "keep the temporary directory (server and agent files)")
+		from     = flag.String("from", "", "render -md from this JSON result instead of measuring")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if *from != "" {
+		return render(*from, *md)
 	}
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -91,7 +100,7 @@ func run() error {
 	cfg := bench.Config{
 		Galago: bin, Pairs: *pairs, Duration: *duration, ReportPeriod: *period,
 		Workloads: split(*wls), ProbeSets: split(*sets),
-		Peer:   bench.PeerConfig{Cmd: os.Getenv("PEER_AGENT_CMD"), ReadyURL: os.Getenv("PEER_AGENT_READY_URL"), Warmup: warmup},
+		Peer:   bench.PeerConfig{Cmd: os.Getenv("PEER_AGENT_CMD"), MetricsURL: os.Getenv("PEER_AGENT_URL"), Warmup: warmup},
 		Commit: *commit, Quick: *quick, TempDir: tmp,
 		Log:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		Progress: os.Stdout,
@@ -119,6 +128,27 @@ func run() error {
 		fmt.Println("updated:", *md)
 	}
 	fmt.Print("\n" + rep.Markdown())
+	return nil
+}
+
+// render regenerates the markdown section from a stored result.
+func render(from, md string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", from, err)
+	}
+	if md == "" {
+		fmt.Print(rep.Markdown())
+		return nil
+	}
+	if err := rep.UpdateMarkdown(md); err != nil {
+		return err
+	}
+	fmt.Println("updated:", md)
 	return nil
 }
 

@@ -192,10 +192,11 @@ type PeerConfig struct {
 	// Cmd is run with sh -c; it must stay in the foreground (the agent
 	// itself, or exec of it).
 	Cmd string
-	// ReadyURL, when set, is polled until it answers 200; otherwise the
-	// harness waits Warmup.
-	ReadyURL string
-	Warmup   time.Duration
+	// MetricsURL, when set, is the peer's metrics endpoint: polled until
+	// it answers 200 (otherwise the harness waits Warmup), then scraped
+	// during its arms as often as galago is, so both pay for being scraped.
+	MetricsURL string
+	Warmup     time.Duration
 }
 
 // StartPeer starts the peer agent and waits until it is ready.
@@ -215,12 +216,12 @@ func StartPeer(ctx context.Context, procs *Procs, dir string, cfg PeerConfig) (*
 			return nil
 		}
 	}
-	if cfg.ReadyURL != "" {
-		err = waitFor(ctx, 120*time.Second, "peer agent at "+cfg.ReadyURL, func() error {
+	if cfg.MetricsURL != "" {
+		err = waitFor(ctx, 120*time.Second, "peer agent at "+cfg.MetricsURL, func() error {
 			if err := exited(); err != nil {
 				return err
 			}
-			_, err := fetch(ctx, cfg.ReadyURL)
+			_, err := fetch(ctx, cfg.MetricsURL)
 			return err
 		})
 	} else {

@@ -52,14 +52,18 @@ type Check struct {
 	Name   string
 	Family string
 	Match  map[string]string
-	// Truth picks the ground truth from the server's counters; false when
-	// the server cannot give it (the check is then left out).
-	Truth func(Counters) (float64, bool)
+	// Truth picks the ground truth from the server's counters, and the
+	// shortfall the load generator's stop can explain (galago may be
+	// lower by at most that); false when the server cannot give it (the
+	// check is then left out).
+	Truth func(Counters) (truth, inFlight float64, ok bool)
 }
 
-func conns(c Counters) (float64, bool)    { return float64(c.Conns), true }
-func bytesIn(c Counters) (float64, bool)  { return float64(c.BytesIn), c.HasBytes }
-func bytesOut(c Counters) (float64, bool) { return float64(c.BytesOut), c.HasBytes }
+func conns(c Counters) (float64, float64, bool)   { return float64(c.Conns), 0, true }
+func bytesIn(c Counters) (float64, float64, bool) { return float64(c.BytesIn), 0, c.HasBytes }
+func bytesOut(c Counters) (float64, float64, bool) {
+	return float64(c.BytesOut), float64(c.BytesOutInFlight), c.HasBytes
+}
 
 // networkChecks hold for the tcp and socket probes: every connection to the
 // workload port is counted at both ends (endpoint_tcp), and every byte of

@@ -74,10 +74,12 @@ func testReport() *Report {
 	}
 	g1 := arm(1, "tcp+socket", "galago", 15000, 3, 150000, 150000, cost(0.9, 1.5, 35<<20))
 	g1.Probes, g1.HeapBytes, g1.Lost = []string{"tcp", "socket"}, 9<<20, map[string]float64{"tcp": 0, "socket": 0, "proctrack": 0}
-	g1.Accuracy = []CheckResult{{Name: "connections accepted", Truth: 150000, Galago: 150000, Periods: 4, Complete: true}}
+	g1.Accuracy = []CheckResult{{Name: "connections accepted", Truth: 150000, Galago: 150000, Periods: 4, Complete: true},
+		{Name: "bytes sent", Truth: 1000, InFlight: 100, Galago: 950, Periods: 4, Complete: true}}
 	g2 := arm(2, "tcp+socket", "galago", 16000, 2.5, 160000, 160000, cost(1.0, 1.6, 36<<20))
 	g2.Probes, g2.HeapBytes, g2.Lost = []string{"tcp", "socket"}, 10<<20, map[string]float64{"tcp": 3, "socket": 0, "proctrack": 0}
-	g2.Accuracy = []CheckResult{{Name: "connections accepted", Truth: 160000, Galago: 159997, Periods: 4, Complete: true}}
+	g2.Accuracy = []CheckResult{{Name: "connections accepted", Truth: 160000, Galago: 159997, Periods: 4, Complete: true},
+		{Name: "bytes sent", Truth: 2000, InFlight: 100, Galago: 2000, Periods: 4, Complete: false}}
 	w := WorkloadResult{Name: "nginx-close", Describe: "nginx, wrk", Server: "nginx", ConnPerRequest: true,
 		Arms: []ArmResult{
 			arm(1, "none", "none", 20000, 2, 200000, 200000, nil), g1, arm(1, "peer", "peer", 14000, 4, 140000, 140000, cost(2.8, 1.0, 80<<20)),
@@ -107,7 +109,8 @@ func TestSummarise(t *testing.T) {
 	if g.RSSBytes != 36<<20 || g.HeapBytes != 10<<20 || g.Lost["tcp"] != 3 || !near(g.P99On, 2.75) || !near(g.P99Off, 2.1) {
 		t.Errorf("summary %+v", g)
 	}
-	if len(g.Accuracy) != 1 || g.Accuracy[0] != (CheckSummary{Name: "connections accepted", Truth: 310000, Galago: 309997, Exact: 1, Arms: 2, Worst: -3, Complete: true}) {
+	if len(g.Accuracy) != 2 || g.Accuracy[0] != (CheckSummary{Name: "connections accepted", Truth: 310000, Galago: 309997, Exact: 1, Arms: 2, Worst: -3, Complete: true}) ||
+		g.Accuracy[1] != (CheckSummary{Name: "bytes sent", Truth: 3000, Galago: 2950, Exact: 1, InFlight: 1, Arms: 2, Complete: false}) {
 		t.Errorf("accuracy %+v", g.Accuracy)
 	}
 	if p := s[1]; p.Pairs[0].Ratio != 0.7 || p.Pairs[1].Ratio != 0.75 || p.HeapBytes != 0 {

@@ -295,6 +295,10 @@ func (r *runner) arm(ctx context.Context, w Workload, srv Server, dir string, a 
 		}
 		defer stopAgent(p.Stop, &err)
 		pid = p.Pid()
+		if u := r.cfg.Peer.MetricsURL; u != "" {
+			stop := pollLoop(ctx, scrapeEvery(r.cfg.ReportPeriod), func() { _, _ = fetch(ctx, u) })
+			defer stop()
+		}
 	}
 	if pid != 0 {
 		select {
@@ -375,12 +379,12 @@ func (r *runner) arm(ctx context.Context, w Workload, srv Server, dir string, a 
 	res.MaxScrapeGapS = periods.MaxGap().Seconds()
 	complete := periods.MaxGap() < time.Duration(r.cfg.ReportPeriod)*time.Second
 	for _, c := range a.set.Checks {
-		truth, ok := c.Truth(res.Truth)
+		truth, inFlight, ok := c.Truth(res.Truth)
 		if !ok {
 			continue
 		}
 		got, n := periods.Total(c.Family, c.matchLabels(srv.Port()))
-		res.Accuracy = append(res.Accuracy, CheckResult{Name: c.Name, Truth: truth, Galago: got, Periods: n, Complete: complete})
+		res.Accuracy = append(res.Accuracy, CheckResult{Name: c.Name, Truth: truth, InFlight: inFlight, Galago: got, Periods: n, Complete: complete})
 	}
 	return res, nil
 }
@@ -404,9 +408,9 @@ func checkFamilies(s ProbeSet) []string {
 	return out
 }
 
-// scrapeLoop scrapes g into p every interval until the returned stop is
-// called (idempotent); the first error is kept in *errp.
-func scrapeLoop(ctx context.Context, g *Galago, p *Periods, every time.Duration, errp *error) func() {
+// pollLoop calls fn now and every interval until the returned stop is
+// called (idempotent).
+func pollLoop(ctx context.Context, every time.Duration, fn func()) func() {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -414,13 +418,7 @@ func scrapeLoop(ctx context.Context, g *Galago, p *Periods, every time.Duration,
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			e, err := g.Scrape(ctx)
-			if err == nil {
-				err = p.Add(time.Now(), e)
-			}
-			if err != nil && ctx.Err() == nil && *errp == nil {
-				*errp = err
-			}
+			fn()
 			select {
 			case <-ctx.Done():
 				return
@@ -432,6 +430,20 @@ func scrapeLoop(ctx context.Context, g *Galago, p *Periods, every time.Duration,
 		cancel()
 		<-done
 	}
+}
+
+// scrapeLoop scrapes g into p every interval until the returned stop is
+// called (idempotent); the first error is kept in *errp.
+func scrapeLoop(ctx context.Context, g *Galago, p *Periods, every time.Duration, errp *error) func() {
+	return pollLoop(ctx, every, func() {
+		e, err := g.Scrape(ctx)
+		if err == nil {
+			err = p.Add(time.Now(), e)
+		}
+		if err != nil && ctx.Err() == nil && *errp == nil {
+			*errp = err
+		}
+	})
 }
 
 // readMachine describes the machine the run is on.

@@ -30,6 +30,11 @@ type Counters struct {
 	BytesOut    uint64 `json:"bytes_out"` // bytes sent on them
 	HasRequests bool   `json:"has_requests"`
 	HasBytes    bool   `json:"has_bytes"`
+	// BytesOutInFlight bounds the part of BytesOut that the client may
+	// never have acknowledged: answers to requests in flight when the
+	// load generator stopped and closed its connections (wrk). The
+	// kernel's bytes_acked, which galago reports, leaves them out.
+	BytesOutInFlight uint64 `json:"bytes_out_in_flight,omitempty"`
 }
 
 // Sub is c − before, field by field.
@@ -37,7 +42,7 @@ func (c Counters) Sub(before Counters) Counters {
 	return Counters{
 		Conns: c.Conns - before.Conns, Requests: c.Requests - before.Requests,
 		BytesIn: c.BytesIn - before.BytesIn, BytesOut: c.BytesOut - before.BytesOut,
-		HasRequests: c.HasRequests, HasBytes: c.HasBytes,
+		HasRequests: c.HasRequests, HasBytes: c.HasBytes, BytesOutInFlight: c.BytesOutInFlight,
 	}
 }
 
