@@ -4,7 +4,8 @@
 // interleaved run on real servers and load generators.
 //
 // A run starts each needed server once (nginx, redis-server, PostgreSQL as
-// the postgres user; loopback ports, files under a temporary directory),
+// the postgres user, memcached; loopback ports, files under a temporary
+// directory),
 // then per workload runs rounds of arms: no agent, galago with each probe
 // set, the peer; odd rounds in reverse order so that drift and position
 // cancel out. Each galago arm is its own daemon with a private config and

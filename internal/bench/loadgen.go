@@ -255,3 +255,31 @@ func quantile(v []float64, q float64) float64 {
 func seconds(d time.Duration) string {
 	return strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
 }
+
+var (
+	memcslapGet = regexp.MustCompile(`(?m)^Time to get\s+(\d+) keys by\s+\d+ threads:\s+([0-9.]+) seconds`)
+	memcslapSet = regexp.MustCompile(`(?m)^Time to set\s+(\d+) keys:`)
+)
+
+// parseMemcslap parses memcslap's report. Throughput is the get phase's;
+// Requests counts the set phase's keys too, since the agent's cost is
+// measured over the whole run.
+func parseMemcslap(out []byte) (LoadResult, error) {
+	m := memcslapGet.FindSubmatch(out)
+	if m == nil {
+		return LoadResult{}, fmt.Errorf("memcslap: no \"Time to get N keys by T threads: S seconds\" in:\n%s", out)
+	}
+	var r LoadResult
+	gets, _ := strconv.ParseFloat(string(m[1]), 64)
+	r.Seconds, _ = strconv.ParseFloat(string(m[2]), 64)
+	if r.Seconds <= 0 {
+		return r, fmt.Errorf("memcslap: get phase of %s seconds", m[2])
+	}
+	r.Throughput = gets / r.Seconds
+	r.Requests = gets
+	if m := memcslapSet.FindSubmatch(out); m != nil {
+		sets, _ := strconv.ParseFloat(string(m[1]), 64)
+		r.Requests += sets
+	}
+	return r, nil
+}

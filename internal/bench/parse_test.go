@@ -188,3 +188,33 @@ func TestParseHeapAlloc(t *testing.T) {
 		t.Error("no HeapAlloc: parsed")
 	}
 }
+
+func TestParseMemcslap(t *testing.T) {
+	// memcslap (libmemcached 1.1.4) -c 32 -t get -e 20000.
+	r, err := parseMemcslap(readFixture(t, "memcslap.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests != 623980+20000 || r.Seconds != 11.4 || !near(r.Throughput, 623980/11.4) || r.HasP99 {
+		t.Errorf("got %+v", r)
+	}
+	if _, err := parseMemcslap([]byte("Time total: 1.0 seconds.\n")); err == nil {
+		t.Error("no get phase: parsed")
+	}
+}
+
+func TestReadMemcachedStats(t *testing.T) {
+	reply := "STAT pid 1\r\nSTAT total_connections 36\r\nSTAT bytes_written 1600919124\r\nEND\r\n"
+	st, wire, err := readMemcachedStats(bufio.NewReader(strings.NewReader(reply + "extra")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wire != len(reply) || st["total_connections"] != "36" || st["bytes_written"] != "1600919124" || len(st) != 3 {
+		t.Errorf("got %v, %d bytes", st, wire)
+	}
+	for _, bad := range []string{"STAT x\r\nEND\r\n", "ERROR\r\n", "STAT a 1\r\n"} {
+		if _, _, err := readMemcachedStats(bufio.NewReader(strings.NewReader(bad))); err == nil {
+			t.Errorf("%q read", bad)
+		}
+	}
+}

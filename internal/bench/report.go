@@ -415,7 +415,7 @@ func (r *Report) Markdown() string {
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range w.Summaries {
 			name := s.Agent
-			if len(s.Probes) > 0 && !(len(s.Probes) == 1 && s.Probes[0] == s.Agent) {
+			if len(s.Probes) > 1 || len(s.Probes) == 1 && s.Probes[0] != s.Agent {
 				name = fmt.Sprintf("%s (%s)", s.Agent, strings.Join(s.Probes, ", "))
 			}
 			var pairs []string

@@ -146,6 +146,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			s, err = StartRedis(ctx, procs, dir)
 		case "postgres":
 			s, err = StartPostgres(ctx, procs, dir)
+		case "memcached":
+			s, err = StartMemcached(ctx, procs)
 		default:
 			err = fmt.Errorf("workload %s: no server %q", w.Name(), w.Server())
 		}

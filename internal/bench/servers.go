@@ -416,3 +416,104 @@ func (p *Postgres) Counters(context.Context) (Counters, error) {
 	}
 	return Counters{Conns: uint64(bytes.Count(b, []byte("connection received: host=127.0.0.1 ")))}, nil
 }
+
+// --- memcached ---
+
+// Memcached is memcached on a loopback port, with a second listener for
+// the harness's stats reads (galago sees them on that port only).
+type Memcached struct {
+	port, statsPort int
+	reads           uint64 // stats reads so far
+	outFix          uint64 // reply bytes of the earlier stats reads
+	proc            *Proc
+}
+
+// statsCmd is the command of each read.
+const statsCmd = "stats\r\n"
+
+// StartMemcached starts memcached (as nobody: it refuses to keep root).
+func StartMemcached(ctx context.Context, procs *Procs) (*Memcached, error) {
+	m := &Memcached{}
+	var err error
+	if m.port, err = freePort(); err != nil {
+		return nil, err
+	}
+	if m.statsPort, err = freePort(); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("memcached", "-u", "nobody", "-l", fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", m.port, m.statsPort),
+		"-U", "0", "-t", "2", "-m", "256", "-c", "4096")
+	if m.proc, err = procs.Start("memcached", cmd); err != nil {
+		return nil, err
+	}
+	if err := waitTCP(ctx, m.statsPort, "memcached"); err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, m.proc.Output.String())
+	}
+	return m, nil
+}
+
+func (m *Memcached) Name() string { return "memcached" }
+func (m *Memcached) Port() int    { return m.port }
+
+// Counters reads "stats" on the stats port. Like redis, memcached counts
+// a read's connection and command bytes before answering and its reply
+// after: this read's reply is not in bytes_written yet.
+func (m *Memcached) Counters(ctx context.Context) (Counters, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", m.statsPort))
+	if err != nil {
+		return Counters{}, fmt.Errorf("memcached stats: %w", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, statsCmd); err != nil {
+		return Counters{}, fmt.Errorf("memcached stats: %w", err)
+	}
+	stats, wire, err := readMemcachedStats(bufio.NewReader(c))
+	if err != nil {
+		return Counters{}, err
+	}
+	m.reads++
+	var vals [5]uint64
+	for i, k := range []string{"total_connections", "cmd_get", "cmd_set", "bytes_read", "bytes_written"} {
+		v, ok := stats[k]
+		if !ok {
+			return Counters{}, fmt.Errorf("memcached stats: no %s", k)
+		}
+		if vals[i], err = strconv.ParseUint(v, 10, 64); err != nil {
+			return Counters{}, fmt.Errorf("memcached stats %s: %w", k, err)
+		}
+	}
+	out := Counters{
+		Conns:    vals[0] - m.reads,
+		Requests: vals[1] + vals[2],
+		BytesIn:  vals[3] - m.reads*uint64(len(statsCmd)),
+		BytesOut: vals[4] - m.outFix,
+		HasBytes: true, HasRequests: true,
+	}
+	m.outFix += uint64(wire)
+	return out, nil
+}
+
+// readMemcachedStats reads "STAT <name> <value>" lines through "END";
+// wire is the reply's size.
+func readMemcachedStats(br *bufio.Reader) (map[string]string, int, error) {
+	out := map[string]string{}
+	wire := 0
+	for {
+		line, err := br.ReadString('\n')
+		wire += len(line)
+		if err != nil {
+			return nil, 0, fmt.Errorf("memcached stats: %w", err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "END" {
+			return out, wire, nil
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "STAT" {
+			return nil, 0, fmt.Errorf("memcached stats: line %q", line)
+		}
+		out[f[1]] = f[2]
+	}
+}

@@ -44,6 +44,7 @@ var Workloads = []Workload{
 	&wrkLoad{name: "nginx-close", conns: 32, threads: 2, close: true},
 	&redisLoad{clients: 32, tests: "set,get"},
 	&pgbenchLoad{clients: 16, threads: 2},
+	&memcslapLoad{threads: 16},
 }
 
 // --- nginx + wrk ---
@@ -304,3 +305,47 @@ func (p *pgbenchLoad) Run(ctx context.Context, srv Server, dir string, d time.Du
 }
 
 func (p *pgbenchLoad) Truth(d Counters) Counters { return d }
+
+// --- memcslap ---
+
+type memcslapLoad struct {
+	threads int
+	// perSecond is the get rate measured by Prepare, which sizes -e so
+	// that a run's get phase lasts about the asked duration (memcslap
+	// counts operations, it has no duration option).
+	perSecond float64
+}
+
+func (m *memcslapLoad) Name() string         { return "memcached" }
+func (m *memcslapLoad) Server() string       { return "memcached" }
+func (m *memcslapLoad) ConnPerRequest() bool { return false }
+
+func (m *memcslapLoad) Describe() string {
+	return fmt.Sprintf("memcached (-t 2), memcslap -c %d -t get (throughput of the get phase; memcslap gives no latency percentiles)", m.threads)
+}
+
+// execute is memcslap's -e: gets per thread (and keys set first).
+func (m *memcslapLoad) execute(d time.Duration) int {
+	return max(1000, int(m.perSecond*d.Seconds()/float64(m.threads)))
+}
+
+func (m *memcslapLoad) Prepare(ctx context.Context, srv Server, dir string) error {
+	m.perSecond = 20000
+	res, err := m.Run(ctx, srv, dir, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	m.perSecond = res.Throughput
+	return nil
+}
+
+func (m *memcslapLoad) Run(ctx context.Context, srv Server, _ string, d time.Duration) (LoadResult, error) {
+	out, err := run(ctx, exec.CommandContext(ctx, "memcslap", "-s", fmt.Sprintf("127.0.0.1:%d", srv.Port()),
+		"-c", strconv.Itoa(m.threads), "-t", "get", "-e", strconv.Itoa(m.execute(d))))
+	if err != nil {
+		return LoadResult{}, err
+	}
+	return parseMemcslap(out)
+}
+
+func (m *memcslapLoad) Truth(d Counters) Counters { return d }
