@@ -5,10 +5,9 @@
 //
 // A run starts each needed server once (nginx, redis-server, PostgreSQL as
 // the postgres user, memcached; loopback ports, files under a temporary
-// directory),
-// then per workload runs rounds of arms: no agent, galago with each probe
-// set, the peer; odd rounds in reverse order so that drift and position
-// cancel out. Each galago arm is its own daemon with a private config and
+// directory), then per workload runs rounds of arms: no agent, galago with
+// each probe set, the peer; odd rounds in reverse order so that drift and
+// position cancel out. Each galago arm is its own daemon with a private config and
 // the probe set enabled over REST for the whole host. Workloads
 // (Workloads) and probe sets (ProbeSets) are tables: a new one is an entry.
 //
