@@ -111,8 +111,15 @@ func run() error {
 	defer stop()
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
+		if rep != nil && len(rep.Workloads) > 0 {
+			// Partial figures go to the JSON only: BENCHMARKS.md shows
+			// complete runs.
+			if path, werr := rep.WriteJSON(*out); werr == nil {
+				fmt.Fprintln(os.Stderr, "partial results:", path)
+			}
+		}
 		if errors.Is(err, context.Canceled) {
-			return errors.New("interrupted: every server and agent was stopped, no results written")
+			return errors.New("interrupted: every server and agent was stopped")
 		}
 		return err
 	}
@@ -144,6 +151,9 @@ func render(from, md string) error {
 	if md == "" {
 		fmt.Print(rep.Markdown())
 		return nil
+	}
+	if rep.Error != "" {
+		return fmt.Errorf("%s is a partial run (%s): not rendered into %s", from, rep.Error, md)
 	}
 	if err := rep.UpdateMarkdown(md); err != nil {
 		return err

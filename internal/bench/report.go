@@ -23,6 +23,8 @@ type Report struct {
 	Machine   Machine          `json:"machine"`
 	Settings  Settings         `json:"settings"`
 	Workloads []WorkloadResult `json:"workloads"`
+	// Error is why the run stopped early; the figures are partial.
+	Error string `json:"error,omitempty"`
 }
 
 // Machine is where the run happened.

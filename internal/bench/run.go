@@ -91,7 +91,9 @@ const bpfStatsSysctl = "/proc/sys/kernel/bpf_stats_enabled"
 
 // Run measures every selected workload with every selected probe set (and
 // the peer), interleaved, and returns the results. Every process it
-// started is stopped before it returns, also when ctx is cancelled.
+// started is stopped before it returns, also when ctx is cancelled. When a
+// workload fails, the report of what was measured until then comes back
+// with the error (its Error set).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wls, sets, err := cfg.Validate()
 	if err != nil {
@@ -160,7 +162,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, w := range wls {
 		res, err := r.workload(ctx, w, servers[w.Server()], sets)
 		if err != nil {
-			return nil, fmt.Errorf("workload %s: %w", w.Name(), err)
+			// The arms measured so far stay in the report, for the
+			// JSON (not for BENCHMARKS.md: see the command).
+			err = fmt.Errorf("workload %s: %w", w.Name(), err)
+			res.summarise(sets, r.cfg.Peer.Cmd != "")
+			rep.Workloads = append(rep.Workloads, res)
+			rep.End, rep.Error = time.Now().UTC(), err.Error()
+			rep.Machine.LoadEnd = readLoadavg()
+			return rep, err
 		}
 		rep.Workloads = append(rep.Workloads, res)
 	}
