@@ -15,7 +15,7 @@ FUZZTIME ?= 5s
 # servers and tools for the privileged and end-to-end tiers.
 TEST_DEBS := clang llvm libbpf-dev bpftool prometheus iptables iproute2 runc busybox-static curl
 
-.PHONY: all build run test test-deps unit privileged e2e fuzz lint generate check-generated bench clean
+.PHONY: all build run test test-deps unit privileged e2e fuzz lint generate check-generated bench bench-micro clean
 
 all: build
 
@@ -100,13 +100,23 @@ lint:
 	@test -x $(GOLANGCI) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 	$(GOLANGCI) run $(PKGS)
 
-# Benchmarks of every package, and of the real daemon (footprint, REST
-# round trip); numbers and how to read them are in BENCHMARKS.md.
-BENCH_DEBS := nginx wrk
+# make bench: the application-overhead, agent-cost and accuracy run of
+# cmd/galago-bench (no agent vs galago's probe sets, interleaved, on real
+# servers), which regenerates BENCHMARKS.md's measured section and writes
+# bench/results/<date>-<commit>.json. Needs root. BENCH_FLAGS passes flags,
+# e.g. BENCH_FLAGS='-quick -workload nginx-close -probes tcp+socket';
+# PEER_AGENT_CMD adds a peer agent (BENCHMARKS.md says how).
+BENCH_DEBS := nginx wrk redis-server redis-tools postgresql memcached libmemcached-tools
+BENCH_FLAGS ?=
 
 bench: build
 	@$(call apt-ensure,$(BENCH_DEBS))
-	GALAGO_PRIVILEGED_TESTS=1 GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+	$(GO) run ./cmd/galago-bench -galago $(BIN) -commit $(VERSION) $(BENCH_FLAGS)
+
+# Micro-benchmarks of the hot paths (decode, aggregation, /metrics
+# rendering) with allocations; no root needed (privileged benchmarks skip).
+bench-micro:
+	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
 
 clean:
 	rm -rf bin

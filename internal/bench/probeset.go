@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// ProbeSet is one galago configuration measured against "no agent": the
+// features switched on over REST, each with its sub-items, observing the
+// whole host ("blacklist":{}), and the accuracy checks that apply to it.
+// Probe sets are data (the ProbeSets table): when the l7 probe lands,
+// "tcp+socket+l7" is one more entry, with a check on l7 request counts.
+type ProbeSet struct {
+	Name   string
+	Probes []ProbeConfig
+	Checks []Check
+}
+
+// ProbeConfig is one feature and its sub-items (cmd.probe).
+type ProbeConfig struct {
+	Feature  string
+	SubItems []string
+}
+
+// Body is the PUT /<feature> JSON that starts the feature with the report
+// period given.
+func (p ProbeConfig) Body(reportPeriod int) string {
+	b, _ := json.Marshal(map[string]any{
+		"cmd":       map[string]any{"probe": p.SubItems},
+		"blacklist": map[string]any{},
+		"params":    map[string]any{"report_period": reportPeriod},
+		"state":     "running",
+	})
+	return string(b)
+}
+
+// The feature configurations of examples/probes.init (make run): every
+// sub-item, but tcp_delay (proc_flow_perf net_delay, a sock_ops program
+// on every timed write: an on-demand diagnostic).
+var (
+	baseinfoAll = ProbeConfig{"baseinfo", []string{"cpu", "mem", "nic", "net", "disk", "fs", "proc", "host", "con"}}
+	tcpAll      = ProbeConfig{"tcp", []string{"tcp_stats", "tcp_rtt", "tcp_srtt", "tcp_windows", "tcp_rate", "tcp_sockbuf", "tcp_abnormal"}}
+	socketAll   = ProbeConfig{"socket", []string{"tcp_socket", "udp_socket"}}
+)
+
+// Check compares one figure galago reports with the ground truth of a run.
+// Galago's figure is the sum, over every report period of the arm, of the
+// samples of Family whose labels include Match (the value "{port}" is the
+// workload's server port).
+type Check struct {
+	Name   string
+	Family string
+	Match  map[string]string
+	// Truth picks the ground truth from the server's counters, and the
+	// shortfall the load generator's stop can explain (galago may be
+	// lower by at most that); false when the server cannot give it (the
+	// check is then left out).
+	Truth func(Counters) (truth, inFlight float64, ok bool)
+}
+
+func conns(c Counters) (float64, float64, bool)   { return float64(c.Conns), 0, true }
+func bytesIn(c Counters) (float64, float64, bool) { return float64(c.BytesIn), 0, c.HasBytes }
+func bytesOut(c Counters) (float64, float64, bool) {
+	return float64(c.BytesOut), float64(c.BytesOutInFlight), c.HasBytes
+}
+
+// networkChecks hold for the tcp and socket probes: every connection to the
+// workload port is counted at both ends (endpoint_tcp), and every byte of
+// them (tcp_link; data bytes, the kernel's bytes_received and bytes_acked).
+var networkChecks = []Check{
+	{Name: "connections accepted (endpoint_tcp passive_open, server)", Family: "gala_gopher_endpoint_tcp_passive_open",
+		Match: map[string]string{"role": "server", "server_port": "{port}"}, Truth: conns},
+	{Name: "connections made (endpoint_tcp active_open, client)", Family: "gala_gopher_endpoint_tcp_active_open",
+		Match: map[string]string{"role": "client", "server_port": "{port}"}, Truth: conns},
+	{Name: "bytes received by the server (tcp_link rx_bytes, server)", Family: "gala_gopher_tcp_link_rx_bytes",
+		Match: map[string]string{"role": "server", "server_port": "{port}"}, Truth: bytesIn},
+	{Name: "bytes sent by the server (tcp_link tx_bytes, server)", Family: "gala_gopher_tcp_link_tx_bytes",
+		Match: map[string]string{"role": "server", "server_port": "{port}"}, Truth: bytesOut},
+	{Name: "bytes sent by the clients (tcp_link tx_bytes, client)", Family: "gala_gopher_tcp_link_tx_bytes",
+		Match: map[string]string{"role": "client", "server_port": "{port}"}, Truth: bytesIn},
+	{Name: "bytes received by the clients (tcp_link rx_bytes, client)", Family: "gala_gopher_tcp_link_rx_bytes",
+		Match: map[string]string{"role": "client", "server_port": "{port}"}, Truth: bytesOut},
+}
+
+// ProbeSets is every probe set make bench measures, in order. "all" is
+// every probe galago has at this commit (the JSON records the exact list).
+var ProbeSets = []ProbeSet{
+	{Name: "baseinfo", Probes: []ProbeConfig{baseinfoAll}},
+	{Name: "tcp+socket", Probes: []ProbeConfig{tcpAll, socketAll}, Checks: networkChecks},
+	{Name: "all", Probes: []ProbeConfig{baseinfoAll, tcpAll, socketAll}, Checks: networkChecks},
+}
+
+// matchLabels resolves a check's label filter for a server port.
+func (c Check) matchLabels(port int) map[string]string {
+	out := make(map[string]string, len(c.Match))
+	for k, v := range c.Match {
+		if v == "{port}" {
+			v = strconv.Itoa(port)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// Features lists the features of a set.
+func (s ProbeSet) Features() []string {
+	out := make([]string, len(s.Probes))
+	for i, p := range s.Probes {
+		out[i] = p.Feature
+	}
+	return out
+}
+
+func (s ProbeSet) String() string { return fmt.Sprintf("%s %v", s.Name, s.Features()) }
