@@ -1,0 +1,120 @@
+package syscap
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/probe/probetest"
+)
+
+// countHandler counts records and bytes, doing nothing else: the capture's
+// own cost.
+type countHandler struct{ conns, data, closes, bytes int }
+
+func (h *countHandler) Conn(*Conn)   { h.conns++ }
+func (h *countHandler) Data(d *Data) { h.data++; h.bytes += len(d.Bytes) }
+func (h *countHandler) Close(*Close) { h.closes++ }
+
+// progRuntime is a program's cumulative run time and count.
+func progRuntime(b *testing.B, p *ebpf.Program) (time.Duration, uint64) {
+	st, err := p.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st.Runtime, st.RunCount
+}
+
+// BenchmarkCaptureRoundTrip: a Redis-like request/response (a 40-byte
+// write answered by a 5-byte write) over a loopback connection of this
+// process, both ends observed and traced (RESP enabled): the BPF time per
+// round trip (four data syscalls, two per end) and per syscall, and the Go
+// side's reading and decoding per record (a handler that only counts).
+func BenchmarkCaptureRoundTrip(b *testing.B) {
+	probetest.RequirePrivileged(b)
+	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stats.Close()
+	h := &countHandler{}
+	c, err := Open(Options{Handler: h})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.Redis}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.SetTargets(selfTargets{}); err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		s, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		buf := make([]byte, 64)
+		for {
+			if _, err := io.ReadFull(s, buf[:40]); err != nil {
+				return
+			}
+			if _, err := s.Write([]byte("+OK\r\n")); err != nil {
+				return
+			}
+		}
+	}()
+	cl, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	req := []byte("*3\r\n$3\r\nSET\r\n$6\r\nkey:12\r\n$9\r\nvalue:123\r\n") // 40 bytes
+	resp := make([]byte, 5)
+	roundTrip := func() {
+		if _, err := cl.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(cl, resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	roundTrip() // the connection's inference and Conn records
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	rt0, n0 := progRuntime(b, c.objs.SyscapSysExit)
+	var ru0, ru1 unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	b.ResetTimer()
+	for b.Loop() {
+		roundTrip()
+	}
+	b.StopTimer()
+	rt1, n1 := progRuntime(b, c.objs.SyscapSysExit)
+	time.Sleep(200 * time.Millisecond) // let the reader drain
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	cancel()
+	<-done
+	_ = os.Stdout.Sync()
+	bpf := rt1 - rt0
+	b.ReportMetric(float64(bpf.Nanoseconds())/float64(b.N), "bpf-ns/roundtrip")
+	if runs := n1 - n0; runs > 0 {
+		b.ReportMetric(float64(bpf.Nanoseconds())/float64(runs), "bpf-ns/run")
+		b.ReportMetric(float64(runs)/float64(b.N), "runs/roundtrip")
+	}
+	b.ReportMetric(float64(h.data)/float64(b.N), "records/roundtrip")
+}
