@@ -161,18 +161,6 @@ func flexible(key, ver int16) bool {
 	return knownVersion(key, ver) && ver >= apis[key].flexFrom
 }
 
-// reqHeaderVersion is the request header version of key at ver: 0 has no
-// client_id, 1 has it, 2 adds tagged fields.
-func reqHeaderVersion(key, ver int16) int {
-	switch {
-	case key == keyControlledShutdown && ver == 0:
-		return 0
-	case flexible(key, ver):
-		return 2
-	}
-	return 1
-}
-
 // respHeaderFlexible says the response header carries tagged fields
 // (response header v1). ApiVersions responses always use header v0, so
 // that a client can read the error of a version the broker does not know.

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -341,9 +342,8 @@ func TestErrorClassesCoverKerr(t *testing.T) {
 		}
 	}
 	for code := int16(-1); code < 200; code++ {
-		if e := kerr.ErrorForCode(code); e == nil {
-			continue
-		} else if ke, ok := e.(*kerr.Error); ok && ke.Code != code {
+		var ke *kerr.Error
+		if e := kerr.ErrorForCode(code); e == nil || !errors.As(e, &ke) || ke.Code != code {
 			continue
 		}
 		if ErrorClass(code) == l7.OK && code != 0 && !signalCodes[code] {

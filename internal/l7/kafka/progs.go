@@ -12,13 +12,9 @@ type pb struct {
 func (b *pb) add(o op, arg int) { b.p = append(b.p, instr{op: o, arg: int16(arg)}) }
 
 func (b *pb) skip(n int) {
-	if k := len(b.p); k > 0 && b.p[k-1].op == opSkip && int(b.p[k-1].arg)+n <= 8 {
-		b.p[k-1].arg += int16(n) // merged runs stay within the walker's 8-byte field buffer
+	if k := len(b.p); k > 0 && b.p[k-1].op == opSkip {
+		b.p[k-1].arg += int16(n) // skips only count bytes: runs merge
 		return
-	}
-	for n > 8 {
-		b.add(opSkip, 8)
-		n -= 8
 	}
 	b.add(opSkip, n)
 }

@@ -112,10 +112,16 @@ type walker struct {
 }
 
 func (w *walker) reset(prog []instr) {
-	*w = walker{prog: prog, acks: -1, topicsArr: -1, onTopic: w.onTopic}
-	if len(prog) == 0 {
-		w.done = true
-	}
+	// Field by field: the name buffers need no clearing, and clearing
+	// them costs more than the rest of a small message's parse.
+	w.prog, w.pc = prog, 0
+	w.nfix, w.vval, w.vshift, w.vact = 0, 0, 0, false
+	w.skip, w.capture, w.sub, w.tagsLeft, w.sp = 0, false, 0, 0, 0
+	w.inRecs, w.recLeft, w.recN, w.recSkip, w.recExact = false, 0, 0, 0, false
+	w.done, w.dead = len(prog) == 0, false
+	w.class, w.errCode, w.acks, w.acksSeen = 0, 0, -1, false
+	w.topics, w.nname, w.nameOK, w.idOK, w.records, w.recsExact = 0, 0, false, false, 0, false
+	w.nfirst, w.firstHas, w.topicsArr = 0, 0, -1
 }
 
 func (w *walker) setErr(code int16) {
@@ -281,9 +287,7 @@ func (w *walker) nameDone() {
 		return
 	}
 	for _, c := range w.name[:w.nname] {
-		// Kafka topic names are [a-zA-Z0-9._-]; anything else means the
-		// bytes are not a topic name.
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+		if !topicChar(c) {
 			w.nameOK = false
 			return
 		}
@@ -577,4 +581,10 @@ func (w *walker) recsDone() {
 	}
 	w.inRecs, w.recN = false, 0
 	w.pc++
+}
+
+// topicChar says c may be in a topic name: Kafka allows [a-zA-Z0-9._-];
+// anything else means the bytes are not a topic name.
+func topicChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
