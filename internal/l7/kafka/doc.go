@@ -112,10 +112,11 @@
 //	Produce {topic_id}   (v13+ names topics by id, and no Metadata
 //	                      response on the shared TopicNames named it)
 //
-// Topic names are kept verbatim (they are [a-zA-Z0-9._-], at most 249
-// bytes, chosen by operators, so bounded by the cluster's topics; the
-// kafkaprobe view needs them as they are); the template is cut at 128
-// bytes. Values (keys, records, client ids, group ids) never appear. With
+// Topic names are resources chosen by operators ([a-zA-Z0-9._-], at most
+// 249 bytes), kept as they are except for per-entity parts: UUIDs and runs
+// of 16+ hex digits become "{id}", runs of 5+ decimal digits "{n}"
+// ("logs-20241123" -> "Fetch logs-{n}"). TopicRecords carries the name
+// verbatim, for the kafkaprobe view. The template is cut at 128 bytes. Values (keys, records, client ids, group ids) never appear. With
 // several topics the first one names the request: "Fetch orders+" and
 // "Fetch audit.events+" are the same fetch session listing its topics in
 // another order. An incremental fetch (v7+ fetch sessions) that lists no

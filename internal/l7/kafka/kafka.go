@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/l7/internal/ident"
 	"github.com/galago-project/galago/internal/l7/internal/lenframe"
 )
 
@@ -375,10 +376,10 @@ func appendTopic(b []byte, w *walker, names *TopicNames) []byte {
 	b = append(b, ' ')
 	switch w.firstHas {
 	case 1:
-		b = append(b, w.first[:w.nfirst]...)
+		b = ident.AppendCollapsed(b, w.first[:w.nfirst])
 	case 2:
 		if s, ok := names.Name(w.firstID); ok {
-			b = append(b, s...)
+			b = ident.AppendCollapsed(b, s)
 		} else {
 			b = append(b, "{topic_id}"...)
 		}
