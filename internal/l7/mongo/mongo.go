@@ -466,10 +466,12 @@ func appendMsgAPI(t, b []byte) []byte {
 			if off+4 > len(b) {
 				return t
 			}
-			off += int(int32(binary.LittleEndian.Uint32(b[off:])))
-			if off <= 5 {
+			// the size counts itself: a smaller one would not move on
+			size := int(int32(binary.LittleEndian.Uint32(b[off:])))
+			if size < 4 {
 				return t
 			}
+			off += size
 		default:
 			return t
 		}

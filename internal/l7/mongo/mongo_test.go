@@ -520,3 +520,20 @@ var otherProtocols = map[string][]byte{
 	"dns":       {0, 0x1d, 0xab, 0xcd, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 7, 'e', 'x', 'a', 'm', 'p', 'l', 'e', 3, 'c', 'o', 'm', 0, 0, 1, 0, 1},
 	"crpc":      append([]byte{0x1a, 0x19, 0, 0, 0, 0x80, 0, 0x5f, 1, 0x80, 0, 0}, make([]byte, 20)...),
 }
+
+// TestBackwardSection: a kind 1 section whose size would move the reader
+// back (or nowhere) ends the search instead of looping.
+func TestBackwardSection(t *testing.T) {
+	for _, size := range []int32{-10, 0, 3} {
+		b := make([]byte, 16, 64)
+		binary.LittleEndian.PutUint32(b[12:], opMsg)
+		b = binary.LittleEndian.AppendUint32(b, 0)
+		b = append(b, 1)
+		b = binary.LittleEndian.AppendUint32(b, uint32(size))
+		b = append(b, make([]byte, 20)...)
+		binary.LittleEndian.PutUint32(b, uint32(len(b)))
+		if got := AppendAPI(nil, b); len(got) != 0 {
+			t.Errorf("size %d: %q", size, got)
+		}
+	}
+}
