@@ -132,13 +132,21 @@ func oracle(t *testing.T, chunks []l7.Chunk, role l7.Role) []l7.Exchange {
 			}
 		}
 	}
+	streams := map[int32]bool{} // replies with moreToCome: the ones answering them continue a stream
 	for _, f := range oframes(t, chunks, respDir) {
 		flushNoReply(f.ts)
-		r := byID[int32(binary.LittleEndian.Uint32(f.b[8:]))]
+		id, to := int32(binary.LittleEndian.Uint32(f.b[4:])), int32(binary.LittleEndian.Uint32(f.b[8:]))
+		doc, flags, _ := obody(t, f.b)
+		if flags&flagMoreToCome != 0 {
+			streams[id] = true
+		}
+		if streams[to] {
+			continue
+		}
+		r := byID[to]
 		if r == nil {
 			t.Fatal("a reply to no request")
 		}
-		doc, _, _ := obody(t, f.b)
 		c := l7.OK
 		if v, err := doc.LookupErr("ok"); err == nil && v.AsFloat64() == 0 {
 			c = CodeClass(doc.Lookup("code").Int32())
@@ -186,7 +194,7 @@ func TestFixturesAgainstOracle(t *testing.T) {
 func TestFixtureFacts(t *testing.T) {
 	p := NewParser(l7.Client)
 	var got []string
-	for _, e := range l7test.Run(p, l7test.Chunks(l7test.Load(t, "testdata/driver-1.chunks"), l7.Client, 1, 1)) {
+	for _, e := range l7test.Run(p, l7test.Chunks(l7test.Load(t, "testdata/driver-2.chunks"), l7.Client, 1, 1)) {
 		s := e.API + " " + e.Class.String()
 		if !e.HasResponse {
 			s += " noreply"
@@ -223,8 +231,17 @@ func TestTruncated(t *testing.T) {
 			for _, capSize := range []int{64, 256, 4096} {
 				p := NewParser(role)
 				got := l7test.Run(p, l7test.Truncate(chunks, capSize))
-				if p.Desyncs() != 0 || len(got) != len(whole) {
-					t.Errorf("%s as %s cap %d: %d desyncs, %d exchanges of %d", f, role, capSize, p.Desyncs(), len(got), len(whole))
+				if p.Desyncs() != 0 {
+					// a read holding several messages (the driver's w:0
+					// insert and the ping after it), captured in part:
+					// the messages in the gap are lost, and said so
+					if requests(got) >= requests(whole) {
+						t.Errorf("%s as %s cap %d: %d desyncs, %d requests of %d", f, role, capSize, p.Desyncs(), requests(got), requests(whole))
+					}
+					continue
+				}
+				if len(got) != len(whole) {
+					t.Errorf("%s as %s cap %d: %d exchanges of %d", f, role, capSize, len(got), len(whole))
 					continue
 				}
 				for i := range got {
@@ -535,5 +552,33 @@ func TestBackwardSection(t *testing.T) {
 		if got := AppendAPI(nil, b); len(got) != 0 {
 			t.Errorf("size %d: %q", size, got)
 		}
+	}
+}
+
+func requests(ex []l7.Exchange) int {
+	n := 0
+	for _, e := range ex {
+		if e.HasRequest {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRecordedExhaust: the driver's monitor streams hello (exhaustAllowed);
+// the fake server's replies carry moreToCome, each answering the previous
+// one: one exchange, the stream's other replies absorbed.
+func TestRecordedExhaust(t *testing.T) {
+	segs := l7test.Load(t, "testdata/driver-0.chunks")
+	replies := 0
+	for _, s := range segs {
+		if !s.FromClient {
+			replies++
+		}
+	}
+	p := NewParser(l7.Client)
+	got := l7test.Run(p, l7test.Chunks(segs, l7.Client, 1, 1))
+	if replies < 4 || len(got) != 2 || got[0].API != "isMaster" || got[1].API != "hello" || !got[1].HasResponse || p.Desyncs() != 0 {
+		t.Errorf("%d replies: %s", replies, describe(got))
 	}
 }

@@ -122,7 +122,8 @@ func TestRecord(t *testing.T) {
 				"recorded through l7test.Record: insertOne, insertMany, duplicate insert (writeErrors 11000), updateOne,\n"+
 				"updateOne w:majority (writeConcernError 64), find batchSize 2 + getMore, aggregate, aggregate $bogus\n"+
 				"(ok 0, 40324), findOne on \"slow\" (ok 0, 50 MaxTimeMSExpired), deleteOne, drop \"missing\" (ok 0, 26),\n"+
-				"insertOne w:0 (moreToCome), ping, heartbeats, disconnect (endSessions)\nconnection %d of the recording", ver, n), segs))
+				"insertOne w:0 (moreToCome), ping, disconnect (endSessions); the monitor streams hello (exhaust, a reply\n"+
+				"every 300 ms); the RTT monitor polls hello\nconnection %d of the recording", ver, n), segs))
 		f.Close()
 		n++
 	}
@@ -204,6 +205,29 @@ func serveConn(c net.Conn, connID int32, ids *atomic.Int32) {
 		if err != nil {
 			panic(err)
 		}
+		if op == opMsg && binary.LittleEndian.Uint32(body)&flagExhaust != 0 {
+			if _, err := cmd.LookupErr("maxAwaitTimeMS"); err == nil {
+				// the streaming hello: replies with moreToCome, each
+				// answering the previous one (as mongod's exhaust does),
+				// until the driver closes the connection
+				to := reqID
+				for {
+					id := ids.Add(1)
+					out := binary.LittleEndian.AppendUint32(nil, 0)
+					out = binary.LittleEndian.AppendUint32(out, uint32(id))
+					out = binary.LittleEndian.AppendUint32(out, uint32(to))
+					out = binary.LittleEndian.AppendUint32(out, opMsg)
+					out = binary.LittleEndian.AppendUint32(out, flagMoreToCome)
+					out = append(append(out, 0), doc...)
+					binary.LittleEndian.PutUint32(out, uint32(len(out)))
+					if _, err := c.Write(out); err != nil {
+						return
+					}
+					to = id
+					time.Sleep(300 * time.Millisecond)
+				}
+			}
+		}
 		var out []byte
 		out = binary.LittleEndian.AppendUint32(out, 0)
 		out = binary.LittleEndian.AppendUint32(out, uint32(ids.Add(1)))
@@ -245,6 +269,8 @@ func answer(cmd bson.Raw, seqs map[string][]bson.Raw, connID int32) bson.D {
 	case "hello", "isMaster", "ismaster":
 		return bson.D{
 			{Key: "helloOk", Value: true}, {Key: "ismaster", Value: true}, {Key: "isWritablePrimary", Value: true},
+			// a topologyVersion makes the driver's monitor stream (exhaust)
+			{Key: "topologyVersion", Value: bson.D{{Key: "processId", Value: bson.ObjectID{0x65, 0x5f, 0x1a}}, {Key: "counter", Value: int64(0)}}},
 			{Key: "maxBsonObjectSize", Value: int32(16777216)}, {Key: "maxMessageSizeBytes", Value: int32(48000000)},
 			{Key: "maxWriteBatchSize", Value: int32(100000)}, {Key: "localTime", Value: bson.NewDateTimeFromTime(time.Unix(1700000000, 0))},
 			{Key: "logicalSessionTimeoutMinutes", Value: int32(30)}, {Key: "connectionId", Value: connID},
