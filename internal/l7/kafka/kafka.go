@@ -164,7 +164,13 @@ type Parser struct {
 	in        l7.Interner
 	tmpl      [maxAPI + 8]byte
 	lastFetch string // the template of the connection's last Fetch naming a topic
-	out       []l7.Exchange
+	// the last Produce or Fetch template built from a topic name
+	lastKey    int16
+	lastMulti  bool
+	lastTopic  [maxName]byte
+	nLastTopic int
+	lastAPI    string
+	out        []l7.Exchange
 }
 
 type reqSink struct{ p *Parser }
@@ -268,7 +274,11 @@ func (s *reqSink) Start(h []byte, total int, ts uint64) {
 	p.rCorr = int32(binary.BigEndian.Uint32(h[8:]))
 	p.rTS, p.rSize = ts, total
 	var prog []instr
-	if knownVersion(p.rKey, p.rVer) {
+	switch {
+	case !knownVersion(p.rKey, p.rVer):
+	case p.OnTopic != nil:
+		prog = reqProgsRecords[p.rKey][p.rVer]
+	default:
 		prog = reqProgs[p.rKey][p.rVer]
 	}
 	p.reqW.reset(prog)
@@ -364,6 +374,12 @@ func (p *Parser) template(key int16, w *walker) string {
 	if name == "" {
 		return ""
 	}
+	if (key == keyProduce || key == keyFetch) && w.firstHas == 1 && key == p.lastKey && w.topicsArr > 1 == p.lastMulti &&
+		string(w.first[:w.nfirst]) == string(p.lastTopic[:p.nLastTopic]) {
+		// the same topic as the request before: skip collapsing and
+		// interning, the bulk of a template's cost
+		return p.lastAPI
+	}
 	b := append(p.tmpl[:0], name...)
 	if key == keyProduce || key == keyFetch {
 		switch {
@@ -378,6 +394,10 @@ func (p *Parser) template(key int16, w *walker) string {
 	api := p.in.Intern(b)
 	if key == keyFetch && w.firstHas != 0 {
 		p.lastFetch = api
+	}
+	if w.firstHas == 1 {
+		p.lastKey, p.lastMulti, p.lastAPI = key, w.topicsArr > 1, api
+		p.nLastTopic = copy(p.lastTopic[:], w.first[:w.nfirst])
 	}
 	return api
 }

@@ -85,7 +85,11 @@ func (b *pb) topicRef(ver, idFrom int16) {
 // reqProgram is the layout of a request after the framed 8 bytes (api
 // key, version, correlation id): the rest of the header, then the parts of
 // the body this package reads.
-func reqProgram(key, ver int16) []instr {
+//
+// With records false, a Produce request is read only up to its first
+// topic (what the template needs); with records true, through every
+// partition's record set (what OnTopic reports).
+func reqProgram(key, ver int16, records bool) []instr {
 	if key != keyProduce && key != keyFetch {
 		return nil // only the header matters, and the framer has it
 	}
@@ -102,6 +106,11 @@ func reqProgram(key, ver int16) []instr {
 		b.add(opAcks, 0)
 		b.skip(4) // timeout_ms
 		b.arr(func() {
+			if !records {
+				b.topic(func() { b.topicRef(v, 13) })
+				b.stop()
+				return
+			}
 			b.topic(func() {
 				b.topicRef(v, 13)
 				b.arr(func() {
@@ -435,12 +444,14 @@ func decoded(key int16) bool {
 }
 
 // progs caches the programs of every known (key, version).
-var reqProgs, respProgs = func() (req, resp [len(apis)][][]instr) {
+var reqProgs, reqProgsRecords, respProgs = func() (req, reqRecs, resp [len(apis)][][]instr) {
 	for k := range apis {
 		req[k] = make([][]instr, apis[k].maxVer+1)
+		reqRecs[k] = make([][]instr, apis[k].maxVer+1)
 		resp[k] = make([][]instr, apis[k].maxVer+1)
 		for v := int16(0); v <= apis[k].maxVer; v++ {
-			req[k][v] = reqProgram(int16(k), v)
+			req[k][v] = reqProgram(int16(k), v, false)
+			reqRecs[k][v] = reqProgram(int16(k), v, true)
 			if decoded(int16(k)) {
 				resp[k][v] = respProgram(int16(k), v)
 			}
