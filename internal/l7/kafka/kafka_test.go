@@ -352,6 +352,41 @@ func TestErrorClassesCoverKerr(t *testing.T) {
 	}
 }
 
+// TestServerErrorNames: the codes of serverErrors and signalCodes are the
+// errors their comments name (kerr's names; NOT_LEADER_OR_FOLLOWER is its
+// NOT_LEADER_FOR_PARTITION).
+func TestServerErrorNames(t *testing.T) {
+	names := map[string]bool{}
+	for _, n := range strings.Fields(`UNKNOWN_SERVER_ERROR LEADER_NOT_AVAILABLE NOT_LEADER_FOR_PARTITION
+		REQUEST_TIMED_OUT BROKER_NOT_AVAILABLE REPLICA_NOT_AVAILABLE STALE_CONTROLLER_EPOCH NETWORK_EXCEPTION
+		COORDINATOR_LOAD_IN_PROGRESS COORDINATOR_NOT_AVAILABLE NOT_COORDINATOR NOT_ENOUGH_REPLICAS
+		NOT_ENOUGH_REPLICAS_AFTER_APPEND NOT_CONTROLLER CONCURRENT_TRANSACTIONS TRANSACTION_COORDINATOR_FENCED
+		KAFKA_STORAGE_ERROR REASSIGNMENT_IN_PROGRESS LISTENER_NOT_FOUND UNKNOWN_LEADER_EPOCH OFFSET_NOT_AVAILABLE
+		PREFERRED_LEADER_NOT_AVAILABLE ELIGIBLE_LEADERS_NOT_AVAILABLE FEATURE_UPDATE_FAILED BROKER_ID_NOT_REGISTERED
+		INCONSISTENT_TOPIC_ID INCONSISTENT_CLUSTER_ID INELIGIBLE_REPLICA NEW_LEADER_ELECTED
+		OFFSET_MOVED_TO_TIERED_STORAGE UNKNOWN_CONTROLLER_ID TRANSACTION_ABORTABLE REBOOTSTRAP_REQUIRED
+		CONTROLLER_ID_NOT_REGISTERED REBALANCE_IN_PROGRESS MEMBER_ID_REQUIRED ELECTION_NOT_NEEDED`) {
+		names[n] = true
+	}
+	check := func(code int16) {
+		var ke *kerr.Error
+		if e := kerr.ErrorForCode(code); !errors.As(e, &ke) || !names[ke.Message] {
+			t.Errorf("code %d is %v", code, e)
+			return
+		}
+		delete(names, ke.Message)
+	}
+	for code := range serverErrors {
+		check(code)
+	}
+	for code := range signalCodes {
+		check(code)
+	}
+	if len(names) != 0 {
+		t.Errorf("not in the tables: %v", names)
+	}
+}
+
 // TestEveryVersion builds, with kmsg, a response of every decoded API at
 // every version with error codes in every place, and requests of Produce
 // and Fetch at every version with two topics, and checks the building

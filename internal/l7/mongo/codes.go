@@ -31,8 +31,10 @@ var serverCodes = map[int32]bool{
 	189:   true, // PrimarySteppedDown
 	202:   true, // NetworkInterfaceExceededTimeLimit
 	211:   true, // KeyNotFound (cluster time signing keys)
+	234:   true, // RetryChangeStream
 	262:   true, // ExceededTimeLimit
 	9001:  true, // SocketException
+	10058: true, // LegacyNotPrimary
 	10107: true, // NotWritablePrimary
 	11600: true, // InterruptedAtShutdown
 	11601: true, // Interrupted

@@ -86,11 +86,13 @@
 // ReadConcernMajorityNotAvailableYet 134, ExceededMemoryLimit 146,
 // StaleEpoch 150, PrimarySteppedDown 189,
 // NetworkInterfaceExceededTimeLimit 202, KeyNotFound 211,
-// SocketException 9001, NotWritablePrimary 10107, InterruptedAtShutdown
+// RetryChangeStream 234, SocketException 9001, LegacyNotPrimary 10058,
+// NotWritablePrimary 10107, InterruptedAtShutdown
 // 11600, Interrupted 11601, InterruptedDueToReplStateChange 11602,
 // StaleConfig 13388, NotPrimaryNoSecondaryOk 13435, NotPrimaryOrSecondary
 // 13436. These are failures, elections, timeouts and conflicts that a
-// retry (later, or on another member) clears.
+// retry (later, or on another member) clears; they include every code the
+// official drivers retry or resume change streams on.
 //
 // ClientError, every other code, and ok 0 without a code: the request was
 // malformed or invalid (BadValue 2, FailedToParse 9, TypeMismatch 14,

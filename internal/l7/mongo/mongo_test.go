@@ -582,3 +582,21 @@ func TestRecordedExhaust(t *testing.T) {
 		t.Errorf("%d replies: %s", replies, describe(got))
 	}
 }
+
+// TestCodeClasses: the codes the official Go driver retries a command on,
+// or resumes a change stream after (x/mongo/driver/errors.go,
+// mongo/change_stream.go, v2.10), are server errors; the brief's client
+// examples are client errors.
+func TestCodeClasses(t *testing.T) {
+	for _, c := range []int32{6, 7, 89, 91, 134, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 10058,
+		63, 150, 13388, 234, 133, 50, 1, 64, 112} {
+		if CodeClass(c) != l7.ServerError {
+			t.Errorf("%d: %s", c, CodeClass(c))
+		}
+	}
+	for _, c := range []int32{2, 9, 13, 18, 26, 43, 59, 11000, 11001, 121, 40324, 0} {
+		if CodeClass(c) != l7.ClientError {
+			t.Errorf("%d: %s", c, CodeClass(c))
+		}
+	}
+}
