@@ -48,7 +48,7 @@ func TestRecordFixtures(t *testing.T) {
 		host, port, _ := net.SplitHostPort(r.Addr())
 		args := []string{"+tcp", "+keepopen", "www.example.test", "A", "nosuch.example.test", "A", "big.example.test", "TXT"}
 		run(t, "dig", append([]string{"@" + host, "-p", port, "+tries=1", "+time=3"}, args...)...)
-		writeFixture(t, "dig-tcp", server+"; client: "+digV+" "+strings.Join(args, " "), one(t, r.Conns()))
+		writeFixture(t, "dig-tcp", server+"; client: "+digV+" "+strings.Join(args, " "), one(t, r.Connections()))
 	}
 
 	// Go's resolver (PreferGo), its connections sent to the recorder.
@@ -81,7 +81,7 @@ func TestRecordFixtures(t *testing.T) {
 		_, _ = goResolver("tcp", r).LookupTXT(ctx, "big.example.test")
 		cancel()
 		writeFixture(t, "go-tcp", server+"; client: Go "+strings.TrimPrefix(runtimeVersion(), "go")+
-			" net.Resolver (PreferGo, TCP): LookupTXT big.example.test", one(t, r.Conns()))
+			" net.Resolver (PreferGo, TCP): LookupTXT big.example.test", one(t, r.Connections()))
 	}
 
 	// A malformed query (two questions, which unbound answers FORMERR)

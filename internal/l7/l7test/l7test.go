@@ -162,7 +162,7 @@ type Recorder struct {
 
 	mu    sync.Mutex
 	segs  []Segment
-	conns [][]Segment // segs split by connection, in accept order
+	conns [][]Segment // segs split by proxied connection, in accept order
 	wg    sync.WaitGroup
 }
 
@@ -240,11 +240,15 @@ func (r *Recorder) Segments() []Segment {
 	return r.segs
 }
 
-// Conns is Segments split by connection, in the order the proxy accepted
-// them: clients that open several connections (redis-benchmark fetches the
-// server's configuration on its own connection) give one fixture each.
-func (r *Recorder) Conns() [][]Segment {
-	r.Segments()
+// Connections is Segments split by connection, in the order the proxy
+// accepted them: clients that open several connections (redis-benchmark's
+// configuration fetch, a Kafka client's producer, fetcher and group
+// connections, a MongoDB driver's monitor and pool) interleave them in
+// Segments, and a parser needs one connection's bytes. Close the client's
+// connections first.
+func (r *Recorder) Connections() [][]Segment {
+	r.ln.Close()
+	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.conns

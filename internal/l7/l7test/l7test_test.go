@@ -80,7 +80,7 @@ func TestRecorder(t *testing.T) {
 	}
 }
 
-func TestRecorderConns(t *testing.T) {
+func TestRecorderConnections(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -101,16 +101,16 @@ func TestRecorderConns(t *testing.T) {
 		}
 	}()
 	r := Record(t, ln.Addr().String())
-	for _, m := range []string{"a", "b"} {
+	for _, s := range []string{"a", "b"} {
 		c, err := net.Dial("tcp", r.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = c.Write([]byte(m))
+		_, _ = c.Write([]byte(s))
 		_, _ = io.ReadAll(c)
 		c.Close()
 	}
-	conns := r.Conns()
+	conns := r.Connections()
 	if len(conns) != 2 || len(conns[0]) != 2 || string(conns[0][0].Data) != "a" || string(conns[0][1].Data) != "A" ||
 		len(conns[1]) != 2 || string(conns[1][0].Data) != "b" || string(conns[1][1].Data) != "B" {
 		t.Fatalf("%+v", conns)
@@ -151,7 +151,7 @@ func TestUDPRecorder(t *testing.T) {
 		}
 		c.Close()
 	}
-	conns := r.Conns()
+	conns := r.Connections()
 	segs := r.Segments()
 	if strings.Join(got, ",") != "ONE,ONE!,TWO,TWO!" || len(segs) != 8 || len(conns) != 2 || len(conns[1]) != 4 ||
 		!conns[1][2].FromClient || string(conns[1][2].Data) != "two!" || conns[1][3].FromClient || string(conns[1][3].Data) != "TWO!" {

@@ -125,9 +125,9 @@ func (r *UDPRecorder) Segments() []Segment {
 	return r.segs
 }
 
-// Conns is Segments split by client address (one client socket each), in
+// Connections is Segments split by client address (one client socket each), in
 // the order the clients first spoke.
-func (r *UDPRecorder) Conns() [][]Segment {
+func (r *UDPRecorder) Connections() [][]Segment {
 	r.stop()
 	r.mu.Lock()
 	defer r.mu.Unlock()

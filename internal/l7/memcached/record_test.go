@@ -34,7 +34,7 @@ func TestRecordFixtures(t *testing.T) {
 			c.do(l)
 		}
 		c.close()
-		writeFixture(t, name, version+" "+what+"; client: hand-written text session, one write each:\n"+indent(strings.Join(lines, "")), one(t, r.Conns()))
+		writeFixture(t, name, version+" "+what+"; client: hand-written text session, one write each:\n"+indent(strings.Join(lines, "")), one(t, r.Connections()))
 	}
 	session("text", srv, "(-U 0)",
 		"version\r\n",
@@ -120,7 +120,7 @@ func TestRecordFixtures(t *testing.T) {
 		o.close()
 		w.wait()
 		w.close()
-		writeFixture(t, "watch", version+" (-U 0); client: hand-written: watch mutations, then another connection: set w, delete w", one(t, r.Conns()))
+		writeFixture(t, "watch", version+" (-U 0); client: hand-written: watch mutations, then another connection: set w, delete w", one(t, r.Connections()))
 	}
 
 	// libmemcached's tools; memcslap loads its keys on a connection of
@@ -134,7 +134,7 @@ func TestRecordFixtures(t *testing.T) {
 		}
 		run(t, name, all...)
 		var got []l7test.Segment
-		for _, c := range r.Conns() {
+		for _, c := range r.Connections() {
 			if len(c) > 0 && c[0].FromClient && strings.HasPrefix(string(c[0].Data), first) {
 				got = c
 			}

@@ -37,7 +37,7 @@ func TestRecordFixtures(t *testing.T) {
 		host, port, _ := net.SplitHostPort(r.Addr())
 		args := append([]string{"-h", host, "-p", port}, flags...)
 		run(t, cmds, "redis-cli", args...)
-		writeFixture(t, name, cli(flags...)+" < commands:\n"+indent(cmds), one(t, r.Conns()))
+		writeFixture(t, name, cli(flags...)+" < commands:\n"+indent(cmds), one(t, r.Connections()))
 	}
 	cliFixture("basic", nil, `PING
 SET user:1 alice
@@ -78,7 +78,7 @@ DEL h s z
 			c.do(cmd)
 		}
 		c.close()
-		writeFixture(t, name, version+"; client: hand-written RESP client, one command per write:\n"+indent(strings.Join(cmds, "\n")), one(t, r.Conns()))
+		writeFixture(t, name, version+"; client: hand-written RESP client, one command per write:\n"+indent(strings.Join(cmds, "\n")), one(t, r.Connections()))
 	}
 	rawFixture("errors", "FOO bar", "GET", "SET k v", "INCR k", "LPUSH l x", "GET l", "CONFIG SET maxmemory 1", "SET other v",
 		"CONFIG SET maxmemory 0", "EVAL return(redis.call('nosuch')) 0", "SCRIPT KILL", "DEL k l")
@@ -97,7 +97,7 @@ DEL h s z
 		args := []string{"-h", host, "-p", port, "-n", "64", "-c", "1", "-P", "16", "-t", "set,get"}
 		run(t, "", "redis-benchmark", args...)
 		var set, get []l7test.Segment
-		for _, c := range r.Conns() {
+		for _, c := range r.Connections() {
 			if len(c) > 0 && strings.Contains(string(c[0].Data), "SET") {
 				set = c
 			} else if len(c) > 0 && strings.Contains(string(c[0].Data), "GET\r\n$16\r\nkey:") {
@@ -114,7 +114,7 @@ DEL h s z
 		args := []string{"-h", host, "-p", port, "-n", "32", "-c", "1", "-P", "16", "-d", "3000", "-t", "set"}
 		run(t, "", "redis-benchmark", args...)
 		var set []l7test.Segment
-		for _, c := range r.Conns() {
+		for _, c := range r.Connections() {
 			if len(c) > 0 && strings.Contains(string(c[0].Data), "SET") {
 				set = c
 			}
@@ -140,7 +140,7 @@ DEL h s z
 		sub.close()
 		pub.close()
 		writeFixture(t, "pubsub-resp2", version+"; client: hand-written RESP client (the subscriber, recorded) and a publisher on another connection:\n"+
-			indent("SUBSCRIBE news sport; [PUBLISH news hello; PUBLISH sport goal]; PSUBSCRIBE n*; [PUBLISH news again];\nPING; UNSUBSCRIBE; PUNSUBSCRIBE; GET x"), one(t, r.Conns()))
+			indent("SUBSCRIBE news sport; [PUBLISH news hello; PUBLISH sport goal]; PSUBSCRIBE n*; [PUBLISH news again];\nPING; UNSUBSCRIBE; PUNSUBSCRIBE; GET x"), one(t, r.Connections()))
 	}
 	{
 		r := l7test.Record(t, srv)
@@ -159,7 +159,7 @@ DEL h s z
 		sub.close()
 		pub.close()
 		writeFixture(t, "pubsub-resp3", version+"; client: hand-written RESP client (recorded) and a second connection:\n"+
-			indent("HELLO 3; SUBSCRIBE news; [PUBLISH news hello]; GET x; UNSUBSCRIBE news;\nCLIENT TRACKING ON; GET tracked; [SET tracked 1: an invalidation push]; PING"), one(t, r.Conns()))
+			indent("HELLO 3; SUBSCRIBE news; [PUBLISH news hello]; GET x; UNSUBSCRIBE news;\nCLIENT TRACKING ON; GET tracked; [SET tracked 1: an invalidation push]; PING"), one(t, r.Connections()))
 	}
 
 	// redis-cli in its subscribe and monitor modes, killed after the feed.
@@ -180,7 +180,7 @@ DEL h s z
 		time.Sleep(300 * time.Millisecond)
 		cancel()
 		_ = cmd.Wait()
-		writeFixture(t, name, cli(args...)+" (killed after the feed); other connection: "+strings.Join(other, "; "), one(t, r.Conns()))
+		writeFixture(t, name, cli(args...)+" (killed after the feed); other connection: "+strings.Join(other, "; "), one(t, r.Connections()))
 	}
 	feed("cli-subscribe", []string{"SUBSCRIBE", "news"}, []string{"PUBLISH news one", "PUBLISH news two"})
 	feed("cli-monitor", []string{"MONITOR"}, []string{"SET k v", "GET k", "DEL k"})
@@ -196,7 +196,7 @@ DEL h s z
 		}
 		c.close()
 		writeFixture(t, "inline", version+"; client: inline commands written as typed (telnet-like), one line per write:\n"+
-			indent("PING; SET greeting hello; <blank line>; GET greeting (LF only); CLIENT SETNAME typed; NOSUCHCMD arg;\nCLIENT REPLY SKIP; SET a 1; GET a; CLIENT REPLY OFF; SET b 2; CLIENT REPLY ON; GET b; DEL a b greeting; QUIT"), one(t, r.Conns()))
+			indent("PING; SET greeting hello; <blank line>; GET greeting (LF only); CLIENT SETNAME typed; NOSUCHCMD arg;\nCLIENT REPLY SKIP; SET a 1; GET a; CLIENT REPLY OFF; SET b 2; CLIENT REPLY ON; GET b; DEL a b greeting; QUIT"), one(t, r.Connections()))
 	}
 	{
 		r := l7test.Record(t, srv)
@@ -214,7 +214,7 @@ DEL h s z
 		c.raw(resp("DEL", "big", "biglist", "a"))
 		c.close()
 		writeFixture(t, "big", version+"; client: hand-written RESP client:\n"+
-			indent("SET big <20000 bytes>; GET big; RPUSH biglist <1000 elements of 19 bytes>; LRANGE biglist 0 -1;\nSET a 1 + GET big + GET a in one write; DEL big biglist a"), one(t, r.Conns()))
+			indent("SET big <20000 bytes>; GET big; RPUSH biglist <1000 elements of 19 bytes>; LRANGE biglist 0 -1;\nSET a 1 + GET big + GET a in one write; DEL big biglist a"), one(t, r.Connections()))
 	}
 }
 
