@@ -160,9 +160,10 @@ type Recorder struct {
 	ln       net.Listener
 	upstream string
 
-	mu   sync.Mutex
-	segs []Segment
-	wg   sync.WaitGroup
+	mu    sync.Mutex
+	segs  []Segment
+	conns [][]Segment // segs split by proxied connection, in accept order
+	wg    sync.WaitGroup
 }
 
 // Record starts a proxy to upstream (host:port) on 127.0.0.1:0; point the
@@ -193,20 +194,26 @@ func (r *Recorder) accept() {
 			c.Close()
 			continue
 		}
+		r.mu.Lock()
+		conn := len(r.conns)
+		r.conns = append(r.conns, nil)
+		r.mu.Unlock()
 		r.wg.Add(2)
-		go r.pipe(c, u, true)
-		go r.pipe(u, c, false)
+		go r.pipe(c, u, true, conn)
+		go r.pipe(u, c, false, conn)
 	}
 }
 
-func (r *Recorder) pipe(from, to net.Conn, fromClient bool) {
+func (r *Recorder) pipe(from, to net.Conn, fromClient bool, conn int) {
 	defer r.wg.Done()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := from.Read(buf)
 		if n > 0 {
 			r.mu.Lock()
-			r.segs = append(r.segs, Segment{FromClient: fromClient, Data: bytes.Clone(buf[:n])})
+			seg := Segment{FromClient: fromClient, Data: bytes.Clone(buf[:n])}
+			r.segs = append(r.segs, seg)
+			r.conns[conn] = append(r.conns[conn], seg)
 			r.mu.Unlock()
 			if _, werr := to.Write(buf[:n]); werr != nil {
 				break
@@ -231,4 +238,17 @@ func (r *Recorder) Segments() []Segment {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.segs
+}
+
+// Connections is Segments split by connection, in the order the proxy
+// accepted them: clients that open several connections (a Kafka client's
+// producer, fetcher and group connections, a MongoDB driver's monitor and
+// pool) interleave them in Segments, and a parser needs one connection's
+// bytes. Close the client's connections first.
+func (r *Recorder) Connections() [][]Segment {
+	r.ln.Close()
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conns
 }

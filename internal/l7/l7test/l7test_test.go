@@ -79,3 +79,40 @@ func TestRecorder(t *testing.T) {
 		t.Fatalf("%q %+v", b, segs)
 	}
 }
+
+func TestRecorderConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				b := make([]byte, 1)
+				_, _ = io.ReadFull(c, b)
+				_, _ = c.Write(bytes.ToUpper(b))
+				c.Close()
+			}()
+		}
+	}()
+	r := Record(t, ln.Addr().String())
+	for _, s := range []string{"a", "b"} {
+		c, err := net.Dial("tcp", r.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte(s))
+		_, _ = io.ReadAll(c)
+		c.Close()
+	}
+	conns := r.Connections()
+	if len(conns) != 2 || len(conns[0]) != 2 || string(conns[0][0].Data) != "a" || string(conns[0][1].Data) != "A" ||
+		len(conns[1]) != 2 || string(conns[1][0].Data) != "b" || string(conns[1][1].Data) != "B" {
+		t.Fatalf("%+v", conns)
+	}
+}
