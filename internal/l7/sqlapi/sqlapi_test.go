@@ -183,15 +183,41 @@ func TestAppendBounds(t *testing.T) {
 	}
 }
 
+func TestAppendPrefix(t *testing.T) {
+	cases := []struct{ sql, want string }{
+		{"SELECT a FROM long_table_na", "SELECT"}, // the name may go on
+		{"SELECT a FROM long_table_name ", "SELECT long_table_name"},
+		{"SELECT a FROM \"Quoted Na", "SELECT"},
+		{"SELECT a FROM \"Quoted Name\"", "SELECT"}, // a qualified name may go on
+		{"SELECT a FROM \"Quoted Name\" ", "SELECT Quoted Name"},
+		{"SELECT a FROM s.t", "SELECT"},
+		{"UPDA", ""},
+		{"UPDATE", ""}, // could be UPDATED...
+		{"UPDATE ", "UPDATE"},
+		{"CREATE TAB", "CREATE"},
+		{"COMMIT;", "COMMIT"},
+	}
+	for _, c := range cases {
+		if got := string(AppendPrefix(nil, []byte(c.sql), Postgres)); got != c.want {
+			t.Errorf("prefix %q: %q, want %q", c.sql, got, c.want)
+		}
+	}
+	// Append past MaxInput reads a prefix.
+	sql := "SELECT * FROM " + strings.Repeat("x", MaxInput)
+	if got := string(Append(nil, []byte(sql), Postgres)); got != "SELECT" {
+		t.Errorf("name cut by MaxInput: %q", got)
+	}
+}
+
 func TestTemplaterAllocs(t *testing.T) {
 	var tp Templater
 	q := []byte("SELECT abalance FROM pgbench_accounts WHERE aid = 12345;")
-	first := tp.Template(q, Postgres)
+	first := tp.Template(q, Postgres, false)
 	if first != "SELECT pgbench_accounts" {
 		t.Fatalf("template %q", first)
 	}
 	if n := testing.AllocsPerRun(200, func() {
-		if tp.Template(q, Postgres) != first {
+		if tp.Template(q, Postgres, false) != first {
 			t.Fatal("changed")
 		}
 	}); n != 0 {
@@ -199,10 +225,10 @@ func TestTemplaterAllocs(t *testing.T) {
 	}
 	shared := &l7.Interner{}
 	a, b := Templater{In: shared}, Templater{In: shared}
-	if x, y := a.Template(q, Postgres), b.Template(q, Postgres); x != y || len(shared.Intern([]byte(x))) == 0 {
+	if x, y := a.Template(q, Postgres, false), b.Template(q, Postgres, false); x != y || len(shared.Intern([]byte(x))) == 0 {
 		t.Errorf("shared interner: %q %q", x, y)
 	}
-	if tp.Template([]byte("  "), Postgres) != "" {
+	if tp.Template([]byte("  "), Postgres, false) != "" {
 		t.Error("blank statement has a template")
 	}
 }

@@ -62,6 +62,21 @@ type lexer struct {
 	xcmt  int // open MySQL executable comments whose "*/" is still ahead
 	peekd bool
 	peekt token
+	// prefix: s may end inside a token, so a token reaching the end of s
+	// may be cut short and must not reach a template.
+	prefix bool
+}
+
+// cutShort reports whether t may have been cut by the end of a prefix.
+func (l *lexer) cutShort(t token) bool {
+	if !l.prefix {
+		return false
+	}
+	end := t.end
+	if t.kind == tQuoted {
+		end++ // the closing quote
+	}
+	return end >= len(l.s)
 }
 
 func isSpace(c byte) bool {
@@ -342,10 +357,21 @@ func (o *out) bytes(b []byte) {
 // Append appends the template of the SQL text sql (see the package doc)
 // to dst; it appends nothing when sql does not start with a keyword.
 func Append(dst []byte, sql []byte, d Dialect) []byte {
+	return appendTemplate(dst, sql, d, false)
+}
+
+// AppendPrefix is Append for a prefix of a statement (what a capture
+// kept): a keyword or name that reaches the end of sql may be cut short,
+// so it does not reach the template.
+func AppendPrefix(dst []byte, sql []byte, d Dialect) []byte {
+	return appendTemplate(dst, sql, d, true)
+}
+
+func appendTemplate(dst []byte, sql []byte, d Dialect, prefix bool) []byte {
 	if len(sql) > MaxInput {
-		sql = sql[:MaxInput]
+		sql, prefix = sql[:MaxInput], true
 	}
-	l := lexer{s: sql, d: d}
+	l := lexer{s: sql, d: d, prefix: prefix}
 	o := out{dst: dst, base: len(dst)}
 	for {
 		var k kwbuf
@@ -357,7 +383,7 @@ func Append(dst []byte, sql []byte, d Dialect) []byte {
 			return o.dst
 		}
 		kw := l.keyword(t, &k)
-		if len(kw) == 0 {
+		if len(kw) == 0 || l.cutShort(t) {
 			return o.dst
 		}
 		if string(kw) == "BEGIN" || string(kw) == "START" {
@@ -579,6 +605,9 @@ func ddl(l *lexer, o *out, verb []byte) {
 		}
 		var k kwbuf
 		kw := l.keyword(t, &k)
+		if l.cutShort(t) {
+			return
+		}
 		switch string(kw) {
 		case "OR", "REPLACE", "TEMP", "TEMPORARY", "UNLOGGED", "GLOBAL", "LOCAL", "UNIQUE",
 			"ONLINE", "OFFLINE", "IGNORE", "RECURSIVE", "ALGORITHM", "SQL", "SECURITY", "DEFINER",
@@ -654,7 +683,9 @@ func name(l *lexer, o *out) bool {
 			n++
 		}
 	}
-	if n == 0 {
+	if n == 0 || l.cutShort(t) {
+		// Nothing, or a name whose last part the end of a prefix may have
+		// cut: none of it is written.
 		return false
 	}
 	o.str(" ")
@@ -666,6 +697,10 @@ func name(l *lexer, o *out) bool {
 // undoubling the quote q, replacing control bytes, and returns the new
 // length (at most len(buf)).
 func appendPart(buf []byte, n int, p []byte, q byte) int {
+	if q == 0 && !hasDigitOrCtl(p) {
+		// Most names: nothing to collapse or replace.
+		return n + copy(buf[n:], p)
+	}
 	for i := 0; i < len(p) && n < len(buf); {
 		c := p[i]
 		if q != 0 && c == q && i+1 < len(p) && p[i+1] == q {
@@ -707,6 +742,15 @@ func appendPart(buf []byte, n int, p []byte, q byte) int {
 	return n
 }
 
+func hasDigitOrCtl(p []byte) bool {
+	for _, c := range p {
+		if (c >= '0' && c <= '9') || c < 0x20 || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
 func appendCap(buf []byte, n int, s string) int {
 	if n+len(s) > len(buf) {
 		return n
@@ -741,9 +785,10 @@ type Templater struct {
 	buf [MaxTemplate]byte
 }
 
-// Template returns the interned template of sql ("" when it has none).
-func (t *Templater) Template(sql []byte, d Dialect) string {
-	b := Append(t.buf[:0], sql, d)
+// Template returns the interned template of sql ("" when it has none);
+// prefix says sql may be cut short (see AppendPrefix).
+func (t *Templater) Template(sql []byte, d Dialect, prefix bool) string {
+	b := appendTemplate(t.buf[:0], sql, d, prefix)
 	if len(b) == 0 {
 		return ""
 	}
