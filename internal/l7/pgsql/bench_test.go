@@ -1,0 +1,86 @@
+package pgsql
+
+import (
+	"testing"
+
+	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/l7/l7test"
+)
+
+// A steady-state round: a request (one client segment) and its response
+// (the next server segment), taken from a fixture once the connection is
+// warm, and repeated.
+var rounds = []struct {
+	name    string
+	fixture string
+	seg     int // the client segment; the fixture's segments before it are fed first
+	n       int // exchanges in a round
+}{
+	{"simple_query", "pgbench_simple", 20, 1}, // Query: SELECT pgbench_accounts
+	{"extended", "pgbench_extended", 20, 1},   // Parse/Bind/Describe/Execute/Sync
+	{"prepared", "pgbench_prepared", 34, 1},   // Bind/Describe/Execute/Sync of a named statement
+	{"pipelined_batch_of_4", "pgx", 24, 4},    // pgx batch: 4 x Bind/(Describe)/Execute, Sync
+}
+
+func warm(tb testing.TB, fixture string, seg int, role l7.Role) (*Parser, []l7.Chunk) {
+	segs := l7test.Load(tb, "testdata/"+fixture+".chunks")
+	if !segs[seg].FromClient || segs[seg+1].FromClient {
+		tb.Fatalf("%s: segment %d is not a request followed by a response", fixture, seg)
+	}
+	chunks := l7test.Chunks(segs, role, ts0, step)
+	p := NewParser(role)
+	var out []l7.Exchange
+	for _, c := range chunks[:seg+2] {
+		out = p.Feed(c, out)
+	}
+	return p, chunks[seg : seg+2]
+}
+
+func feedRound(p *Parser, round []l7.Chunk, out []l7.Exchange) []l7.Exchange {
+	out = out[:0]
+	for _, c := range round {
+		out = p.Feed(c, out)
+	}
+	return out
+}
+
+// TestSteadyStateAllocs: once a connection is warm, a request/response
+// round allocates nothing, as client and as server.
+func TestSteadyStateAllocs(t *testing.T) {
+	for _, r := range rounds {
+		for _, role := range []l7.Role{l7.Client, l7.Server} {
+			p, round := warm(t, r.fixture, r.seg, role)
+			out := make([]l7.Exchange, 0, 16)
+			if got := feedRound(p, round, out); len(got) != r.n || got[0].API == "" || !got[0].HasResponse {
+				t.Fatalf("%s: a round gives %+v, want %d exchanges", r.name, got, r.n)
+			}
+			if n := testing.AllocsPerRun(200, func() { feedRound(p, round, out) }); n != 0 {
+				t.Errorf("%s as %v: %.1f allocations per round", r.name, role, n)
+			}
+		}
+	}
+}
+
+func BenchmarkParser(b *testing.B) {
+	for _, r := range rounds {
+		b.Run(r.name, func(b *testing.B) {
+			p, round := warm(b, r.fixture, r.seg, l7.Server)
+			out := make([]l7.Exchange, 0, 16)
+			bytes := 0
+			for _, c := range round {
+				bytes += len(c.Data)
+			}
+			b.SetBytes(int64(bytes))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				out = feedRound(p, round, out)
+			}
+			b.StopTimer()
+			if len(out) != r.n {
+				b.Fatalf("%d exchanges a round, want %d", len(out), r.n)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*r.n), "ns/exchange")
+		})
+	}
+}
