@@ -116,3 +116,28 @@ func TestRecorderConnections(t *testing.T) {
 		t.Fatalf("%+v", conns)
 	}
 }
+
+func TestFuzzEncoding(t *testing.T) {
+	segs := []Segment{{true, []byte("request")}, {false, []byte("response")}}
+	role, chunks := FuzzChunks(FuzzInput(segs, l7.Server, 2))
+	if role != l7.Server || len(chunks) != 2 {
+		t.Fatalf("%v %+v", role, chunks)
+	}
+	if c := chunks[0]; c.Dir != l7.Ingress || string(c.Data) != "reque" || c.Size != 7 || c.TS != 100 {
+		t.Errorf("request chunk %+v", c)
+	}
+	if c := chunks[1]; c.Dir != l7.Egress || string(c.Data) != "respo" || c.Size != 8 || c.TS != 110 {
+		t.Errorf("response chunk %+v", c)
+	}
+	if _, chunks := FuzzChunks([]byte{0, 1, 0xff, 0xff, 'x'}); len(chunks) != 1 || len(chunks[0].Data) != 1 {
+		t.Errorf("a length past the input: %+v", chunks)
+	}
+}
+
+func TestDiff(t *testing.T) {
+	a := []l7.Exchange{{HasRequest: true, Start: 1, API: "GET"}}
+	b := []l7.Exchange{{HasRequest: true, Start: 2, API: "GET"}}
+	if Diff(a, a, true) != "" || Diff(a, b, false) != "" || Diff(a, b, true) == "" || Diff(a, nil, false) == "" {
+		t.Error("Diff")
+	}
+}
