@@ -13,18 +13,15 @@ var FirstBytes = map[string][]byte{
 	"pgsql": []byte("\x00\x00\x00\x29\x00\x03\x00\x00user\x00postgres\x00database\x00postgres\x00\x00"),
 	// libpq's SSLRequest (sslmode=prefer)
 	"pgsql-ssl": {0x00, 0x00, 0x00, 0x08, 0x04, 0xd2, 0x16, 0x2f},
-	// a HandshakeResponse41 as the MariaDB client sends it: user root,
-	// mysql_native_password, no database
+	// the MariaDB 10.11 command-line client's HandshakeResponse41, up to its
+	// user name
 	"mysql": {
-		0x56, 0x00, 0x00, 0x01, // length 86, sequence 1
-		0x8d, 0xa6, 0xff, 0x01, // capabilities: PROTOCOL_41, SECURE_CONNECTION, PLUGIN_AUTH, MULTI_RESULTS, DEPRECATE_EOF...
-		0x00, 0x00, 0x00, 0x01, // max packet 16 MiB
-		0x2d,                                                                            // utf8mb4_general_ci
-		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x00, 0x00, 0x00, // filler (MariaDB: extended capabilities in the last 4)
-		'r', 'o', 'o', 't', 0,
-		0x14, // auth response length 20
-		1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
-		'm', 'y', 's', 'q', 'l', '_', 'n', 'a', 't', 'i', 'v', 'e', '_', 'p', 'a', 's', 's', 'w', 'o', 'r', 'd', 0,
+		0xd2, 0x00, 0x00, 0x01, // length 210, sequence 1
+		0x84, 0xa2, 0xbf, 0x00, // capabilities (PROTOCOL_41, SECURE_CONNECTION, ...; CLIENT_MYSQL clear: MariaDB)
+		0x00, 0x00, 0x10, 0x00, // max packet
+		0x21,                                                                   // utf8mb3_general_ci
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1d, 0, 0, 0, // filler, MariaDB's extended capabilities
+		'g', 'a', 'l', 'a', 'g', 'o', 0,
 	},
 	// MySQL SSLRequest: the first 32 bytes of a HandshakeResponse41, CLIENT_SSL set
 	"mysql-ssl": {
