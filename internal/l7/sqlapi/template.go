@@ -1,6 +1,7 @@
 package sqlapi
 
 import (
+	"hash/maphash"
 	"unicode/utf8"
 
 	"github.com/galago-project/galago/internal/l7"
@@ -776,23 +777,50 @@ func cutUTF8(b []byte) []byte {
 }
 
 // Templater interns templates: Template of a statement seen before returns
-// the same string without allocating. Not safe for concurrent use.
+// the same string without allocating. It also remembers the templates of
+// the last texts it saw (a small cache keyed by a hash of the text), so a
+// statement sent again and again (an extended-protocol Parse, an ORM's
+// query) is not read again. Not safe for concurrent use.
 type Templater struct {
 	// In is the interner; one per goroutine can be shared by every
 	// connection's parser so that a template is stored once.
-	In  *l7.Interner
-	own l7.Interner
-	buf [MaxTemplate]byte
+	In    *l7.Interner
+	own   l7.Interner
+	buf   [MaxTemplate]byte
+	cache [cacheSlots]cached
 }
+
+const cacheSlots = 32
+
+type cached struct {
+	h   uint64 // 0: empty
+	api string
+}
+
+// seed keys the text hashes; set once, never changed.
+var seed = maphash.MakeSeed()
 
 // Template returns the interned template of sql ("" when it has none);
 // prefix says sql may be cut short (see AppendPrefix).
 func (t *Templater) Template(sql []byte, d Dialect, prefix bool) string {
-	b := appendTemplate(t.buf[:0], sql, d, prefix)
-	if len(b) == 0 {
-		return ""
+	if len(sql) > MaxInput {
+		sql, prefix = sql[:MaxInput], true
 	}
-	return t.Intern(b)
+	h := maphash.Bytes(seed, sql)<<2 | uint64(d)<<1 | 1
+	if prefix {
+		h ^= 2 << 1
+	}
+	c := &t.cache[h>>59%cacheSlots]
+	if c.h == h {
+		return c.api
+	}
+	b := appendTemplate(t.buf[:0], sql, d, prefix)
+	api := ""
+	if len(b) > 0 {
+		api = t.Intern(b)
+	}
+	*c = cached{h: h, api: api}
+	return api
 }
 
 // Intern interns an already built template.
