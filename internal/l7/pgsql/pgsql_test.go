@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/galago-project/galago/internal/l7"
@@ -222,29 +221,6 @@ func expected(xs []x) []l7.Exchange {
 	return out
 }
 
-func diff(got, want []l7.Exchange, withTS bool) string {
-	var b strings.Builder
-	if len(got) != len(want) {
-		fmt.Fprintf(&b, "%d exchanges, want %d\n", len(got), len(want))
-	}
-	for i := range max(len(got), len(want)) {
-		var g, w l7.Exchange
-		if i < len(got) {
-			g = got[i]
-		}
-		if i < len(want) {
-			w = want[i]
-		}
-		if !withTS {
-			g.Start, g.End, w.Start, w.End = 0, 0, 0, 0
-		}
-		if g != w {
-			fmt.Fprintf(&b, "#%d: got  %+v\n    want %+v\n", i, g, w)
-		}
-	}
-	return b.String()
-}
-
 func TestFixtures(t *testing.T) {
 	for name, truth := range fixtures {
 		segs := l7test.Load(t, "testdata/"+name+".chunks")
@@ -254,7 +230,7 @@ func TestFixtures(t *testing.T) {
 			t.Run(name+"/"+role.String(), func(t *testing.T) {
 				p := NewParser(role)
 				got := l7test.Run(p, chunks)
-				if d := diff(got, want, true); d != "" || p.Desyncs() != 0 || p.Orphans() != 0 {
+				if d := l7test.Diff(got, want, true); d != "" || p.Desyncs() != 0 || p.Orphans() != 0 {
 					t.Errorf("whole: desyncs %d orphans %d\n%s", p.Desyncs(), p.Orphans(), d)
 				}
 				for _, n := range []int{1, 2, 7, 64} {
@@ -262,16 +238,16 @@ func TestFixtures(t *testing.T) {
 					got := l7test.Run(p, l7test.Resplit(chunks, n))
 					// Re-split chunks take the TS of their first byte's chunk;
 					// with n == 1 that is every byte's own.
-					if d := diff(got, want, n == 1); d != "" || p.Desyncs() != 0 {
+					if d := l7test.Diff(got, want, n == 1); d != "" || p.Desyncs() != 0 {
 						t.Errorf("resplit %d: desyncs %d\n%s", n, p.Desyncs(), d)
 					}
-					checkTS(t, got, chunks)
+					l7test.CheckTS(t, got, chunks)
 				}
 				for _, capture := range []int{64, 256, 4096} {
 					p := NewParser(role)
 					got := l7test.Run(p, l7test.Truncate(chunks, capture))
-					checkTruncated(t, got, want, p.Desyncs(), lossy[name] == capture, hidden[name+"@"+fmt.Sprint(capture)])
-					checkTS(t, got, chunks)
+					l7test.CheckTruncated(t, got, want, p.Desyncs(), lossy[name] == capture, hidden[name+"@"+fmt.Sprint(capture)])
+					l7test.CheckTS(t, got, chunks)
 				}
 			})
 		}
@@ -288,52 +264,3 @@ var lossy = map[string]int{"pgx": 64}
 // Query answers three statements in one write, and a 64-byte capture ends
 // before the second one's ErrorResponse.
 var hidden = map[string][]int{"psql@64": {16}}
-
-// checkTruncated checks a run on truncated chunks: without a desync it is
-// the whole run's exchange list exactly (sizes included); with desyncs
-// the count is still exact unless the fixture is lossy at this capture,
-// and every exchange has the whole run's outcome, and its API or none
-// (an API comes from what the capture kept). Sizes then count only what
-// was seen.
-func checkTruncated(t *testing.T, got, want []l7.Exchange, desyncs uint64, lossy bool, hidden []int) {
-	t.Helper()
-	if desyncs == 0 {
-		if d := diff(got, want, true); d != "" {
-			t.Errorf("truncated, no desync:\n%s", d)
-		}
-		return
-	}
-	if len(got) != len(want) {
-		if !lossy {
-			t.Errorf("truncated: %d exchanges, want %d (desyncs %d)", len(got), len(want), desyncs)
-		}
-		return
-	}
-	if lossy {
-		t.Errorf("truncated: all %d exchanges recovered: the fixture is not lossy here", len(got))
-	}
-	for i, g := range got {
-		w := want[i]
-		if slices.Contains(hidden, i) {
-			w.Class = l7.OK
-		}
-		if g.HasResponse != w.HasResponse || g.Class != w.Class || (g.API != w.API && g.API != "") || g.Start != w.Start || g.End != w.End {
-			t.Errorf("truncated #%d: got %+v\n    want %+v", i, g, w)
-		}
-	}
-}
-
-// checkTS checks that every timestamp comes from a chunk and that
-// responses do not precede requests.
-func checkTS(t *testing.T, got []l7.Exchange, chunks []l7.Chunk) {
-	t.Helper()
-	seen := map[uint64]bool{}
-	for _, c := range chunks {
-		seen[c.TS] = true
-	}
-	for _, e := range got {
-		if (e.HasRequest && !seen[e.Start]) || (e.HasResponse && !seen[e.End]) || (e.HasRequest && e.HasResponse && e.End < e.Start) {
-			t.Errorf("timestamps not from the chunks: %+v", e)
-		}
-	}
-}

@@ -112,8 +112,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 			role l7.Role
 			cap  byte
 		}{{l7.Client, 0}, {l7.Server, 4}} {
-			b := encodeFuzz(segs, v.role, v.cap)
-			file := filepath.Join(dir, fmt.Sprintf("%s-%v-%d", name, v.role, caps[v.cap]))
+			b := l7test.FuzzInput(segs, v.role, v.cap)
+			file := filepath.Join(dir, fmt.Sprintf("%s-%v-%d", name, v.role, l7test.FuzzCaps[v.cap]))
 			if err := os.WriteFile(file, []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)), 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -125,7 +125,7 @@ func runConv(t *testing.T, c conv, want []l7.Exchange) *Parser {
 			for i := range got {
 				got[i].ReqBytes, got[i].RespBytes = 0, 0
 			}
-			if d := diff(got, want, true); d != "" {
+			if d := l7test.Diff(got, want, true); d != "" {
 				t.Errorf("%v, split %d:\n%s", role, n, d)
 			}
 			last = p
@@ -320,7 +320,7 @@ func TestResyncAfterGarbage(t *testing.T) {
 		// The first query's response started (garbage is its response as
 		// far as anyone can tell) and the client moved on.
 		want := []l7.Exchange{ex(0, 1, "SELECT", l7.OK), ex(2, 3, "SELECT t", l7.OK)}
-		if d := diff(got, want, true); d != "" || p.Desyncs() != 1 {
+		if d := l7test.Diff(got, want, true); d != "" || p.Desyncs() != 1 {
 			t.Errorf("%v: desyncs %d\n%s", role, p.Desyncs(), d)
 		}
 	}
@@ -343,7 +343,7 @@ func TestGapInsideMessages(t *testing.T) {
 		got := l7test.Run(p, l7test.Truncate(c.chunks(role), 64))
 		want := []l7.Exchange{{HasRequest: true, HasResponse: true, Start: ts0, End: ts0 + step, API: "SELECT wide",
 			ReqBytes: len(query(sql)), RespBytes: len(rowDesc()) + len(big) + len(complete("SELECT 1")) + len(ready())}}
-		if d := diff(got, want, true); d != "" || p.Desyncs() != 0 {
+		if d := l7test.Diff(got, want, true); d != "" || p.Desyncs() != 0 {
 			t.Errorf("%v: desyncs %d\n%s", role, p.Desyncs(), d)
 		}
 	}
