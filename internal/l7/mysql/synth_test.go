@@ -331,6 +331,14 @@ func TestDetect(t *testing.T) {
 			t.Errorf("%s: handshake response not detected, or the greeting taken for one", f)
 		}
 	}
+	// The PostgreSQL fixtures: neither side's first bytes are MySQL's.
+	for _, f := range []string{"pgbench_simple", "pgbench_extended", "pgbench_prepared", "pgbench_error", "psql", "pgx", "login_error"} {
+		for _, s := range l7test.Load(t, "../pgsql/testdata/"+f+".chunks")[:2] {
+			if Detect(s.Data) || DetectGreeting(s.Data) {
+				t.Errorf("pgsql %s: % x detected", f, s.Data[:min(len(s.Data), 16)])
+			}
+		}
+	}
 	if !DetectGreeting(greeting()) || !Detect(handshake(1, baseCaps)) {
 		t.Error("built greeting or handshake response not detected")
 	}

@@ -359,10 +359,18 @@ func TestDetect(t *testing.T) {
 			t.Errorf("%s: Detect on %d bytes %v, want %v", name, DetectLen, got, want)
 		}
 	}
-	for _, f := range []string{"pgbench_simple", "psql", "pgx", "login_error"} {
+	for _, f := range []string{"pgbench_simple", "pgbench_extended", "pgbench_prepared", "pgbench_error", "psql", "pgx", "login_error"} {
 		segs := l7test.Load(t, "testdata/"+f+".chunks")
 		if !Detect(segs[0].Data) {
 			t.Errorf("%s: first bytes not detected", f)
+		}
+	}
+	// The MySQL fixtures: neither side's first bytes are PostgreSQL's.
+	for _, f := range []string{"mariadb_cli", "mariadb_slap", "go_mysql", "login_error"} {
+		for _, s := range l7test.Load(t, "../mysql/testdata/"+f+".chunks")[:2] {
+			if Detect(s.Data) {
+				t.Errorf("mysql %s: % x detected", f, s.Data[:16])
+			}
 		}
 	}
 	for _, b := range [][]byte{

@@ -233,6 +233,35 @@ func TestTemplaterAllocs(t *testing.T) {
 	}
 }
 
+func TestTemplaterCache(t *testing.T) {
+	// The cache gives what Append and AppendPrefix give, for a text seen
+	// again, the same text as a prefix, and more texts than it holds.
+	var tp Templater
+	var texts []string
+	for i := range 3 * cacheSlots {
+		texts = append(texts, fmt.Sprintf("SELECT * FROM t%d WHERE a = %d", i%7, i))
+	}
+	texts = append(texts, "SELECT a FROM long_table_name", "SELECT a FROM long_table_name")
+	for round := range 2 {
+		for _, s := range texts {
+			for _, prefix := range []bool{false, true} {
+				want := string(Append(nil, []byte(s), MySQL))
+				if prefix {
+					want = string(AppendPrefix(nil, []byte(s), MySQL))
+				}
+				if got := tp.Template([]byte(s), MySQL, prefix); got != want {
+					t.Fatalf("round %d, %q prefix %v: %q, want %q", round, s, prefix, got, want)
+				}
+			}
+		}
+	}
+	// Dialects are cached apart: a backslash escapes a quote in MySQL only.
+	sql := []byte(`SELECT 'x\' FROM y' FROM z`)
+	if a, b := tp.Template(sql, MySQL, false), tp.Template(sql, Postgres, false); a != "SELECT z" || b != "SELECT y" {
+		t.Errorf("dialects: %q %q", a, b)
+	}
+}
+
 func TestClass(t *testing.T) {
 	cases := map[string]l7.Class{
 		"42601": l7.ClientError, // syntax_error
