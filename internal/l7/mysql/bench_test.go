@@ -9,24 +9,37 @@ import (
 	"github.com/galago-project/galago/internal/l7/l7test"
 )
 
-// A steady-state round: a request (one client segment) and its response
+// A steady-state round: a command (one client segment) and its response
 // (the next server segment), taken from a fixture once the connection is
-// warm, and repeated; or a pipelined batch built from such rounds.
+// warm, and repeated; or a pipelined batch built from such rounds. The
+// command is the client segment that starts with command cmd, after skip
+// others that do.
 var rounds = []struct {
 	name    string
 	fixture string
-	seg     int // the client segment; the fixture's segments before it are fed first
+	cmd     byte
+	skip    int
 	batch   int // > 1: that many copies of the round's command, then of its response
 }{
-	{"text_query", "mariadb_slap", 3, 1},             // COM_QUERY SELECT, text result set
-	{"prepared_execute", "go_mysql", 23, 1},          // COM_STMT_EXECUTE, binary result set
-	{"pipelined_batch_of_10", "mariadb_slap", 5, 10}, // 10 x COM_QUERY UPDATE, then 10 OKs
+	{"text_query", "mariadb_slap", comQuery, 0, 1},             // SELECT, text result set
+	{"prepared_execute", "go_mysql", comStmtExecute, 3, 1},     // SELECT, binary result set
+	{"pipelined_batch_of_10", "mariadb_slap", comQuery, 1, 10}, // 10 x UPDATE, then 10 OKs
 }
 
-func warm(tb testing.TB, fixture string, seg, batch int, role l7.Role) (*Parser, []l7.Chunk) {
+func warm(tb testing.TB, fixture string, cmd byte, skip, batch int, role l7.Role) (*Parser, []l7.Chunk) {
 	segs := l7test.Load(tb, "testdata/"+fixture+".chunks")
-	if !segs[seg].FromClient || segs[seg+1].FromClient {
-		tb.Fatalf("%s: segment %d is not a request followed by a response", fixture, seg)
+	seg := -1
+	for i, s := range segs {
+		if s.FromClient && len(s.Data) > 4 && s.Data[3] == 0 && s.Data[4] == cmd && i+1 < len(segs) && !segs[i+1].FromClient {
+			if skip == 0 {
+				seg = i
+				break
+			}
+			skip--
+		}
+	}
+	if seg < 0 {
+		tb.Fatalf("%s: no command %#x followed by a response", fixture, cmd)
 	}
 	round := []l7test.Segment{
 		{FromClient: true, Data: bytes.Repeat(segs[seg].Data, batch)},
@@ -62,7 +75,7 @@ func feedRound(p *Parser, round []l7.Chunk, out []l7.Exchange) []l7.Exchange {
 func TestSteadyStateAllocs(t *testing.T) {
 	for _, r := range rounds {
 		for _, role := range []l7.Role{l7.Client, l7.Server} {
-			p, round := warm(t, r.fixture, r.seg, r.batch, role)
+			p, round := warm(t, r.fixture, r.cmd, r.skip, r.batch, role)
 			out := make([]l7.Exchange, 0, 16)
 			if got := feedRound(p, round, out); len(got) != r.batch || got[0].API == "" || !got[0].HasResponse {
 				t.Fatalf("%s: a round gives %+v, want %d exchanges", r.name, got, r.batch)
@@ -77,7 +90,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 func BenchmarkParser(b *testing.B) {
 	for _, r := range rounds {
 		b.Run(r.name, func(b *testing.B) {
-			p, round := warm(b, r.fixture, r.seg, r.batch, l7.Server)
+			p, round := warm(b, r.fixture, r.cmd, r.skip, r.batch, l7.Server)
 			out := make([]l7.Exchange, 0, 16)
 			n := 0
 			for _, c := range round {
