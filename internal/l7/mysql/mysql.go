@@ -19,18 +19,9 @@ func Detect(b []byte) bool {
 		return false
 	}
 	n := int(b[0]) | int(b[1])<<8 | int(b[2])<<16
-	caps := binary.LittleEndian.Uint32(b[4:])
-	if n < 32 || n > 0xffff || b[3] != 1 || caps&capProtocol41 == 0 || b[12] == 0 {
-		return false
-	}
-	// The 23-byte filler after the character set: zeros, but for its last
-	// four bytes (MariaDB's extended capabilities), past the 32 bytes.
-	for _, c := range b[13:32] {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
+	// The 23-byte filler after the character set is zeros, but for its
+	// last four bytes (MariaDB's extended capabilities), past the 32.
+	return n >= 32 && n <= 0xffff && b[3] == 1 && isHandshakeResponse(b[4:])
 }
 
 // DetectGreeting reports whether b, the first bytes a server sent on a

@@ -392,7 +392,10 @@ func (p *Parser) addReq(n int) {
 // SSLRequest (TLS follows: the TLS uprobes then feed the decrypted
 // handshake response, sequence 2) or the HandshakeResponse41.
 func (p *Parser) handshakeResponse(m *pkt, size int) {
-	if len(m.head) < 4 {
+	if !isHandshakeResponse(m.head) {
+		// Not one (the capture began during an authentication exchange):
+		// the commands to come will tell.
+		p.phase = phCommand
 		return
 	}
 	caps := uint64(binary.LittleEndian.Uint32(m.head))
@@ -411,6 +414,21 @@ func (p *Parser) handshakeResponse(m *pkt, size int) {
 	}
 	p.phase = phAuth
 	p.push(unit{start: m.ts, req: size, kind: kLogin, api: "CONNECT"})
+}
+
+// isHandshakeResponse checks a payload for the HandshakeResponse41 (and
+// SSLRequest) signature Detect checks: CLIENT_PROTOCOL_41, a character
+// set, then 19 zero bytes of filler.
+func isHandshakeResponse(h []byte) bool {
+	if len(h) < 28 || binary.LittleEndian.Uint32(h)&capProtocol41 == 0 || h[8] == 0 {
+		return false
+	}
+	for _, c := range h[9:28] {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // commandAPI is the API of a command other than a statement.
