@@ -97,7 +97,7 @@
 // started: an error and then the close). Responses to no command the
 // parser saw are dropped and counted in Orphans. Commands are answered in
 // order; up to MaxPending (64) may be in flight (pipelining connectors),
-// more are dropped and counted in Overflows.
+// more are dropped and counted in Overflows and in Desyncs.
 //
 // # Errors
 //

@@ -149,7 +149,7 @@ func (p *Parser) Desyncs() uint64 { return p.desyncs }
 func (p *Parser) Orphans() uint64 { return p.orphans }
 
 // Overflows counts the commands dropped because MaxPending were already
-// in flight.
+// in flight (each also counts in Desyncs).
 func (p *Parser) Overflows() uint64 { return p.overflow }
 
 // Feed implements l7.Parser.
@@ -276,7 +276,10 @@ func (p *Parser) push(u unit) {
 		}
 	}
 	if p.qLen == MaxPending {
+		// Dropped: its response will find no command (an orphan). Counted
+		// as a desync too, so that the probe reports it as lost.
 		p.overflow++
+		p.desyncs++
 		return
 	}
 	p.q[(p.qHd+p.qLen)%MaxPending] = u

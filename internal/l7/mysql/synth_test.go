@@ -297,8 +297,8 @@ func TestResyncAndPipeline(t *testing.T) {
 		want[i] = ex(0, 1, "UPDATE c", l7.OK)
 	}
 	p := runConv(t, []seg{cl(req...), sv(resp...)}, want)
-	if p.Overflows() != 5 || p.Orphans() != 5 {
-		t.Errorf("overflows %d orphans %d, want 5 and 5", p.Overflows(), p.Orphans())
+	if p.Overflows() != 5 || p.Orphans() != 5 || p.Desyncs() != 5 {
+		t.Errorf("overflows %d orphans %d desyncs %d, want 5 each", p.Overflows(), p.Orphans(), p.Desyncs())
 	}
 
 	// The connection closes with a command unanswered; a replication
