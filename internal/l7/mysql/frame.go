@@ -70,6 +70,20 @@ func (s *stream) reset() {
 // hidden bytes after the last whole packet (-1: unknown).
 func (s *stream) feed(data []byte, gap int, ts uint64, emit func(*pkt)) (ok bool, tail int) {
 	for len(data) > 0 {
+		if s.n == 0 && len(data) >= 4 {
+			// Fast path: a whole packet in data is read in place.
+			n := plen(data)
+			if 4+n <= len(data) {
+				if !s.seqValid(data[3]) {
+					return false, -1
+				}
+				s.m = pkt{seq: data[3], head: data[4 : 4+min(n, cap(s.buf))], size: n, ts: ts, cont: s.cont}
+				s.cont = n == maxPayload
+				data = data[4+n:]
+				emit(&s.m)
+				continue
+			}
+		}
 		if s.n < 4 {
 			if s.n == 0 {
 				s.ts = ts

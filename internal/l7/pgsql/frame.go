@@ -82,6 +82,20 @@ func (s *stream) reset() {
 // partial header makes it unknown).
 func (s *stream) feed(data []byte, gap int, ts uint64, emit func(*msg)) (ok bool, tail int) {
 	for len(data) > 0 {
+		if s.n == 0 && !s.single && !s.untyped && len(data) >= 5 {
+			// Fast path: a whole message in data is read in place.
+			t, n := data[0], int(binary.BigEndian.Uint32(data[1:]))
+			if !validLen(t, n, s.server, maxMsg) {
+				s.reset()
+				return false, -1
+			}
+			if 1+n <= len(data) {
+				s.m = msg{typ: t, head: data[:min(1+n, cap(s.buf))], size: 1 + n, ts: ts}
+				data = data[1+n:]
+				emit(&s.m)
+				continue
+			}
+		}
 		if s.single {
 			s.single = false
 			s.m = msg{typ: data[0], head: data[:1], size: 1, ts: ts}
