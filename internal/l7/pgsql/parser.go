@@ -54,6 +54,7 @@ type unit struct {
 	hasResp    bool
 	failed     bool
 	suspect    bool  // its response lost boundaries in a gap
+	apiSet     bool  // uMany: api is that of the requests merged so far
 	need       int32 // intermediate responses (ParseComplete, ...) still due; uMany: Executes still due
 	syncs      int32 // uMany: Syncs (and simple queries) still due
 }
@@ -329,7 +330,7 @@ func (p *Parser) push(u unit) {
 			// pushed from now on.
 			t := p.at(p.qLen - 1)
 			last := *t
-			*t = unit{kind: uMany, start: last.start, api: last.api}
+			*t = unit{kind: uMany, start: last.start}
 			p.merge(t, &last)
 			p.merge(t, &u)
 			return
@@ -355,7 +356,12 @@ func (p *Parser) merge(t *unit, u *unit) {
 	default:
 		return
 	}
-	if u.kind != uSync && u.kind != uLost && u.api != t.api {
+	if u.kind == uSync || u.kind == uLost {
+		return
+	}
+	if !t.apiSet {
+		t.api, t.apiSet = u.api, true
+	} else if u.api != t.api {
 		t.api = ""
 	}
 }
@@ -435,6 +441,11 @@ func (p *Parser) onClient(m *msg) {
 	case 'P':
 		p.add(m, 1)
 		name, rest := cut(body)
+		if rest == nil {
+			// The gap cut the statement name: nothing more is known.
+			p.building.api, p.bLast = "", 0
+			break
+		}
 		sql, tail := cut(rest)
 		api := p.tp.Template(sql, sqlapi.Postgres, tail == nil)
 		if len(name) == 0 {
@@ -443,10 +454,7 @@ func (p *Parser) onClient(m *msg) {
 			p.stmts.Put(sqlapi.Key(name), api)
 		}
 		p.building.api = api
-		p.bLast, p.bName = 0, len(name)
-		if rest != nil {
-			p.bLast = 'P' // the name is whole
-		}
+		p.bLast, p.bName = 'P', len(name)
 	case 'B':
 		p.add(m, 1)
 		portalName, rest := cut(body)

@@ -300,6 +300,20 @@ func TestDeepPipeline(t *testing.T) {
 	if len(p.q) > MaxPending {
 		t.Errorf("queue grew to %d", len(p.q))
 	}
+
+	// libpq's pipeline mode: a Sync after each query.
+	req, resp, want = nil, nil, nil
+	for range n {
+		req = append(req, bindMsg("", "ins"), executeMsg("", 0), syncMsg())
+		resp = append(resp, msgOf('2'), complete("INSERT 0 1"), ready())
+		want = append(want, ex(2, 3, "INSERT q", l7.OK))
+	}
+	runConv(t, conv{
+		cl(parseMsg("ins", "INSERT INTO q VALUES ($1)"), syncMsg()),
+		sv(msgOf('1'), ready()),
+		cl(req...),
+		sv(resp...),
+	}, want)
 }
 
 func TestResyncAfterGarbage(t *testing.T) {
