@@ -138,11 +138,13 @@
 //     unknown, and pairing later responses with the wrong requests would
 //     be worse than losing them.
 //
-// Sizes of exchanges that lost boundaries count only what was seen. At a
-// 4 KiB capture the recorded fixtures (pgbench, psql, pgx) lose nothing;
-// at 256 bytes only the long authentication answer desyncs; at 64 bytes
-// counts stay exact except for pgx, whose 56-digit statement names do not
-// fit.
+// Sizes of exchanges that lost boundaries count only what was seen. With
+// captures of 4 KiB and of 256 bytes, the recorded fixtures (pgbench in
+// its three modes, psql, pgx) keep exact counts, timing and outcomes,
+// though the long authentication answer, pgx's 20 kB row and its batches
+// desync; at 64 bytes too, except for pgx, whose 56-digit statement names
+// no longer fit, and for one outcome psql's last query hides past the
+// 64th byte of its answer.
 //
 // # Memory
 //
