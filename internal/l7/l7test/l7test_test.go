@@ -2,8 +2,11 @@ package l7test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -139,5 +142,29 @@ func TestDiff(t *testing.T) {
 	b := []l7.Exchange{{HasRequest: true, Start: 2, API: "GET"}}
 	if Diff(a, a, true) != "" || Diff(a, b, false) != "" || Diff(a, b, true) == "" || Diff(a, nil, false) == "" {
 		t.Error("Diff")
+	}
+}
+
+func TestWriteFixtureAndSeeds(t *testing.T) {
+	dir := t.TempDir()
+	segs := []Segment{{true, []byte("ping")}, {false, []byte("pong")}}
+	WriteFixture(t, filepath.Join(dir, "x.chunks"), "recorded by a test", segs)
+	if got := Load(t, filepath.Join(dir, "x.chunks")); len(got) != 2 || string(got[1].Data) != "pong" || got[1].FromClient {
+		t.Fatalf("%+v", got)
+	}
+	WriteFuzzSeeds(t, filepath.Join(dir, "fuzz"), "x", segs)
+	b, err := os.ReadFile(filepath.Join(dir, "fuzz", "x-server-64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seed string
+	if _, err := fmt.Sscanf(strings.TrimPrefix(string(b), "go test fuzz v1\n[]byte("), "%q", &seed); err != nil {
+		t.Fatalf("%q: %v", b, err)
+	}
+	if role, chunks := FuzzChunks([]byte(seed)); role != l7.Server || len(chunks) != 2 || chunks[0].Dir != l7.Ingress {
+		t.Errorf("seed decodes to %v %+v", role, chunks)
+	}
+	if CPUTime() <= 0 {
+		t.Error("no CPU time")
 	}
 }
