@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"bytes"
-	"syscall"
 	"testing"
 
 	"github.com/galago-project/galago/internal/l7"
@@ -53,15 +52,6 @@ func warm(tb testing.TB, fixture string, cmd byte, skip, batch int, role l7.Role
 	return p, l7test.Chunks(round, role, ts0, step)
 }
 
-// cpuTime is the process's user and system CPU time in ns.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
-
 func feedRound(p *Parser, round []l7.Chunk, out []l7.Exchange) []l7.Exchange {
 	out = out[:0]
 	for _, c := range round {
@@ -99,18 +89,16 @@ func BenchmarkParser(b *testing.B) {
 			b.SetBytes(int64(n))
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := l7test.CPUTime()
 			for range b.N {
 				out = feedRound(p, round, out)
 			}
-			cpu := cpuTime() - cpu0
+			cpu := l7test.CPUTime() - cpu0
 			b.StopTimer()
 			if len(out) != r.batch {
 				b.Fatalf("%d exchanges a round, want %d", len(out), r.batch)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*r.batch), "ns/exchange")
-			// CPU time, not wall time: on a loaded machine the wall time
-			// counts the time the benchmark waited for a CPU.
 			b.ReportMetric(float64(cpu)/float64(b.N*r.batch), "cpu-ns/exchange")
 		})
 	}

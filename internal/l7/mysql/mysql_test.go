@@ -177,35 +177,20 @@ func expected(xs []x) []l7.Exchange {
 // lossy lists the captures at which a fixture's exchanges cannot all be
 // recovered, and hidden the exchanges whose error a capture hides (none:
 // MySQL answers errors in one packet at the start of a response).
-var lossy = map[string]int{}
+var (
+	lossy  = map[string]int{}
+	hidden = map[string]map[int][]int{}
+)
 
 func TestFixtures(t *testing.T) {
 	for name, truth := range fixtures {
 		segs := l7test.Load(t, "testdata/"+name+".chunks")
-		want := expected(truth(t, segs))
-		for _, role := range []l7.Role{l7.Client, l7.Server} {
-			chunks := l7test.Chunks(segs, role, ts0, step)
-			t.Run(name+"/"+role.String(), func(t *testing.T) {
-				p := NewParser(role)
-				got := l7test.Run(p, chunks)
-				if d := l7test.Diff(got, want, true); d != "" || p.Desyncs() != 0 || p.Orphans() != 0 {
-					t.Errorf("whole: desyncs %d orphans %d\n%s", p.Desyncs(), p.Orphans(), d)
-				}
-				for _, n := range []int{1, 2, 7, 64} {
-					p := NewParser(role)
-					got := l7test.Run(p, l7test.Resplit(chunks, n))
-					if d := l7test.Diff(got, want, n == 1); d != "" || p.Desyncs() != 0 {
-						t.Errorf("resplit %d: desyncs %d\n%s", n, p.Desyncs(), d)
-					}
-					l7test.CheckTS(t, got, chunks)
-				}
-				for _, capture := range []int{64, 256, 4096} {
-					p := NewParser(role)
-					got := l7test.Run(p, l7test.Truncate(chunks, capture))
-					l7test.CheckTruncated(t, got, want, p.Desyncs(), lossy[name] == capture, nil)
-					l7test.CheckTS(t, got, chunks)
-				}
+		t.Run(name, func(t *testing.T) {
+			l7test.CheckFixture(t, newParser, l7test.Fixture{
+				Segs: segs, Want: expected(truth(t, segs)), TS0: ts0, Step: step, Lossy: lossy[name], Hidden: hidden[name],
 			})
-		}
+		})
 	}
 }
+
+func newParser(r l7.Role) l7.Parser { return NewParser(r) }

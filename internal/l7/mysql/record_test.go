@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galago-project/galago/internal/l7"
 	"github.com/galago-project/galago/internal/l7/l7test"
 )
 
@@ -34,8 +33,8 @@ func TestRecordFixtures(t *testing.T) {
 	rec := l7test.Record(t, addr)
 	_, rport, _ := net.SplitHostPort(rec.Addr())
 	run(t, cliScript, "mariadb", append(login, "-P", rport, "--force")...)
-	writeFixture(t, "mariadb_cli", fmt.Sprintf("%s against %s:\nmariadb --skip-ssl --force < script:\n%s", cliVersion, version,
-		strings.TrimSpace(cliScript)), lastConn(t, rec))
+	l7test.WriteFixture(t, filepath.Join("testdata", "mariadb_cli.chunks"), fmt.Sprintf("%s against %s:\nmariadb --skip-ssl --force < script:\n%s", cliVersion, version,
+		strings.TrimSpace(cliScript)), l7test.LastConnection(t, rec))
 
 	// A failed login: a wrong password (1045, 28000).
 	rec = l7test.Record(t, addr)
@@ -44,7 +43,7 @@ func TestRecordFixtures(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("a wrong password logged in:\n%s", out)
 	}
-	writeFixture(t, "login_error", fmt.Sprintf("%s against %s, a wrong password:\nmariadb --skip-ssl -u galago -pwrong -e 'SELECT 1'", cliVersion, version), lastConn(t, rec))
+	l7test.WriteFixture(t, filepath.Join("testdata", "login_error.chunks"), fmt.Sprintf("%s against %s, a wrong password:\nmariadb --skip-ssl -u galago -pwrong -e 'SELECT 1'", cliVersion, version), l7test.LastConnection(t, rec))
 
 	// mariadb-slap: 20 queries of a two-statement mix, one client.
 	rec = l7test.Record(t, addr)
@@ -53,7 +52,7 @@ func TestRecordFixtures(t *testing.T) {
 		"--create=CREATE TABLE t (a INT PRIMARY KEY AUTO_INCREMENT, b INT); INSERT INTO t (b) VALUES (1),(2)",
 		"--query=SELECT b FROM t WHERE a = 1; UPDATE t SET b = b + 1 WHERE a = 2"}
 	run(t, "", "mariadb-slap", append(append(login[:len(login):len(login)], "-P", rport), slap...)...)
-	writeFixture(t, "mariadb_slap", fmt.Sprintf("%s against %s, the connection that runs the queries:\nmariadb-slap --skip-ssl %s",
+	l7test.WriteFixture(t, filepath.Join("testdata", "mariadb_slap.chunks"), fmt.Sprintf("%s against %s, the connection that runs the queries:\nmariadb-slap --skip-ssl %s",
 		slapVersion, version, strings.Join(slap, " ")), slapConn(t, rec))
 
 	// go-sql-driver/mysql (testdata/mysqlclient).
@@ -64,8 +63,8 @@ func TestRecordFixtures(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("mysqlclient: %v\n%s", err, out)
 	}
-	writeFixture(t, "go_mysql", fmt.Sprintf("go-sql-driver/mysql %s (testdata/mysqlclient) against %s:\n%s", goDriverVersion(t), version,
-		strings.Replace(dsn, rec.Addr(), "HOST:PORT", 1)), lastConn(t, rec))
+	l7test.WriteFixture(t, filepath.Join("testdata", "go_mysql.chunks"), fmt.Sprintf("go-sql-driver/mysql %s (testdata/mysqlclient) against %s:\n%s", goDriverVersion(t), version,
+		strings.Replace(dsn, rec.Addr(), "HOST:PORT", 1)), l7test.LastConnection(t, rec))
 }
 
 // TestWriteFuzzCorpus writes FuzzParser's seed corpus from the fixtures
@@ -75,22 +74,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	if os.Getenv("GALAGO_L7_RECORD") != "1" {
 		t.Skip("set GALAGO_L7_RECORD=1 to rewrite the seed corpus")
 	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzParser")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for name := range fixtures {
-		segs := l7test.Load(t, filepath.Join("testdata", name+".chunks"))
-		for _, v := range []struct {
-			role l7.Role
-			cap  byte
-		}{{l7.Client, 0}, {l7.Server, 4}} {
-			b := l7test.FuzzInput(segs, v.role, v.cap)
-			file := filepath.Join(dir, fmt.Sprintf("%s-%v-%d", name, v.role, l7test.FuzzCaps[v.cap]))
-			if err := os.WriteFile(file, []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		l7test.WriteFuzzSeeds(t, filepath.Join("testdata", "fuzz", "FuzzParser"), name, l7test.Load(t, filepath.Join("testdata", name+".chunks")))
 	}
 }
 
@@ -164,15 +149,6 @@ func run(t *testing.T, stdin, name string, args ...string) string {
 	return string(out)
 }
 
-func lastConn(t *testing.T, rec *l7test.Recorder) []l7test.Segment {
-	t.Helper()
-	conns := rec.Connections()
-	if len(conns) == 0 {
-		t.Fatal("no connection recorded")
-	}
-	return conns[len(conns)-1]
-}
-
 // slapConn is the mariadb-slap connection that ran the queries (it opens
 // others to create and drop the schema).
 func slapConn(t *testing.T, rec *l7test.Recorder) []l7test.Segment {
@@ -186,19 +162,6 @@ func slapConn(t *testing.T, rec *l7test.Recorder) []l7test.Segment {
 	}
 	t.Fatal("no connection ran the queries")
 	return nil
-}
-
-func writeFixture(t *testing.T, name, comment string, segs []l7test.Segment) {
-	t.Helper()
-	f, err := os.Create(filepath.Join("testdata", name+".chunks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := l7test.Write(f, comment, segs); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s: %d segments", name, len(segs))
 }
 
 func goDriverVersion(t *testing.T) string {

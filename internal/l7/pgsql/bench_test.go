@@ -1,7 +1,6 @@
 package pgsql
 
 import (
-	"syscall"
 	"testing"
 
 	"github.com/galago-project/galago/internal/l7"
@@ -54,15 +53,6 @@ func warm(tb testing.TB, fixture string, n, skip int, role l7.Role) (*Parser, []
 	return p, chunks[seg : seg+2]
 }
 
-// cpuTime is the process's user and system CPU time in ns.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
-
 func feedRound(p *Parser, round []l7.Chunk, out []l7.Exchange) []l7.Exchange {
 	out = out[:0]
 	for _, c := range round {
@@ -100,18 +90,16 @@ func BenchmarkParser(b *testing.B) {
 			b.SetBytes(int64(bytes))
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := l7test.CPUTime()
 			for range b.N {
 				out = feedRound(p, round, out)
 			}
-			cpu := cpuTime() - cpu0
+			cpu := l7test.CPUTime() - cpu0
 			b.StopTimer()
 			if len(out) != r.n {
 				b.Fatalf("%d exchanges a round, want %d", len(out), r.n)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*r.n), "ns/exchange")
-			// CPU time, not wall time: on a loaded machine the wall time
-			// counts the time the benchmark waited for a CPU.
 			b.ReportMetric(float64(cpu)/float64(b.N*r.n), "cpu-ns/exchange")
 		})
 	}

@@ -2,7 +2,6 @@ package pgsql
 
 import (
 	"encoding/binary"
-	"fmt"
 	"slices"
 	"testing"
 
@@ -224,35 +223,15 @@ func expected(xs []x) []l7.Exchange {
 func TestFixtures(t *testing.T) {
 	for name, truth := range fixtures {
 		segs := l7test.Load(t, "testdata/"+name+".chunks")
-		want := expected(truth(t, segs))
-		for _, role := range []l7.Role{l7.Client, l7.Server} {
-			chunks := l7test.Chunks(segs, role, ts0, step)
-			t.Run(name+"/"+role.String(), func(t *testing.T) {
-				p := NewParser(role)
-				got := l7test.Run(p, chunks)
-				if d := l7test.Diff(got, want, true); d != "" || p.Desyncs() != 0 || p.Orphans() != 0 {
-					t.Errorf("whole: desyncs %d orphans %d\n%s", p.Desyncs(), p.Orphans(), d)
-				}
-				for _, n := range []int{1, 2, 7, 64} {
-					p := NewParser(role)
-					got := l7test.Run(p, l7test.Resplit(chunks, n))
-					// Re-split chunks take the TS of their first byte's chunk;
-					// with n == 1 that is every byte's own.
-					if d := l7test.Diff(got, want, n == 1); d != "" || p.Desyncs() != 0 {
-						t.Errorf("resplit %d: desyncs %d\n%s", n, p.Desyncs(), d)
-					}
-					l7test.CheckTS(t, got, chunks)
-				}
-				for _, capture := range []int{64, 256, 4096} {
-					p := NewParser(role)
-					got := l7test.Run(p, l7test.Truncate(chunks, capture))
-					l7test.CheckTruncated(t, got, want, p.Desyncs(), lossy[name] == capture, hidden[name+"@"+fmt.Sprint(capture)])
-					l7test.CheckTS(t, got, chunks)
-				}
+		t.Run(name, func(t *testing.T) {
+			l7test.CheckFixture(t, newParser, l7test.Fixture{
+				Segs: segs, Want: expected(truth(t, segs)), TS0: ts0, Step: step, Lossy: lossy[name], Hidden: hidden[name],
 			})
-		}
+		})
 	}
 }
+
+func newParser(r l7.Role) l7.Parser { return NewParser(r) }
 
 // lossy lists the captures at which a fixture's exchanges cannot all be
 // recovered: pgx's Bind messages name statements "stmtcache_<56 hex
@@ -263,4 +242,4 @@ var lossy = map[string]int{"pgx": 64}
 // hidden lists the exchanges whose error a capture hides: psql's last
 // Query answers three statements in one write, and a 64-byte capture ends
 // before the second one's ErrorResponse.
-var hidden = map[string][]int{"psql@64": {16}}
+var hidden = map[string]map[int][]int{"psql": {64: {16}}}

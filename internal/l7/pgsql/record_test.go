@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/galago-project/galago/internal/l7"
 	"github.com/galago-project/galago/internal/l7/l7test"
 )
 
@@ -39,8 +38,8 @@ func TestRecordFixtures(t *testing.T) {
 		_, rport, _ := net.SplitHostPort(rec.Addr())
 		args := []string{"-n", "-t", "5", "-c", "1", "-M", mode, "-h", "127.0.0.1", "-p", rport, "-U", "postgres", "postgres"}
 		run(t, []string{"PGSSLMODE=disable"}, "pgbench", args...)
-		writeFixture(t, "pgbench_"+mode, fmt.Sprintf("%s, built-in tpcb-like script, against %s, the benchmark connection:\npgbench %s (PGSSLMODE=disable)",
-			pgbenchVersion, version, strings.Join(args, " ")), lastConn(t, rec))
+		l7test.WriteFixture(t, filepath.Join("testdata", "pgbench_"+mode+".chunks"), fmt.Sprintf("%s, built-in tpcb-like script, against %s, the benchmark connection:\npgbench %s (PGSSLMODE=disable)",
+			pgbenchVersion, version, strings.Join(args, " ")), l7test.LastConnection(t, rec))
 	}
 
 	// A failing statement: pgbench aborts the client after the error.
@@ -58,8 +57,8 @@ func TestRecordFixtures(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("pgbench with a failing script succeeded:\n%s", out)
 	}
-	writeFixture(t, "pgbench_error", fmt.Sprintf("%s against %s, the benchmark connection; the client aborts at the error:\npgbench %s (PGSSLMODE=disable), fail.sql:\n%s",
-		pgbenchVersion, version, strings.Join(args, " "), strings.TrimSpace(failScript)), lastConn(t, rec))
+	l7test.WriteFixture(t, filepath.Join("testdata", "pgbench_error.chunks"), fmt.Sprintf("%s against %s, the benchmark connection; the client aborts at the error:\npgbench %s (PGSSLMODE=disable), fail.sql:\n%s",
+		pgbenchVersion, version, strings.Join(args, " "), strings.TrimSpace(failScript)), l7test.LastConnection(t, rec))
 
 	// psql: SSLRequest answered 'N', multi-statement queries, COPY both
 	// ways, notices, a notification, errors.
@@ -71,8 +70,8 @@ func TestRecordFixtures(t *testing.T) {
 	_, rport, _ = net.SplitHostPort(rec.Addr())
 	run(t, []string{"PGSSLMODE=prefer"}, "psql", "-X", "-q", "-h", "127.0.0.1", "-p", rport, "-U", "postgres", "-d", "postgres",
 		"-c", "BEGIN; UPDATE pgbench_branches SET bbalance = bbalance WHERE bid = 1; COMMIT", "-f", script)
-	writeFixture(t, "psql", fmt.Sprintf("%s against %s (PGSSLMODE=prefer: SSLRequest, answered N):\npsql -X -q -c 'BEGIN; UPDATE pgbench_branches SET bbalance = bbalance WHERE bid = 1; COMMIT' -f psql.sql, psql.sql:\n%s",
-		psqlVersion, version, strings.TrimSpace(psqlScript)), lastConn(t, rec))
+	l7test.WriteFixture(t, filepath.Join("testdata", "psql.chunks"), fmt.Sprintf("%s against %s (PGSSLMODE=prefer: SSLRequest, answered N):\npsql -X -q -c 'BEGIN; UPDATE pgbench_branches SET bbalance = bbalance WHERE bid = 1; COMMIT' -f psql.sql, psql.sql:\n%s",
+		psqlVersion, version, strings.TrimSpace(psqlScript)), l7test.LastConnection(t, rec))
 
 	// A failed login: an unknown database (3D000).
 	rec = l7test.Record(t, addr)
@@ -82,8 +81,8 @@ func TestRecordFixtures(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("psql to an unknown database succeeded:\n%s", out)
 	}
-	writeFixture(t, "login_error", fmt.Sprintf("%s against %s (PGSSLMODE=disable), an unknown database:\npsql -X -d no_such_db -c 'SELECT 1'",
-		psqlVersion, version), lastConn(t, rec))
+	l7test.WriteFixture(t, filepath.Join("testdata", "login_error.chunks"), fmt.Sprintf("%s against %s (PGSSLMODE=disable), an unknown database:\npsql -X -d no_such_db -c 'SELECT 1'",
+		psqlVersion, version), l7test.LastConnection(t, rec))
 
 	// pgx: the extended protocol, batches, errors (testdata/pgxclient).
 	rec = l7test.Record(t, addr)
@@ -92,7 +91,7 @@ func TestRecordFixtures(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("pgxclient: %v\n%s", err, out)
 	}
-	writeFixture(t, "pgx", fmt.Sprintf("pgx %s (testdata/pgxclient, sslmode=disable) against %s", pgxVersion(t), version), lastConn(t, rec))
+	l7test.WriteFixture(t, filepath.Join("testdata", "pgx.chunks"), fmt.Sprintf("pgx %s (testdata/pgxclient, sslmode=disable) against %s", pgxVersion(t), version), l7test.LastConnection(t, rec))
 }
 
 // TestWriteFuzzCorpus writes FuzzParser's seed corpus from the fixtures
@@ -102,22 +101,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	if os.Getenv("GALAGO_L7_RECORD") != "1" {
 		t.Skip("set GALAGO_L7_RECORD=1 to rewrite the seed corpus")
 	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzParser")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for name := range fixtures {
-		segs := l7test.Load(t, filepath.Join("testdata", name+".chunks"))
-		for _, v := range []struct {
-			role l7.Role
-			cap  byte
-		}{{l7.Client, 0}, {l7.Server, 4}} {
-			b := l7test.FuzzInput(segs, v.role, v.cap)
-			file := filepath.Join(dir, fmt.Sprintf("%s-%v-%d", name, v.role, l7test.FuzzCaps[v.cap]))
-			if err := os.WriteFile(file, []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		l7test.WriteFuzzSeeds(t, filepath.Join("testdata", "fuzz", "FuzzParser"), name, l7test.Load(t, filepath.Join("testdata", name+".chunks")))
 	}
 }
 
@@ -211,30 +196,6 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 	}
 	return string(out)
-}
-
-// lastConn is the last connection the recorder proxied: pgbench and psql
-// check the server on a first connection before the measured one.
-func lastConn(t *testing.T, rec *l7test.Recorder) []l7test.Segment {
-	t.Helper()
-	conns := rec.Connections()
-	if len(conns) == 0 {
-		t.Fatal("no connection recorded")
-	}
-	return conns[len(conns)-1]
-}
-
-func writeFixture(t *testing.T, name, comment string, segs []l7test.Segment) {
-	t.Helper()
-	f, err := os.Create(filepath.Join("testdata", name+".chunks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := l7test.Write(f, comment, segs); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s: %d segments", name, len(segs))
 }
 
 func pgxVersion(t *testing.T) string {
