@@ -156,3 +156,77 @@ func CPUTime() int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// CheckConversation checks the exchanges of a conversation built for a
+// test (segs, one chunk each, timestamps from ts0 by step) as both roles,
+// whole and split into single bytes, ignoring sizes. It returns the last
+// parser, for the protocol's own counters.
+func CheckConversation(t *testing.T, newParser func(l7.Role) l7.Parser, segs []Segment, ts0, step uint64, want []l7.Exchange) l7.Parser {
+	t.Helper()
+	var last l7.Parser
+	for _, role := range []l7.Role{l7.Client, l7.Server} {
+		for _, n := range []int{0, 1} {
+			chunks := Chunks(segs, role, ts0, step)
+			if n > 0 {
+				chunks = Resplit(chunks, n)
+			}
+			p := newParser(role)
+			got := Run(p, chunks)
+			for i := range got {
+				got[i].ReqBytes, got[i].RespBytes = 0, 0
+			}
+			if d := Diff(got, want, true); d != "" {
+				t.Errorf("%v, split %d:\n%s", role, n, d)
+			}
+			last = p
+		}
+	}
+	return last
+}
+
+// FeedRound feeds round (a request and its response, repeated in a
+// steady state) to p and returns the exchanges, in out's storage.
+func FeedRound(p l7.Parser, round []l7.Chunk, out []l7.Exchange) []l7.Exchange {
+	out = out[:0]
+	for _, c := range round {
+		out = p.Feed(c, out)
+	}
+	return out
+}
+
+// CheckRound checks that a warm parser gives n exchanges (with an API and
+// a response) for each round, and allocates nothing doing it.
+func CheckRound(t *testing.T, p l7.Parser, round []l7.Chunk, n int) {
+	t.Helper()
+	out := make([]l7.Exchange, 0, 16)
+	if got := FeedRound(p, round, out); len(got) != n || got[0].API == "" || !got[0].HasResponse {
+		t.Fatalf("a round gives %+v, want %d exchanges", got, n)
+	}
+	if a := testing.AllocsPerRun(200, func() { FeedRound(p, round, out) }); a != 0 {
+		t.Errorf("%.1f allocations per round", a)
+	}
+}
+
+// BenchRound benchmarks a warm parser on round, which gives n exchanges,
+// and reports the wall and CPU (CPUTime) time per exchange.
+func BenchRound(b *testing.B, p l7.Parser, round []l7.Chunk, n int) {
+	out := make([]l7.Exchange, 0, 16)
+	size := 0
+	for _, c := range round {
+		size += len(c.Data)
+	}
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := CPUTime()
+	for range b.N {
+		out = FeedRound(p, round, out)
+	}
+	cpu := CPUTime() - cpu0
+	b.StopTimer()
+	if len(out) != n {
+		b.Fatalf("%d exchanges a round, want %d", len(out), n)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/exchange")
+	b.ReportMetric(float64(cpu)/float64(b.N*n), "cpu-ns/exchange")
+}

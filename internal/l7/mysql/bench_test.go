@@ -52,27 +52,15 @@ func warm(tb testing.TB, fixture string, cmd byte, skip, batch int, role l7.Role
 	return p, l7test.Chunks(round, role, ts0, step)
 }
 
-func feedRound(p *Parser, round []l7.Chunk, out []l7.Exchange) []l7.Exchange {
-	out = out[:0]
-	for _, c := range round {
-		out = p.Feed(c, out)
-	}
-	return out
-}
-
 // TestSteadyStateAllocs: once a connection is warm, a round allocates
 // nothing, as client and as server.
 func TestSteadyStateAllocs(t *testing.T) {
 	for _, r := range rounds {
 		for _, role := range []l7.Role{l7.Client, l7.Server} {
-			p, round := warm(t, r.fixture, r.cmd, r.skip, r.batch, role)
-			out := make([]l7.Exchange, 0, 16)
-			if got := feedRound(p, round, out); len(got) != r.batch || got[0].API == "" || !got[0].HasResponse {
-				t.Fatalf("%s: a round gives %+v, want %d exchanges", r.name, got, r.batch)
-			}
-			if n := testing.AllocsPerRun(200, func() { feedRound(p, round, out) }); n != 0 {
-				t.Errorf("%s as %v: %.1f allocations per round", r.name, role, n)
-			}
+			t.Run(r.name+"/"+role.String(), func(t *testing.T) {
+				p, round := warm(t, r.fixture, r.cmd, r.skip, r.batch, role)
+				l7test.CheckRound(t, p, round, r.batch)
+			})
 		}
 	}
 }
@@ -81,25 +69,7 @@ func BenchmarkParser(b *testing.B) {
 	for _, r := range rounds {
 		b.Run(r.name, func(b *testing.B) {
 			p, round := warm(b, r.fixture, r.cmd, r.skip, r.batch, l7.Server)
-			out := make([]l7.Exchange, 0, 16)
-			n := 0
-			for _, c := range round {
-				n += len(c.Data)
-			}
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := l7test.CPUTime()
-			for range b.N {
-				out = feedRound(p, round, out)
-			}
-			cpu := l7test.CPUTime() - cpu0
-			b.StopTimer()
-			if len(out) != r.batch {
-				b.Fatalf("%d exchanges a round, want %d", len(out), r.batch)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*r.batch), "ns/exchange")
-			b.ReportMetric(float64(cpu)/float64(b.N*r.batch), "cpu-ns/exchange")
+			l7test.BenchRound(b, p, round, r.batch)
 		})
 	}
 }

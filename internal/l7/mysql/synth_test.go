@@ -49,21 +49,12 @@ func command(code byte, b ...[]byte) []byte {
 }
 func textRow(seq byte, v string) []byte { return packet(seq, []byte{byte(len(v))}, []byte(v)) }
 
-type seg = struct {
-	client bool
-	data   []byte
-}
+type seg = l7test.Segment
 
-func cl(b ...[]byte) seg { return seg{true, bytes.Join(b, nil)} }
-func sv(b ...[]byte) seg { return seg{false, bytes.Join(b, nil)} }
+func cl(b ...[]byte) seg { return seg{FromClient: true, Data: bytes.Join(b, nil)} }
+func sv(b ...[]byte) seg { return seg{Data: bytes.Join(b, nil)} }
 
-func chunksOf(c []seg, role l7.Role) []l7.Chunk {
-	segs := make([]l7test.Segment, len(c))
-	for i, s := range c {
-		segs[i] = l7test.Segment{FromClient: s.client, Data: s.data}
-	}
-	return l7test.Chunks(segs, role, ts0, step)
-}
+func chunksOf(c []seg, role l7.Role) []l7.Chunk { return l7test.Chunks(c, role, ts0, step) }
 
 func ex(req, resp int, api string, class l7.Class) l7.Exchange {
 	e := l7.Exchange{HasRequest: true, Start: ts0 + uint64(req)*step, API: api}
@@ -77,25 +68,7 @@ func ex(req, resp int, api string, class l7.Class) l7.Exchange {
 // single bytes, ignoring sizes.
 func runConv(t *testing.T, c []seg, want []l7.Exchange) *Parser {
 	t.Helper()
-	var last *Parser
-	for _, role := range []l7.Role{l7.Client, l7.Server} {
-		for _, n := range []int{0, 1} {
-			chunks := chunksOf(c, role)
-			if n > 0 {
-				chunks = l7test.Resplit(chunks, n)
-			}
-			p := NewParser(role)
-			got := l7test.Run(p, chunks)
-			for i := range got {
-				got[i].ReqBytes, got[i].RespBytes = 0, 0
-			}
-			if d := l7test.Diff(got, want, true); d != "" {
-				t.Errorf("%v, split %d:\n%s", role, n, d)
-			}
-			last = p
-		}
-	}
-	return last
+	return l7test.CheckConversation(t, newParser, c, ts0, step, want).(*Parser)
 }
 
 func prepareOK(id, cols, params int) []byte {

@@ -66,39 +66,14 @@ func rowDesc() []byte {
 	return msgOf('T', i16(1), cstr("v"), i32(0), i16(0), i32(25), i16(-1&0xffff), i32(-1), i16(0))
 }
 
-// conv is a conversation: each element one chunk, from the client or not.
-type conv []struct {
-	client bool
-	data   []byte
+// conv is a conversation: each segment one chunk.
+type conv = []l7test.Segment
+
+func cl(b ...[]byte) l7test.Segment {
+	return l7test.Segment{FromClient: true, Data: bytes.Join(b, nil)}
 }
 
-func (c conv) chunks(role l7.Role) []l7.Chunk {
-	segs := make([]l7test.Segment, len(c))
-	for i, s := range c {
-		segs[i] = l7test.Segment{FromClient: s.client, Data: s.data}
-	}
-	return l7test.Chunks(segs, role, ts0, step)
-}
-
-func cl(b ...[]byte) struct {
-	client bool
-	data   []byte
-} {
-	return struct {
-		client bool
-		data   []byte
-	}{true, bytes.Join(b, nil)}
-}
-
-func sv(b ...[]byte) struct {
-	client bool
-	data   []byte
-} {
-	return struct {
-		client bool
-		data   []byte
-	}{false, bytes.Join(b, nil)}
-}
+func sv(b ...[]byte) l7test.Segment { return l7test.Segment{Data: bytes.Join(b, nil)} }
 
 // ex is an expected exchange located by chunk index (resp -1: none).
 func ex(req, resp int, api string, class l7.Class) l7.Exchange {
@@ -113,25 +88,7 @@ func ex(req, resp int, api string, class l7.Class) l7.Exchange {
 // bytes, ignoring sizes.
 func runConv(t *testing.T, c conv, want []l7.Exchange) *Parser {
 	t.Helper()
-	var last *Parser
-	for _, role := range []l7.Role{l7.Client, l7.Server} {
-		for _, n := range []int{0, 1} {
-			chunks := c.chunks(role)
-			if n > 0 {
-				chunks = l7test.Resplit(chunks, n)
-			}
-			p := NewParser(role)
-			got := l7test.Run(p, chunks)
-			for i := range got {
-				got[i].ReqBytes, got[i].RespBytes = 0, 0
-			}
-			if d := l7test.Diff(got, want, true); d != "" {
-				t.Errorf("%v, split %d:\n%s", role, n, d)
-			}
-			last = p
-		}
-	}
-	return last
+	return l7test.CheckConversation(t, newParser, c, ts0, step, want).(*Parser)
 }
 
 func TestTLSAnswered(t *testing.T) {
@@ -327,7 +284,7 @@ func TestResyncAfterGarbage(t *testing.T) {
 	}
 	for _, role := range []l7.Role{l7.Client, l7.Server} {
 		p := NewParser(role)
-		got := l7test.Run(p, c.chunks(role))
+		got := l7test.Run(p, l7test.Chunks(c, role, ts0, step))
 		for i := range got {
 			got[i].ReqBytes, got[i].RespBytes = 0, 0
 		}
@@ -354,7 +311,7 @@ func TestGapInsideMessages(t *testing.T) {
 	}
 	for _, role := range []l7.Role{l7.Client, l7.Server} {
 		p := NewParser(role)
-		got := l7test.Run(p, l7test.Truncate(c.chunks(role), 64))
+		got := l7test.Run(p, l7test.Truncate(l7test.Chunks(c, role, ts0, step), 64))
 		want := []l7.Exchange{{HasRequest: true, HasResponse: true, Start: ts0, End: ts0 + step, API: "SELECT wide",
 			ReqBytes: len(query(sql)), RespBytes: len(rowDesc()) + len(big) + len(complete("SELECT 1")) + len(ready())}}
 		if d := l7test.Diff(got, want, true); d != "" || p.Desyncs() != 0 {
