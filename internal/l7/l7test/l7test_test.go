@@ -2,8 +2,11 @@ package l7test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -173,5 +176,53 @@ func TestFuzzChunks(t *testing.T) {
 		if c.Dir != want[i].Dir || c.TS != want[i].TS || string(c.Data) != string(want[i].Data) || c.Size != want[i].Size {
 			t.Errorf("chunk %d: %+v, want %+v", i, c, want[i])
 		}
+	}
+}
+func TestFuzzEncoding(t *testing.T) {
+	segs := []Segment{{true, []byte("request")}, {false, []byte("response")}}
+	role, chunks := FuzzConversation(FuzzInput(segs, l7.Server, 2))
+	if role != l7.Server || len(chunks) != 2 {
+		t.Fatalf("%v %+v", role, chunks)
+	}
+	if c := chunks[0]; c.Dir != l7.Ingress || string(c.Data) != "reque" || c.Size != 7 || c.TS != 100 {
+		t.Errorf("request chunk %+v", c)
+	}
+	if c := chunks[1]; c.Dir != l7.Egress || string(c.Data) != "respo" || c.Size != 8 || c.TS != 110 {
+		t.Errorf("response chunk %+v", c)
+	}
+	if _, chunks := FuzzConversation([]byte{0, 1, 0xff, 0xff, 'x'}); len(chunks) != 1 || len(chunks[0].Data) != 1 {
+		t.Errorf("a length past the input: %+v", chunks)
+	}
+}
+
+func TestDiff(t *testing.T) {
+	a := []l7.Exchange{{HasRequest: true, Start: 1, API: "GET"}}
+	b := []l7.Exchange{{HasRequest: true, Start: 2, API: "GET"}}
+	if Diff(a, a, true) != "" || Diff(a, b, false) != "" || Diff(a, b, true) == "" || Diff(a, nil, false) == "" {
+		t.Error("Diff")
+	}
+}
+
+func TestWriteFixtureAndSeeds(t *testing.T) {
+	dir := t.TempDir()
+	segs := []Segment{{true, []byte("ping")}, {false, []byte("pong")}}
+	WriteFixture(t, filepath.Join(dir, "x.chunks"), "recorded by a test", segs)
+	if got := Load(t, filepath.Join(dir, "x.chunks")); len(got) != 2 || string(got[1].Data) != "pong" || got[1].FromClient {
+		t.Fatalf("%+v", got)
+	}
+	WriteFuzzSeeds(t, filepath.Join(dir, "fuzz"), "x", segs)
+	b, err := os.ReadFile(filepath.Join(dir, "fuzz", "x-server-64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seed string
+	if _, err := fmt.Sscanf(strings.TrimPrefix(string(b), "go test fuzz v1\n[]byte("), "%q", &seed); err != nil {
+		t.Fatalf("%q: %v", b, err)
+	}
+	if role, chunks := FuzzConversation([]byte(seed)); role != l7.Server || len(chunks) != 2 || chunks[0].Dir != l7.Ingress {
+		t.Errorf("seed decodes to %v %+v", role, chunks)
+	}
+	if CPUTime() <= 0 {
+		t.Error("no CPU time")
 	}
 }
