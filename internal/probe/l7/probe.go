@@ -13,6 +13,7 @@ import (
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/l7/kafka"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/syscap"
 	"github.com/galago-project/galago/internal/table"
@@ -44,6 +45,7 @@ type Probe struct {
 	conns    map[uint64]*conn
 	out      []l7.Exchange // reused by every Feed
 	interns  map[l7.Protocol]*l7.Interner
+	topics   map[uint32]*procTopics // Kafka topic names per process
 	warned   map[string]bool
 	kick     chan struct{}
 	tlsKick  chan struct{}
@@ -106,6 +108,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	p.agg = newAggregator()
 	p.conns = map[uint64]*conn{}
 	p.interns = map[l7.Protocol]*l7.Interner{}
+	p.topics = map[uint32]*procTopics{}
 	defer func() {
 		if err != nil {
 			p.closeLocked()
@@ -274,7 +277,7 @@ func (h handler) Conn(c *syscap.Conn) {
 	if !ok {
 		return
 	}
-	cn := &conn{info: *c, parser: mk(c.Role, c.L4, p.interner(c.Proto))}
+	cn := &conn{info: *c, parser: mk(p.env(c))}
 	if c.Remote.IsValid() {
 		cn.key = rowKeyOf(c, c.Remote, c.SSL)
 	}
@@ -294,7 +297,7 @@ func (h handler) Data(d *syscap.Data) {
 		if !d.Peer.IsValid() {
 			return
 		}
-		cn = cn.peer(d.Peer, p.interner(cn.info.Proto))
+		cn = cn.peer(d.Peer, p.env(&cn.info))
 		if cn == nil {
 			p.rt.Lost(1)
 			return
@@ -324,6 +327,7 @@ func (h handler) Close(c *syscap.Close) {
 		return
 	}
 	delete(p.conns, c.ConnID)
+	p.releaseTopics(cn.info.TGID, cn.info.Proto)
 	for _, pc := range append([]*conn{cn}, slices.Collect(maps.Values(cn.peers))...) {
 		if pc.parser == nil || !pc.key.serverIP.IsValid() {
 			continue
@@ -345,18 +349,48 @@ func (p *Probe) reportDesyncs(cn *conn) {
 	}
 }
 
-// interner is the shared interner of a protocol's API templates.
-func (p *Probe) interner(proto l7.Protocol) *l7.Interner {
-	in := p.interns[proto]
+// procTopics are one process's Kafka topic names, shared by its
+// connections while it has some.
+type procTopics struct {
+	names kafka.TopicNames
+	conns int
+}
+
+// env is what the parser of connection c is made with.
+func (p *Probe) env(c *syscap.Conn) parserEnv {
+	in := p.interns[c.Proto]
 	if in == nil {
 		in = &l7.Interner{Max: internMax}
-		p.interns[proto] = in
+		p.interns[c.Proto] = in
 	}
-	return in
+	e := parserEnv{role: c.Role, l4: c.L4, in: in}
+	if c.Proto == l7.Kafka {
+		t := p.topics[c.TGID]
+		if t == nil {
+			t = &procTopics{}
+			p.topics[c.TGID] = t
+		}
+		t.conns++
+		e.topics = &t.names
+	}
+	return e
+}
+
+// releaseTopics drops a process's Kafka topic names with its last
+// connection.
+func (p *Probe) releaseTopics(tgid uint32, proto l7.Protocol) {
+	if proto != l7.Kafka {
+		return
+	}
+	if t := p.topics[tgid]; t != nil {
+		if t.conns--; t.conns <= 0 {
+			delete(p.topics, tgid)
+		}
+	}
 }
 
 // peer returns the per-peer state of an unconnected UDP socket.
-func (c *conn) peer(remote netip.AddrPort, in *l7.Interner) *conn {
+func (c *conn) peer(remote netip.AddrPort, e parserEnv) *conn {
 	if pc := c.peers[remote]; pc != nil {
 		return pc
 	}
@@ -366,7 +400,7 @@ func (c *conn) peer(remote netip.AddrPort, in *l7.Interner) *conn {
 	if c.peers == nil {
 		c.peers = map[netip.AddrPort]*conn{}
 	}
-	pc := &conn{info: c.info, parser: parsers[c.info.Proto](c.info.Role, c.info.L4, in), key: rowKeyOf(&c.info, remote, c.info.SSL)}
+	pc := &conn{info: c.info, parser: parsers[c.info.Proto](e), key: rowKeyOf(&c.info, remote, c.info.SSL)}
 	c.peers[remote] = pc
 	return pc
 }

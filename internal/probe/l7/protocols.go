@@ -2,39 +2,62 @@ package l7
 
 import (
 	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/l7/crpc"
 	"github.com/galago-project/galago/internal/l7/dns"
 	"github.com/galago-project/galago/internal/l7/http"
+	"github.com/galago-project/galago/internal/l7/kafka"
 	"github.com/galago-project/galago/internal/l7/memcached"
+	"github.com/galago-project/galago/internal/l7/mongo"
+	"github.com/galago-project/galago/internal/l7/mysql"
+	"github.com/galago-project/galago/internal/l7/pgsql"
 	"github.com/galago-project/galago/internal/l7/redis"
 	"github.com/galago-project/galago/internal/syscap"
 )
 
-// newParser makes one connection's parser. in interns API templates; it is
-// shared by the connections of a protocol (the probe serialises Feed).
-type newParser func(role l7.Role, l4 syscap.L4, in *l7.Interner) l7.Parser
+// parserEnv is what a connection's parser is made with.
+type parserEnv struct {
+	role l7.Role
+	l4   syscap.L4
+	// in interns API templates; it is shared by the connections of a
+	// protocol (the probe serialises Feed).
+	in *l7.Interner
+	// topics are the Kafka topic names learnt by the process's
+	// connections (Metadata answers come on another connection than the
+	// Produce and Fetch requests that name topics by id).
+	topics *kafka.TopicNames
+}
 
 // parsers are the protocols galago parses. A protocol without one is not
 // traced.
-var parsers = map[l7.Protocol]newParser{
-	l7.HTTP: func(r l7.Role, _ syscap.L4, in *l7.Interner) l7.Parser {
-		p := http.NewParser(r)
-		p.SetInterner(in)
+var parsers = map[l7.Protocol]func(parserEnv) l7.Parser{
+	l7.HTTP: func(e parserEnv) l7.Parser {
+		p := http.NewParser(e.role)
+		p.SetInterner(e.in)
 		return p
 	},
-	l7.Redis: func(r l7.Role, _ syscap.L4, in *l7.Interner) l7.Parser {
-		p := redis.NewParser(r)
-		p.SetInterner(in)
+	l7.Redis: func(e parserEnv) l7.Parser {
+		p := redis.NewParser(e.role)
+		p.SetInterner(e.in)
 		return p
 	},
-	l7.Memcached: func(r l7.Role, _ syscap.L4, _ *l7.Interner) l7.Parser { return memcached.NewParser(r) },
-	l7.DNS: func(r l7.Role, l4 syscap.L4, in *l7.Interner) l7.Parser {
-		p := dns.NewParser(r)
-		if l4 == syscap.UDP {
-			p = dns.NewUDPParser(r)
+	l7.Memcached: func(e parserEnv) l7.Parser { return memcached.NewParser(e.role) },
+	l7.DNS: func(e parserEnv) l7.Parser {
+		p := dns.NewParser(e.role)
+		if e.l4 == syscap.UDP {
+			p = dns.NewUDPParser(e.role)
 		}
-		p.SetInterner(in)
+		p.SetInterner(e.in)
 		return p
 	},
+	l7.PgSQL: func(e parserEnv) l7.Parser { return pgsql.NewParserWith(e.role, e.in) },
+	l7.MySQL: func(e parserEnv) l7.Parser { return mysql.NewParserWith(e.role, e.in) },
+	l7.Kafka: func(e parserEnv) l7.Parser {
+		p := kafka.NewParser(e.role)
+		p.SetTopicNames(e.topics)
+		return p
+	},
+	l7.Mongo: func(e parserEnv) l7.Parser { return mongo.NewParser(e.role) },
+	l7.CRPC:  func(e parserEnv) l7.Parser { return crpc.NewParser(e.role) },
 }
 
 // internMax bounds each protocol's shared interner.
