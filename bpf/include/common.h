@@ -5,9 +5,9 @@
  *   GALAGO_RINGBUF  the lost_events counter map, GALAGO_RB_RESERVE (a
  *                   reserve that counts its failures) and galago_rb_flags()
  *                   (batched wake-ups). internal/bpfrt.Reader consumes both.
- *   GALAGO_FILTER   the snooper filter maps (filter_mode, filter_tgids,
- *                   filter_cgroups, filter_pending, filter_decided,
- *                   filter_pending_lost), the programs galago_filter_fork and
+ *   GALAGO_FILTER   the snooper filter: the variable galago_filter_cfg, the
+ *                   maps filter_tgids, filter_cgroups, filter_pending,
+ *                   filter_decided, filter_pending_lost, the programs galago_filter_fork and
  *                   galago_filter_exec (tp_btf/sched_process_fork, _exec)
  *                   and galago_observed(). internal/bpfrt.FilterSync keeps
  *                   them equal to a probe's snoop.Targets and attaches the
@@ -133,7 +133,7 @@ enum galago_filter_mode {
 	GALAGO_FILTER_BLACKLIST = 2, /* everything except listed ones */
 };
 
-/* Flag ORed into filter_mode[0] with a whitelist that follows running
+/* Flag ORed into galago_filter_cfg with a whitelist that follows running
  * processes (proc_name, container or pod selectors): a process that forks
  * or execs is observed from that moment until user space has classified it
  * (see filter_pending), so a matching process is seen from its first
@@ -141,14 +141,10 @@ enum galago_filter_mode {
 #define GALAGO_FILTER_F_PENDING 0x100
 #define GALAGO_FILTER_MODE_MASK 0xff
 
-/* filter_mode[0] is an enum galago_filter_mode plus flags; a run-time map,
- * not a const, because snoopers change while the probe runs. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} filter_mode SEC(".maps");
+/* galago_filter_cfg is an enum galago_filter_mode plus flags; a run-time
+ * global (not a const: snoopers change while the probe runs), read without
+ * a helper call on every filter check. */
+volatile __u32 galago_filter_cfg = 0;
 
 #ifndef GALAGO_FILTER_MAX_TGIDS
 #define GALAGO_FILTER_MAX_TGIDS 10240
@@ -209,10 +205,7 @@ struct {
 
 static __always_inline __u32 galago_filter_mode_get(void)
 {
-	__u32 zero = 0;
-	__u32 *mode = bpf_map_lookup_elem(&filter_mode, &zero);
-
-	return mode ? *mode : GALAGO_FILTER_OFF;
+	return galago_filter_cfg;
 }
 
 static __always_inline bool galago_tgid_listed(__u32 tgid)
@@ -239,7 +232,7 @@ static __always_inline bool galago_tgid_pending(__u32 tgid)
 }
 
 /* galago_filter_decide: the filter's answer for a process, given whether
- * its tgid or cgroup is listed, under filter_mode[0] = raw. */
+ * its tgid or cgroup is listed, under galago_filter_cfg = raw. */
 static __always_inline bool galago_filter_decide(__u32 raw, bool listed, __u32 tgid)
 {
 	__u32 mode = raw & GALAGO_FILTER_MODE_MASK;

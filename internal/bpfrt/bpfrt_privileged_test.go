@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 // filterObjects are bpfrttest's GALAGO_FILTER maps and programs.
 func filterObjects(objs *bpfrttest.Objects) bpfrt.FilterObjects {
 	return bpfrt.FilterObjects{
-		Mode: objs.FilterMode, TGIDs: objs.FilterTgids, Cgroups: objs.FilterCgroups,
+		Mode: objs.GalagoFilterCfg, TGIDs: objs.FilterTgids, Cgroups: objs.FilterCgroups,
 		Pending: objs.FilterPending, Decided: objs.FilterDecided, Lost: objs.FilterPendingLost,
 		ForkProgram: objs.GalagoFilterFork, ExecProgram: objs.GalagoFilterExec,
 	}
@@ -450,7 +450,7 @@ func waitMaps(t *testing.T, objs *bpfrttest.Objects, mode uint32, tgids []uint32
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		gotT, gotC = keys[uint32](objs.FilterTgids), keys[uint64](objs.FilterCgroups)
-		_ = objs.FilterMode.Lookup(uint32(0), &gotMode)
+		_ = objs.GalagoFilterCfg.Get(&gotMode)
 		if gotMode == mode && slices.Equal(gotT, tgids) && slices.Equal(gotC, cgroups) {
 			return
 		}

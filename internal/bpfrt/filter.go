@@ -17,7 +17,7 @@ import (
 
 // Names and values shared with bpf/include/common.h (GALAGO_FILTER).
 const (
-	FilterModeMap        = "filter_mode"
+	FilterModeVar        = "galago_filter_cfg"
 	FilterTGIDsMap       = "filter_tgids"
 	FilterCgroupsMap     = "filter_cgroups"
 	FilterPendingMap     = "filter_pending"
@@ -43,9 +43,11 @@ const (
 // pending entries and reads the pending-lost counter.
 const PruneInterval = time.Second
 
-// FilterObjects are the GALAGO_FILTER maps and programs of a loaded object.
+// FilterObjects are the GALAGO_FILTER variable, maps and programs of a
+// loaded object.
 type FilterObjects struct {
-	Mode, TGIDs, Cgroups     *ebpf.Map
+	Mode                     *ebpf.Variable
+	TGIDs, Cgroups           *ebpf.Map
 	Pending, Decided, Lost   *ebpf.Map
 	ForkProgram, ExecProgram *ebpf.Program
 }
@@ -54,7 +56,7 @@ type FilterObjects struct {
 // their names.
 func FilterObjectsOf(coll *ebpf.Collection) FilterObjects {
 	return FilterObjects{
-		Mode: coll.Maps[FilterModeMap], TGIDs: coll.Maps[FilterTGIDsMap], Cgroups: coll.Maps[FilterCgroupsMap],
+		Mode: coll.Variables[FilterModeVar], TGIDs: coll.Maps[FilterTGIDsMap], Cgroups: coll.Maps[FilterCgroupsMap],
 		Pending: coll.Maps[FilterPendingMap], Decided: coll.Maps[FilterDecidedMap], Lost: coll.Maps[FilterPendingLostMap],
 		ForkProgram: coll.Programs[FilterForkProgram], ExecProgram: coll.Programs[FilterExecProgram],
 	}
@@ -228,8 +230,8 @@ func (f *FilterSync) sync(t snoop.Targets, follow bool) error {
 		return err
 	}
 	if !f.modeSet || mode != f.curMode {
-		if err := f.o.Mode.Put(uint32(0), uint32(mode)); err != nil {
-			return fmt.Errorf("set %s: %w", FilterModeMap, err)
+		if err := f.o.Mode.Set(uint32(mode)); err != nil {
+			return fmt.Errorf("set %s: %w", FilterModeVar, err)
 		}
 		f.curMode, f.modeSet = mode, true
 	}

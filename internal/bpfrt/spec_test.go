@@ -21,7 +21,7 @@ func TestCommonHeaderSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmaps, fprogs := bpfspec.Filter()
-	for _, name := range []string{bpfrt.FilterModeMap, bpfrt.FilterTGIDsMap, bpfrt.FilterCgroupsMap,
+	for _, name := range []string{bpfrt.FilterTGIDsMap, bpfrt.FilterCgroupsMap,
 		bpfrt.FilterPendingMap, bpfrt.FilterDecidedMap, bpfrt.FilterPendingLostMap} {
 		if _, ok := fmaps[name]; !ok {
 			t.Errorf("bpfspec.Filter lacks %s", name)
@@ -39,6 +39,7 @@ func TestCommonHeaderSpec(t *testing.T) {
 	bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
 		bpfrt.WakeupBytesVar: {Size: 8, Constant: true},
 		"target_syscall":     {Size: 8, Constant: true},
+		bpfrt.FilterModeVar:  {Size: 4},
 	})
 	fprogs["test_emit"] = bpfspec.Program{Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "galago_test_emit"}
 	fprogs["test_sys_enter"] = bpfspec.Program{Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sys_enter"}

@@ -61,7 +61,6 @@ func TestSpec(t *testing.T) {
 		fprogs["ssl_return"] = bpfspec.Program{Type: ebpf.Kprobe, AttachTo: ""}
 		bpfspec.Programs(t, spec, fprogs)
 		fmaps["conns"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 24, MaxEntries: 65536}
-		fmaps["cfg"] = bpfspec.Map{Type: ebpf.Array, KeySize: 4, ValueSize: 16, MaxEntries: 1}
 		fmaps["events"] = bpfspec.Map{Type: ebpf.RingBuf, MaxEntries: 4 << 20}
 		fmaps["lost_events"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
 		fmaps["conn_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
@@ -73,6 +72,11 @@ func TestSpec(t *testing.T) {
 		fmaps["ssl_fds"] = bpfspec.Map{Type: ebpf.LRUHash, KeySize: 16, ValueSize: 4, MaxEntries: 65536}
 		fmaps["go_tls_calls"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 16, ValueSize: 24, MaxEntries: 16384}
 		bpfspec.Maps(t, spec, fmaps)
+		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
+			"galago_filter_cfg": {Size: 4}, "galago_rb_wakeup_bytes": {Size: 8, Constant: true},
+			"syscap_protos": {Size: 4}, "syscap_cap": {Size: 4}, "syscap_cont_cap": {Size: 4}, "syscap_ssl": {Size: 4},
+			"go_tls_conn_data_off": {Size: 8, Constant: true}, "go_tcpconn_fd_off": {Size: 8, Constant: true}, "go_netfd_sysfd_off": {Size: 8, Constant: true},
+		})
 		bpfspec.StructSize(t, spec, "syscap_data_hdr", dataHdrSize)
 		bpfspec.StructSize(t, spec, "syscap_conn_rec", connRecSize)
 		bpfspec.StructSize(t, spec, "syscap_close_rec", closeRecSize)
@@ -95,9 +99,13 @@ func TestDecodeData(t *testing.T) {
 	for name, raw := range map[string][]byte{
 		"short":         make([]byte, 55),
 		"len over data": dataRec(1, 1, 1, 10, 1, make([]byte, 10), 4, nil, 0)[:60],
-		"len over max":  func() []byte { b := dataRec(1, 1, 1, 9000, 1, nil, 8192, nil, 0); binary.LittleEndian.PutUint16(b[28:], 5000); return b }(),
-		"bad dir":       dataRec(1, 1, 1, 3, 9, []byte("abc"), 128, nil, 0),
-		"size < len":    dataRec(1, 1, 1, 2, 1, []byte("abc"), 128, nil, 0),
+		"len over max": func() []byte {
+			b := dataRec(1, 1, 1, 9000, 1, nil, 8192, nil, 0)
+			binary.LittleEndian.PutUint16(b[28:], 5000)
+			return b
+		}(),
+		"bad dir":    dataRec(1, 1, 1, 3, 9, []byte("abc"), 128, nil, 0),
+		"size < len": dataRec(1, 1, 1, 2, 1, []byte("abc"), 128, nil, 0),
 	} {
 		if err := decodeData(raw, &d); err == nil {
 			t.Errorf("%s: no error", name)

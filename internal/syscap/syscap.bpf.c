@@ -18,7 +18,7 @@
  *   number is a new connection. A new fd is a connection only when it is
  *   an AF_INET/AF_INET6 TCP or UDP socket. Its protocol is inferred in the
  *   kernel from the first bytes it carries (infer()); a connection whose
- *   protocol is not enabled (cfg.protos), that is TLS (ciphertext: its
+ *   protocol is not enabled (syscap_protos), that is TLS (ciphertext: its
  *   plaintext comes from the TLS uprobes) or that is not recognised within
  *   INFER_TRIES chunks is ignored from then on: later syscalls on it cost
  *   one lookup. A traced connection sends one CONN record (addresses,
@@ -26,11 +26,11 @@
  *   *mmsg) with the bytes moved and a prefix of them, then a CLOSE record
  *   at close().
  * Capture: the first chunk of each turn (a run of chunks in one direction)
- *   keeps up to cfg.cap bytes (<= SYSCAP_CAP_MAX), the following ones of
- *   the same turn up to cfg.cont_cap: enough for the parsers to step over
+ *   keeps up to syscap_cap bytes (<= SYSCAP_CAP_MAX), the following ones of
+ *   the same turn up to syscap_cont_cap: enough for the parsers to step over
  *   message bodies by their declared lengths. Records come in three size
  *   classes so that a 40-byte request does not reserve 4 KiB.
- * Maps: conns (hash, (tgid << 32 | fd) -> struct syscap_conn), cfg (array),
+ * Maps: conns (hash, (tgid << 32 | fd) -> struct syscap_conn),
  *   events (ring buffer), lost_events, conn_lost (connections not tracked
  *   because conns was full), next_id, filter_* (common.h).
  * Limits: 32-bit (ia32) processes' syscall numbers are not told apart;
@@ -217,19 +217,17 @@ struct syscap_data_l {
 	__u8 data[SYSCAP_CAP_MAX];
 };
 
-/* Run-time settings, written by user space. */
-struct syscap_cfg {
-	__u32 protos;   /* bit (1 << enum syscap_proto) per enabled protocol */
-	__u32 cap;      /* bytes kept of a turn's first chunk (<= SYSCAP_CAP_MAX) */
-	__u32 cont_cap; /* bytes kept of the turn's later chunks */
-	__u32 ssl;      /* 1: TLS uprobes are attached: note the fds of TLS calls */
-};
+/* Run-time settings, written by user space: globals, read without a
+ * helper call on the hot path. */
+volatile __u32 syscap_protos = 0;                /* bit (1 << enum syscap_proto) per enabled protocol */
+volatile __u32 syscap_cap = SYSCAP_CAP_MAX;      /* bytes kept of a turn's first chunk (<= SYSCAP_CAP_MAX) */
+volatile __u32 syscap_cont_cap = 256;            /* bytes kept of the turn's later chunks */
+volatile __u32 syscap_ssl = 0;                   /* 1: TLS uprobes are attached: note the fds of TLS calls */
 
 GALAGO_EXPORT_TYPE(struct syscap_conn, conn);
 GALAGO_EXPORT_TYPE(struct syscap_conn_rec, conn_rec);
 GALAGO_EXPORT_TYPE(struct syscap_close_rec, close_rec);
 GALAGO_EXPORT_TYPE(struct syscap_data_hdr, data_hdr);
-GALAGO_EXPORT_TYPE(struct syscap_cfg, cfg);
 GALAGO_EXPORT_TYPE(enum syscap_proto, proto);
 GALAGO_EXPORT_TYPE(enum syscap_dir, dir);
 GALAGO_EXPORT_TYPE(enum syscap_role, role);
@@ -247,13 +245,6 @@ struct {
 	__type(key, __u64); /* tgid << 32 | fd */
 	__type(value, struct syscap_conn);
 } conns SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct syscap_cfg);
-} cfg SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -303,13 +294,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct syscap_head);
 } head_buf SEC(".maps");
-
-static __always_inline struct syscap_cfg *get_cfg(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&cfg, &zero);
-}
 
 /* fd_file: the struct file of fd in the current task, or NULL. */
 static __always_inline struct file *fd_file(struct task_struct *task, __u32 fd)
@@ -835,12 +819,11 @@ static __always_inline bool stream_infer(__u32 tgid, __u32 fd, struct syscap_con
 {
 	__u32 zero = 0;
 	struct syscap_head *hb = bpf_map_lookup_elem(&head_buf, &zero);
-	struct syscap_cfg *cf = get_cfg();
 	__u8 *head;
 	__u32 n;
 	__u8 proto, role;
 
-	if (!hb || !cf)
+	if (!hb)
 		return false;
 	head = hb->b;
 	__builtin_memset(head, 0, sizeof(hb->b));
@@ -858,7 +841,7 @@ static __always_inline bool stream_infer(__u32 tgid, __u32 fd, struct syscap_con
 		}
 		return false;
 	}
-	if (!(cf->protos & (1U << proto))) {
+	if (!(syscap_protos & (1U << proto))) {
 		if (plaintext)
 			c->pt_state = SYSCAP_IGNORE;
 		else
@@ -894,7 +877,6 @@ static __always_inline void on_data(__u32 fd, const struct bufs *b, __u64 size, 
 	__u32 tgid = pid_tgid >> 32;
 	__u64 key = ((__u64)tgid << 32) | fd;
 	struct syscap_conn *c;
-	struct syscap_cfg *cf;
 	struct sock *sk;
 	__u64 cap;
 	__u8 st;
@@ -935,12 +917,11 @@ static __always_inline void on_data(__u32 fd, const struct bufs *b, __u64 size, 
 	}
 	if (st == SYSCAP_IGNORE || st == SYSCAP_TLS)
 		return;
+	if (!ts)
+		ts = bpf_ktime_get_ns();
 	if (st == SYSCAP_INFER && !stream_infer(tgid, fd, c, sk, b, size, dir, ts, plaintext))
 		return;
-	cf = get_cfg();
-	if (!cf)
-		return;
-	cap = c->dir == dir ? cf->cont_cap : cf->cap;
+	cap = c->dir == dir ? syscap_cont_cap : syscap_cap;
 	c->dir = dir;
 	if (cap > SYSCAP_CAP_MAX)
 		cap = SYSCAP_CAP_MAX;
@@ -1281,9 +1262,7 @@ int go_tls_return(struct pt_regs *ctx)
  * the TLS uprobes are attached. */
 static __always_inline void note_if_ssl(__u32 fd)
 {
-	struct syscap_cfg *cf = get_cfg();
-
-	if (cf && cf->ssl)
+	if (syscap_ssl)
 		note_ssl_fd(fd);
 }
 
@@ -1291,7 +1270,7 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct bufs b = {};
-	__u64 ts;
+	__u64 ts = 0; /* taken by on_data once a chunk is traced */
 	__u32 fd;
 
 	switch (SC_NR(regs)) {
@@ -1323,7 +1302,6 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 			b.peer = (const struct sockaddr *)regs->regs[4];
 #endif
 		}
-		ts = bpf_ktime_get_ns();
 		on_data(fd, &b, ret,
 			SC_NR(regs) == NR_read || SC_NR(regs) == NR_recvfrom ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts, false);
 		return 0;
@@ -1334,7 +1312,6 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 		fd = SC_ARG0(regs);
 		b.iov = (const struct iovec *)SC_ARG1(regs);
 		b.iovcnt = SC_ARG2(regs);
-		ts = bpf_ktime_get_ns();
 		on_data(fd, &b, ret, SC_NR(regs) == NR_readv ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts, false);
 		return 0;
 	case NR_recvmsg:
@@ -1344,14 +1321,12 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 		fd = SC_ARG0(regs);
 		if (!msghdr_bufs((const struct user_msghdr *)SC_ARG1(regs), &b))
 			return 0;
-		ts = bpf_ktime_get_ns();
 		on_data(fd, &b, ret, SC_NR(regs) == NR_recvmsg ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts, false);
 		return 0;
 	case NR_recvmmsg:
 	case NR_sendmmsg:
 		if (ret <= 0)
 			return 0;
-		ts = bpf_ktime_get_ns();
 		on_mmsg(SC_ARG0(regs), (const struct mmsghdr *)SC_ARG1(regs), ret,
 			SC_NR(regs) == NR_recvmmsg ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts);
 		return 0;

@@ -99,7 +99,6 @@ type Capture struct {
 	lostSeen uint64
 	sslSeen  uint64
 	data     Data // reused for every Data record
-	cfg      syscapSyscapCfg
 	tlsOn    bool
 	tlsFiles map[fileID][]link.Link // TLS uprobes by library file (nil: none to attach)
 	goFiles  map[fileID][]link.Link // Go TLS uprobes by executable (nil: none to attach)
@@ -136,7 +135,7 @@ func Open(opts Options) (*Capture, error) {
 		return nil, fmt.Errorf("syscap: load BPF object: %w", err)
 	}
 	if c.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
-		Mode: c.objs.FilterMode, TGIDs: c.objs.FilterTgids, Cgroups: c.objs.FilterCgroups,
+		Mode: c.objs.GalagoFilterCfg, TGIDs: c.objs.FilterTgids, Cgroups: c.objs.FilterCgroups,
 		Pending: c.objs.FilterPending, Decided: c.objs.FilterDecided, Lost: c.objs.FilterPendingLost,
 		ForkProgram: c.objs.GalagoFilterFork, ExecProgram: c.objs.GalagoFilterExec,
 	}, opts.OnLost); err != nil {
@@ -195,18 +194,31 @@ func (c *Capture) SetConfig(cfg Config) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.cfg = syscapSyscapCfg{Protos: mask, Cap: uint32(min(capFirst, CaptureMax)), ContCap: uint32(min(capCont, CaptureMax))}
-	return c.writeConfigLocked()
+	for _, v := range []struct {
+		v   *ebpf.Variable
+		val uint32
+	}{
+		{c.objs.SyscapProtos, mask},
+		{c.objs.SyscapCap, uint32(min(capFirst, CaptureMax))},
+		{c.objs.SyscapContCap, uint32(min(capCont, CaptureMax))},
+	} {
+		if err := v.v.Set(v.val); err != nil {
+			return fmt.Errorf("syscap: set config: %w", err)
+		}
+	}
+	return nil
 }
 
-func (c *Capture) writeConfigLocked() error {
-	v := c.cfg
-	if c.tlsOn {
-		v.Ssl = 1
+// setTLSLocked tells the syscall program whether TLS uprobes are attached.
+func (c *Capture) setTLSLocked(on bool) error {
+	var v uint32
+	if on {
+		v = 1
 	}
-	if err := c.objs.Cfg.Put(uint32(0), v); err != nil {
+	if err := c.objs.SyscapSsl.Set(v); err != nil {
 		return fmt.Errorf("syscap: set config: %w", err)
 	}
+	c.tlsOn = on
 	return nil
 }
 

@@ -45,14 +45,6 @@ type syscapSslKey struct {
 	Ssl  uint64
 }
 
-type syscapSyscapCfg struct {
-	_       structs.HostLayout
-	Protos  uint32
-	Cap     uint32
-	ContCap uint32
-	Ssl     uint32
-}
-
 type syscapSyscapCloseRec struct {
 	_      structs.HostLayout
 	Type   uint32
@@ -180,13 +172,11 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	syscapMapCfg                  = "cfg"
 	syscapMapConnLost             = "conn_lost"
 	syscapMapConns                = "conns"
 	syscapMapEvents               = "events"
 	syscapMapFilterCgroups        = "filter_cgroups"
 	syscapMapFilterDecided        = "filter_decided"
-	syscapMapFilterMode           = "filter_mode"
 	syscapMapFilterPending        = "filter_pending"
 	syscapMapFilterPendingLost    = "filter_pending_lost"
 	syscapMapFilterTgids          = "filter_tgids"
@@ -209,7 +199,6 @@ const (
 	syscapProgSslWriteEnter       = "ssl_write_enter"
 	syscapProgSslWriteExEnter     = "ssl_write_ex_enter"
 	syscapProgSyscapSysExit       = "syscap_sys_exit"
-	syscapVarGalagoExportCfg      = "__galago_export_cfg"
 	syscapVarGalagoExportCloseRec = "__galago_export_close_rec"
 	syscapVarGalagoExportConn     = "__galago_export_conn"
 	syscapVarGalagoExportConnRec  = "__galago_export_conn_rec"
@@ -220,10 +209,15 @@ const (
 	syscapVarGalagoExportRecType  = "__galago_export_rec_type"
 	syscapVarGalagoExportRole     = "__galago_export_role"
 	syscapVarGalagoExportState    = "__galago_export_state"
+	syscapVarGalagoFilterCfg      = "galago_filter_cfg"
 	syscapVarGalagoRbWakeupBytes  = "galago_rb_wakeup_bytes"
 	syscapVarGoNetfdSysfdOff      = "go_netfd_sysfd_off"
 	syscapVarGoTcpconnFdOff       = "go_tcpconn_fd_off"
 	syscapVarGoTlsConnDataOff     = "go_tls_conn_data_off"
+	syscapVarSyscapCap            = "syscap_cap"
+	syscapVarSyscapContCap        = "syscap_cont_cap"
+	syscapVarSyscapProtos         = "syscap_protos"
+	syscapVarSyscapSsl            = "syscap_ssl"
 )
 
 // loadSyscap returns the embedded CollectionSpec for syscap.
@@ -285,13 +279,11 @@ type syscapProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscapMapSpecs struct {
-	Cfg               *ebpf.MapSpec `ebpf:"cfg"`
 	ConnLost          *ebpf.MapSpec `ebpf:"conn_lost"`
 	Conns             *ebpf.MapSpec `ebpf:"conns"`
 	Events            *ebpf.MapSpec `ebpf:"events"`
 	FilterCgroups     *ebpf.MapSpec `ebpf:"filter_cgroups"`
 	FilterDecided     *ebpf.MapSpec `ebpf:"filter_decided"`
-	FilterMode        *ebpf.MapSpec `ebpf:"filter_mode"`
 	FilterPending     *ebpf.MapSpec `ebpf:"filter_pending"`
 	FilterPendingLost *ebpf.MapSpec `ebpf:"filter_pending_lost"`
 	FilterTgids       *ebpf.MapSpec `ebpf:"filter_tgids"`
@@ -309,7 +301,6 @@ type syscapMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscapVariableSpecs struct {
-	GalagoExportCfg      *ebpf.VariableSpec `ebpf:"__galago_export_cfg"`
 	GalagoExportCloseRec *ebpf.VariableSpec `ebpf:"__galago_export_close_rec"`
 	GalagoExportConn     *ebpf.VariableSpec `ebpf:"__galago_export_conn"`
 	GalagoExportConnRec  *ebpf.VariableSpec `ebpf:"__galago_export_conn_rec"`
@@ -320,10 +311,15 @@ type syscapVariableSpecs struct {
 	GalagoExportRecType  *ebpf.VariableSpec `ebpf:"__galago_export_rec_type"`
 	GalagoExportRole     *ebpf.VariableSpec `ebpf:"__galago_export_role"`
 	GalagoExportState    *ebpf.VariableSpec `ebpf:"__galago_export_state"`
+	GalagoFilterCfg      *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
 	GalagoRbWakeupBytes  *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
 	GoNetfdSysfdOff      *ebpf.VariableSpec `ebpf:"go_netfd_sysfd_off"`
 	GoTcpconnFdOff       *ebpf.VariableSpec `ebpf:"go_tcpconn_fd_off"`
 	GoTlsConnDataOff     *ebpf.VariableSpec `ebpf:"go_tls_conn_data_off"`
+	SyscapCap            *ebpf.VariableSpec `ebpf:"syscap_cap"`
+	SyscapContCap        *ebpf.VariableSpec `ebpf:"syscap_cont_cap"`
+	SyscapProtos         *ebpf.VariableSpec `ebpf:"syscap_protos"`
+	SyscapSsl            *ebpf.VariableSpec `ebpf:"syscap_ssl"`
 }
 
 // syscapObjects contains all objects after they have been loaded into the kernel.
@@ -346,13 +342,11 @@ func (o *syscapObjects) Close() error {
 //
 // It can be passed to loadSyscapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscapMaps struct {
-	Cfg               *ebpf.Map `ebpf:"cfg"`
 	ConnLost          *ebpf.Map `ebpf:"conn_lost"`
 	Conns             *ebpf.Map `ebpf:"conns"`
 	Events            *ebpf.Map `ebpf:"events"`
 	FilterCgroups     *ebpf.Map `ebpf:"filter_cgroups"`
 	FilterDecided     *ebpf.Map `ebpf:"filter_decided"`
-	FilterMode        *ebpf.Map `ebpf:"filter_mode"`
 	FilterPending     *ebpf.Map `ebpf:"filter_pending"`
 	FilterPendingLost *ebpf.Map `ebpf:"filter_pending_lost"`
 	FilterTgids       *ebpf.Map `ebpf:"filter_tgids"`
@@ -368,13 +362,11 @@ type syscapMaps struct {
 
 func (m *syscapMaps) Close() error {
 	return _SyscapClose(
-		m.Cfg,
 		m.ConnLost,
 		m.Conns,
 		m.Events,
 		m.FilterCgroups,
 		m.FilterDecided,
-		m.FilterMode,
 		m.FilterPending,
 		m.FilterPendingLost,
 		m.FilterTgids,
@@ -393,7 +385,6 @@ func (m *syscapMaps) Close() error {
 //
 // It can be passed to loadSyscapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscapVariables struct {
-	GalagoExportCfg      *ebpf.Variable `ebpf:"__galago_export_cfg"`
 	GalagoExportCloseRec *ebpf.Variable `ebpf:"__galago_export_close_rec"`
 	GalagoExportConn     *ebpf.Variable `ebpf:"__galago_export_conn"`
 	GalagoExportConnRec  *ebpf.Variable `ebpf:"__galago_export_conn_rec"`
@@ -404,10 +395,15 @@ type syscapVariables struct {
 	GalagoExportRecType  *ebpf.Variable `ebpf:"__galago_export_rec_type"`
 	GalagoExportRole     *ebpf.Variable `ebpf:"__galago_export_role"`
 	GalagoExportState    *ebpf.Variable `ebpf:"__galago_export_state"`
+	GalagoFilterCfg      *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	GalagoRbWakeupBytes  *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
 	GoNetfdSysfdOff      *ebpf.Variable `ebpf:"go_netfd_sysfd_off"`
 	GoTcpconnFdOff       *ebpf.Variable `ebpf:"go_tcpconn_fd_off"`
 	GoTlsConnDataOff     *ebpf.Variable `ebpf:"go_tls_conn_data_off"`
+	SyscapCap            *ebpf.Variable `ebpf:"syscap_cap"`
+	SyscapContCap        *ebpf.Variable `ebpf:"syscap_cont_cap"`
+	SyscapProtos         *ebpf.Variable `ebpf:"syscap_protos"`
+	SyscapSsl            *ebpf.Variable `ebpf:"syscap_ssl"`
 }
 
 // syscapPrograms contains all programs after they have been loaded into the kernel.

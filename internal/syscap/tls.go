@@ -72,8 +72,7 @@ func (c *Capture) AttachOpenSSL(path string) (attached bool, err error) {
 	}
 	c.tlsFiles[id] = links
 	if !c.tlsOn {
-		c.tlsOn = true
-		if err := c.writeConfigLocked(); err != nil {
+		if err := c.setTLSLocked(true); err != nil {
 			return true, err
 		}
 	}
@@ -108,8 +107,7 @@ func (c *Capture) DetachTLS() error {
 		delete(c.goFiles, id)
 	}
 	if c.tlsOn {
-		c.tlsOn = false
-		return c.writeConfigLocked()
+		return c.setTLSLocked(false)
 	}
 	return nil
 }

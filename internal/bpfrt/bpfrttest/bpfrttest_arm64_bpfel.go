@@ -29,7 +29,6 @@ const (
 	bpfrttestMapEvents              = "events"
 	bpfrttestMapFilterCgroups       = "filter_cgroups"
 	bpfrttestMapFilterDecided       = "filter_decided"
-	bpfrttestMapFilterMode          = "filter_mode"
 	bpfrttestMapFilterPending       = "filter_pending"
 	bpfrttestMapFilterPendingLost   = "filter_pending_lost"
 	bpfrttestMapFilterTgids         = "filter_tgids"
@@ -40,6 +39,7 @@ const (
 	bpfrttestProgTestEmit           = "test_emit"
 	bpfrttestProgTestSysEnter       = "test_sys_enter"
 	bpfrttestVarGalagoExportEvent   = "__galago_export_event"
+	bpfrttestVarGalagoFilterCfg     = "galago_filter_cfg"
 	bpfrttestVarGalagoRbWakeupBytes = "galago_rb_wakeup_bytes"
 	bpfrttestVarTargetSyscall       = "target_syscall"
 )
@@ -99,7 +99,6 @@ type bpfrttestMapSpecs struct {
 	Events            *ebpf.MapSpec `ebpf:"events"`
 	FilterCgroups     *ebpf.MapSpec `ebpf:"filter_cgroups"`
 	FilterDecided     *ebpf.MapSpec `ebpf:"filter_decided"`
-	FilterMode        *ebpf.MapSpec `ebpf:"filter_mode"`
 	FilterPending     *ebpf.MapSpec `ebpf:"filter_pending"`
 	FilterPendingLost *ebpf.MapSpec `ebpf:"filter_pending_lost"`
 	FilterTgids       *ebpf.MapSpec `ebpf:"filter_tgids"`
@@ -112,6 +111,7 @@ type bpfrttestMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfrttestVariableSpecs struct {
 	GalagoExportEvent   *ebpf.VariableSpec `ebpf:"__galago_export_event"`
+	GalagoFilterCfg     *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
 	GalagoRbWakeupBytes *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
 	TargetSyscall       *ebpf.VariableSpec `ebpf:"target_syscall"`
 }
@@ -139,7 +139,6 @@ type bpfrttestMaps struct {
 	Events            *ebpf.Map `ebpf:"events"`
 	FilterCgroups     *ebpf.Map `ebpf:"filter_cgroups"`
 	FilterDecided     *ebpf.Map `ebpf:"filter_decided"`
-	FilterMode        *ebpf.Map `ebpf:"filter_mode"`
 	FilterPending     *ebpf.Map `ebpf:"filter_pending"`
 	FilterPendingLost *ebpf.Map `ebpf:"filter_pending_lost"`
 	FilterTgids       *ebpf.Map `ebpf:"filter_tgids"`
@@ -152,7 +151,6 @@ func (m *bpfrttestMaps) Close() error {
 		m.Events,
 		m.FilterCgroups,
 		m.FilterDecided,
-		m.FilterMode,
 		m.FilterPending,
 		m.FilterPendingLost,
 		m.FilterTgids,
@@ -166,6 +164,7 @@ func (m *bpfrttestMaps) Close() error {
 // It can be passed to loadBpfrttestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfrttestVariables struct {
 	GalagoExportEvent   *ebpf.Variable `ebpf:"__galago_export_event"`
+	GalagoFilterCfg     *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	GalagoRbWakeupBytes *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
 	TargetSyscall       *ebpf.Variable `ebpf:"target_syscall"`
 }

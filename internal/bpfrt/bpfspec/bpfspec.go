@@ -194,10 +194,10 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // Filter returns what GALAGO_FILTER (bpf/include/common.h) adds to an
 // object, to merge into a test's wanted maps and programs: the filter maps
-// and the two pending-classification programs.
+// and the two pending-classification programs (and the variable
+// galago_filter_cfg, 4 bytes, which Variables checks).
 func Filter() (map[string]Map, map[string]Program) {
 	return map[string]Map{
-			"filter_mode":         {Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1},
 			"filter_tgids":        {Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 10240},
 			"filter_cgroups":      {Type: ebpf.Hash, KeySize: 8, ValueSize: 1, MaxEntries: 4096},
 			"filter_pending":      {Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 16384},

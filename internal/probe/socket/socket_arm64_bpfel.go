@@ -103,7 +103,6 @@ const (
 	socketMapEvents                       = "events"
 	socketMapFilterCgroups                = "filter_cgroups"
 	socketMapFilterDecided                = "filter_decided"
-	socketMapFilterMode                   = "filter_mode"
 	socketMapFilterPending                = "filter_pending"
 	socketMapFilterPendingLost            = "filter_pending_lost"
 	socketMapFilterTgids                  = "filter_tgids"
@@ -133,6 +132,7 @@ const (
 	socketVarGalagoExportSocketUdpKey     = "__galago_export_socket_udp_key"
 	socketVarGalagoExportSocketUdpVal     = "__galago_export_socket_udp_val"
 	socketVarGalagoExportSocketWalkReq    = "__galago_export_socket_walk_req"
+	socketVarGalagoFilterCfg              = "galago_filter_cfg"
 	socketVarGalagoRbWakeupBytes          = "galago_rb_wakeup_bytes"
 	socketVarSocketPeriod                 = "socket_period"
 	socketVarSocketTcpZero                = "socket_tcp_zero"
@@ -206,7 +206,6 @@ type socketMapSpecs struct {
 	Events             *ebpf.MapSpec `ebpf:"events"`
 	FilterCgroups      *ebpf.MapSpec `ebpf:"filter_cgroups"`
 	FilterDecided      *ebpf.MapSpec `ebpf:"filter_decided"`
-	FilterMode         *ebpf.MapSpec `ebpf:"filter_mode"`
 	FilterPending      *ebpf.MapSpec `ebpf:"filter_pending"`
 	FilterPendingLost  *ebpf.MapSpec `ebpf:"filter_pending_lost"`
 	FilterTgids        *ebpf.MapSpec `ebpf:"filter_tgids"`
@@ -228,6 +227,7 @@ type socketVariableSpecs struct {
 	GalagoExportSocketUdpKey     *ebpf.VariableSpec `ebpf:"__galago_export_socket_udp_key"`
 	GalagoExportSocketUdpVal     *ebpf.VariableSpec `ebpf:"__galago_export_socket_udp_val"`
 	GalagoExportSocketWalkReq    *ebpf.VariableSpec `ebpf:"__galago_export_socket_walk_req"`
+	GalagoFilterCfg              *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
 	GalagoRbWakeupBytes          *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
 	SocketPeriod                 *ebpf.VariableSpec `ebpf:"socket_period"`
 	SocketTcpZero                *ebpf.VariableSpec `ebpf:"socket_tcp_zero"`
@@ -259,7 +259,6 @@ type socketMaps struct {
 	Events             *ebpf.Map `ebpf:"events"`
 	FilterCgroups      *ebpf.Map `ebpf:"filter_cgroups"`
 	FilterDecided      *ebpf.Map `ebpf:"filter_decided"`
-	FilterMode         *ebpf.Map `ebpf:"filter_mode"`
 	FilterPending      *ebpf.Map `ebpf:"filter_pending"`
 	FilterPendingLost  *ebpf.Map `ebpf:"filter_pending_lost"`
 	FilterTgids        *ebpf.Map `ebpf:"filter_tgids"`
@@ -278,7 +277,6 @@ func (m *socketMaps) Close() error {
 		m.Events,
 		m.FilterCgroups,
 		m.FilterDecided,
-		m.FilterMode,
 		m.FilterPending,
 		m.FilterPendingLost,
 		m.FilterTgids,
@@ -301,6 +299,7 @@ type socketVariables struct {
 	GalagoExportSocketUdpKey     *ebpf.Variable `ebpf:"__galago_export_socket_udp_key"`
 	GalagoExportSocketUdpVal     *ebpf.Variable `ebpf:"__galago_export_socket_udp_val"`
 	GalagoExportSocketWalkReq    *ebpf.Variable `ebpf:"__galago_export_socket_walk_req"`
+	GalagoFilterCfg              *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	GalagoRbWakeupBytes          *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
 	SocketPeriod                 *ebpf.Variable `ebpf:"socket_period"`
 	SocketTcpZero                *ebpf.Variable `ebpf:"socket_tcp_zero"`

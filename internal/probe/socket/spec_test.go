@@ -98,6 +98,7 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 		"socket_period":          {Size: 8},
 		"socket_tcp_zero":        {Size: tcpValSize, Constant: true},
 		"socket_udp_zero":        {Size: udpValSize, Constant: true},
+		"galago_filter_cfg":      {Size: 4},
 	})
 	// No preallocation: a deleted endpoint's element is not reused under a
 	// hook still holding it (see socket.bpf.c).

@@ -204,7 +204,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	}
 	p.objs = objs
 	if p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
-		Mode: objs.FilterMode, TGIDs: objs.FilterTgids, Cgroups: objs.FilterCgroups,
+		Mode: objs.GalagoFilterCfg, TGIDs: objs.FilterTgids, Cgroups: objs.FilterCgroups,
 		Pending: objs.FilterPending, Decided: objs.FilterDecided, Lost: objs.FilterPendingLost,
 		ForkProgram: objs.GalagoFilterFork, ExecProgram: objs.GalagoFilterExec,
 	}, rt.Lost); err != nil {

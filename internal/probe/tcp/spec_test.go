@@ -65,7 +65,7 @@ func checkSpec(t *testing.T, obj []byte) {
 	wantMaps := map[string]ebpf.MapType{
 		"events": ebpf.RingBuf, "lost_events": ebpf.PerCPUArray, "scratch": ebpf.PerCPUArray,
 		"tcp_counters": ebpf.SkStorage, "galago_sk_owners": ebpf.SkStorage, "galago_listen_owners": ebpf.Hash,
-		"netns_seen": ebpf.Hash, "tcp_delay_pending": ebpf.SkStorage, "filter_mode": ebpf.Array, "filter_tgids": ebpf.Hash, "filter_cgroups": ebpf.Hash,
+		"netns_seen": ebpf.Hash, "tcp_delay_pending": ebpf.SkStorage, "filter_tgids": ebpf.Hash, "filter_cgroups": ebpf.Hash,
 		"filter_pending": ebpf.Hash, "filter_decided": ebpf.Hash, "filter_pending_lost": ebpf.PerCPUArray,
 	}
 	for name, typ := range wantMaps {
@@ -78,7 +78,7 @@ func checkSpec(t *testing.T, obj []byte) {
 			t.Errorf("map %s: %s, want %s", name, m.Type, typ)
 		}
 	}
-	for _, v := range []string{"kernel_hz", "galago_rb_wakeup_bytes", "delay_epoch"} {
+	for _, v := range []string{"kernel_hz", "galago_rb_wakeup_bytes", "delay_epoch", "galago_filter_cfg"} {
 		if _, ok := spec.Variables[v]; !ok {
 			t.Errorf("variable %s missing", v)
 		}

@@ -121,7 +121,6 @@ const (
 	tcpMapEvents                 = "events"
 	tcpMapFilterCgroups          = "filter_cgroups"
 	tcpMapFilterDecided          = "filter_decided"
-	tcpMapFilterMode             = "filter_mode"
 	tcpMapFilterPending          = "filter_pending"
 	tcpMapFilterPendingLost      = "filter_pending_lost"
 	tcpMapFilterTgids            = "filter_tgids"
@@ -147,6 +146,7 @@ const (
 	tcpVarGalagoExportTcpDelay   = "__galago_export_tcp_delay"
 	tcpVarGalagoExportTcpRecType = "__galago_export_tcp_rec_type"
 	tcpVarDelayEpoch             = "delay_epoch"
+	tcpVarGalagoFilterCfg        = "galago_filter_cfg"
 	tcpVarGalagoRbWakeupBytes    = "galago_rb_wakeup_bytes"
 	tcpVarKernelHz               = "kernel_hz"
 )
@@ -212,7 +212,6 @@ type tcpMapSpecs struct {
 	Events             *ebpf.MapSpec `ebpf:"events"`
 	FilterCgroups      *ebpf.MapSpec `ebpf:"filter_cgroups"`
 	FilterDecided      *ebpf.MapSpec `ebpf:"filter_decided"`
-	FilterMode         *ebpf.MapSpec `ebpf:"filter_mode"`
 	FilterPending      *ebpf.MapSpec `ebpf:"filter_pending"`
 	FilterPendingLost  *ebpf.MapSpec `ebpf:"filter_pending_lost"`
 	FilterTgids        *ebpf.MapSpec `ebpf:"filter_tgids"`
@@ -234,6 +233,7 @@ type tcpVariableSpecs struct {
 	GalagoExportTcpDelay   *ebpf.VariableSpec `ebpf:"__galago_export_tcp_delay"`
 	GalagoExportTcpRecType *ebpf.VariableSpec `ebpf:"__galago_export_tcp_rec_type"`
 	DelayEpoch             *ebpf.VariableSpec `ebpf:"delay_epoch"`
+	GalagoFilterCfg        *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
 	GalagoRbWakeupBytes    *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
 	KernelHz               *ebpf.VariableSpec `ebpf:"kernel_hz"`
 }
@@ -261,7 +261,6 @@ type tcpMaps struct {
 	Events             *ebpf.Map `ebpf:"events"`
 	FilterCgroups      *ebpf.Map `ebpf:"filter_cgroups"`
 	FilterDecided      *ebpf.Map `ebpf:"filter_decided"`
-	FilterMode         *ebpf.Map `ebpf:"filter_mode"`
 	FilterPending      *ebpf.Map `ebpf:"filter_pending"`
 	FilterPendingLost  *ebpf.Map `ebpf:"filter_pending_lost"`
 	FilterTgids        *ebpf.Map `ebpf:"filter_tgids"`
@@ -279,7 +278,6 @@ func (m *tcpMaps) Close() error {
 		m.Events,
 		m.FilterCgroups,
 		m.FilterDecided,
-		m.FilterMode,
 		m.FilterPending,
 		m.FilterPendingLost,
 		m.FilterTgids,
@@ -302,6 +300,7 @@ type tcpVariables struct {
 	GalagoExportTcpDelay   *ebpf.Variable `ebpf:"__galago_export_tcp_delay"`
 	GalagoExportTcpRecType *ebpf.Variable `ebpf:"__galago_export_tcp_rec_type"`
 	DelayEpoch             *ebpf.Variable `ebpf:"delay_epoch"`
+	GalagoFilterCfg        *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	GalagoRbWakeupBytes    *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
 	KernelHz               *ebpf.Variable `ebpf:"kernel_hz"`
 }
