@@ -69,6 +69,30 @@ func AppendAPI(dst []byte, method, target []byte) []byte {
 	return appendAPI(dst, method, target, false)
 }
 
+// AppendAPIPrefix is AppendAPI for a target seen only in part (cut by a
+// capture or a buffer): its last, possibly incomplete, path segment
+// becomes "..." unless the path is known to be complete (a '?' or '#'
+// follows it).
+func AppendAPIPrefix(dst []byte, method, targetPrefix []byte) []byte {
+	return appendAPI(dst, method, targetPrefix, true)
+}
+
+// RequestAPI appends the API template of the request whose first bytes
+// (a bounded prefix, as a capture delivers it) are req, and reports
+// whether req starts with a request line at all. A request line cut by
+// the prefix's end still gives a template, its last segment "...".
+func RequestAPI(dst []byte, req []byte) ([]byte, bool) {
+	line, long := req, true
+	if i := bytes.IndexByte(req, '\n'); i >= 0 {
+		line, long = trimEOL(req[:i+1]), false
+	}
+	method, target, partial, ok := splitRequestLine(line, long)
+	if !ok {
+		return dst, false
+	}
+	return appendAPI(dst, method, target, partial), true
+}
+
 // appendAPI is AppendAPI for a target that may have been cut short
 // (partial): its last, possibly incomplete, segment becomes truncMark.
 func appendAPI(dst []byte, method, target []byte, partial bool) []byte {

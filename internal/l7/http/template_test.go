@@ -83,6 +83,31 @@ func TestPartialTarget(t *testing.T) {
 	}
 }
 
+func TestRequestAPI(t *testing.T) {
+	cases := []struct {
+		prefix, want string
+		ok           bool
+	}{
+		{"GET /api/users/7/orders?x=1 HTTP/1.1\r\nHost: a\r\n", "GET /api/users/{id}/orders", true},
+		{"GET /api/users/7/ord", "GET /api/users/{id}/...", true},
+		{"GET /api/users/7/orders?to", "GET /api/users/{id}/orders", true},
+		{"POST /v1/items HTTP/1.1\r\n", "POST /v1/items", true},
+		{"DELETE /v1/items/99 HT", "DELETE /v1/items/{id}", true},
+		{"GET", "", false},
+		{"\x16\x03\x01\x00", "", false},
+		{"GET /a HTTP/2.0\r\n", "", false},
+	}
+	for _, c := range cases {
+		got, ok := RequestAPI(nil, []byte(c.prefix))
+		if string(got) != c.want || ok != c.ok {
+			t.Errorf("%q: %q %v, want %q %v", c.prefix, got, ok, c.want, c.ok)
+		}
+	}
+	if got := string(AppendAPIPrefix(nil, []byte("GET"), []byte("/a/b"))); got != "GET /a/..." {
+		t.Errorf("prefix: %q", got)
+	}
+}
+
 func TestStatus(t *testing.T) {
 	cases := []struct {
 		line          string
