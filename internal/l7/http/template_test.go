@@ -1,10 +1,12 @@
 package http
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/l7/l7test"
 )
 
 func TestAppendAPI(t *testing.T) {
@@ -190,6 +192,17 @@ func TestDetect(t *testing.T) {
 		segs := loadFixture(t, f.file)
 		if !segs[0].FromClient || !Detect(segs[0].Data) {
 			t.Errorf("%s: first client bytes not detected", f.file)
+		}
+	}
+	// HTTP/2's fixtures are HTTP/1 only when they start with an upgrade.
+	files, _ := filepath.Glob(filepath.Join("..", "http2", "testdata", "*.chunks"))
+	if len(files) == 0 {
+		t.Fatal("no http2 fixtures")
+	}
+	for _, file := range files {
+		segs := l7test.Load(t, file)
+		if got, want := Detect(segs[0].Data), strings.Contains(file, "upgrade"); got != want {
+			t.Errorf("%s: detected %v", file, got)
 		}
 	}
 }

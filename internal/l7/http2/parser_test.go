@@ -383,4 +383,74 @@ func TestDetect(t *testing.T) {
 			t.Errorf("%s: Detect %v on %q", f.file, !f.upgrade, segs[0].Data[:14])
 		}
 	}
+	files, _ := filepath.Glob(filepath.Join("..", "http", "testdata", "*.chunks"))
+	if len(files) == 0 {
+		t.Fatal("no http fixtures")
+	}
+	for _, file := range files {
+		for _, s := range l7test.Load(t, file) {
+			if s.FromClient && Detect(s.Data) {
+				t.Errorf("%s: HTTP/1 bytes detected as HTTP/2: %q", file, s.Data[:min(len(s.Data), 24)])
+			}
+		}
+	}
+}
+
+func TestResponseStatus(t *testing.T) {
+	frame := func(flags byte, payload ...byte) []byte {
+		return append([]byte{0, 0, byte(len(payload)), frameHeaders, flags, 0, 0, 0, 1}, payload...)
+	}
+	var lit bytes.Buffer
+	e := hpack.NewEncoder(&lit)
+	_ = e.WriteField(hpack.HeaderField{Name: ":status", Value: "503"}) // Huffman-coded literal
+	cases := []struct {
+		frame  []byte
+		status int
+		ok     bool
+	}{
+		{frame(flagEndHeaders, 0x88), 200, true},
+		{frame(flagEndHeaders, 0x8d, 0x5f), 404, true},
+		{frame(flagEndHeaders, 0x3f, 0xe1, 0x1f, 0x8e), 500, true},                 // after a size update
+		{frame(flagEndHeaders|flagPadded, 2, 0x8b, 0, 0), 304, true},               // padded
+		{frame(flagEndHeaders|flagPriority, 0, 0, 0, 3, 9, 0x89), 204, true},       // priority
+		{frame(flagEndHeaders, 0x08, 0x03, '4', '2', '9'), 429, true},              // literal without indexing
+		{frame(flagEndHeaders, append([]byte(nil), lit.Bytes()...)...), 503, true}, // literal, Huffman
+		{frame(flagEndHeaders, 0xbe), 0, false},                                    // dynamic table entry
+		{frame(flagEndHeaders, 0x82), 0, false},                                    // :method, not :status
+		{append([]byte{0, 0, 1, frameData, 0, 0, 0, 0, 1}, 0x88), 0, false},
+		{frame(flagEndHeaders, 0x48, 0x03, '2'), 0, false}, // cut short
+	}
+	for i, c := range cases {
+		s, ok := ResponseStatus(c.frame)
+		if s != c.status || ok != c.ok {
+			t.Errorf("%d (% x): %d %v, want %d %v", i, c.frame, s, ok, c.status, c.ok)
+		}
+	}
+	// Every response HEADERS of the fixtures whose status the parser
+	// decoded from static or literal fields agrees.
+	n := 0
+	for _, f := range fixtures {
+		segs := l7test.Load(t, filepath.Join("testdata", f.file))
+		for _, s := range segs {
+			if s.FromClient {
+				continue
+			}
+			for b := s.Data; len(b) >= 9; {
+				l := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+				if 9+l > len(b) {
+					break
+				}
+				if st, ok := ResponseStatus(b[:9+l]); ok {
+					if st != 200 && st != 201 && st != 404 && st != 500 {
+						t.Errorf("%s: status %d", f.file, st)
+					}
+					n++
+				}
+				b = b[9+l:]
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d statuses read from the fixtures", n)
+	}
 }
