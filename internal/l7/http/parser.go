@@ -421,6 +421,16 @@ func (p *Parser) statusLine(h *half, l []byte, ts uint64, out []l7.Exchange) []l
 
 // header notes the header fields that frame the message.
 func (h *half) header(l []byte) {
+	// Only Content-Length, Transfer-Encoding and Upgrade matter: reject
+	// the other fields by their first letter before looking further.
+	if len(l) < len("upgrade:") {
+		return
+	}
+	switch l[0] | 0x20 {
+	case 'c', 't', 'u':
+	default:
+		return
+	}
 	colon := bytes.IndexByte(l, ':')
 	if colon <= 0 {
 		return // not a field (obs-fold or garbage): framing does not depend on it
@@ -515,7 +525,7 @@ func (p *Parser) bodyDone(h *half, c l7.Chunk, off int, out []l7.Exchange) []l7.
 func (p *Parser) msgDone(h *half, c l7.Chunk, off int, out []l7.Exchange) []l7.Exchange {
 	h.st = stStart
 	if !h.resp {
-		if e := p.bySeq(p.curSeq); e != nil {
+		if e := p.bySeq(p.curSeq); e != nil && !h.detached {
 			e.bytes = h.msgBytes
 		}
 		h.resetMsg()

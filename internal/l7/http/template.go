@@ -119,12 +119,11 @@ func appendAPI(dst []byte, method, target []byte, partial bool) []byte {
 		}
 		target = p
 	}
-	for i, b := range target {
-		if b == '?' || b == '#' {
-			target = target[:i]
-			partial = false // the path itself was complete
-			break
-		}
+	if i := bytes.IndexByte(target, '?'); i >= 0 {
+		target, partial = target[:i], false // the path itself was complete
+	}
+	if i := bytes.IndexByte(target, '#'); i >= 0 {
+		target, partial = target[:i], false
 	}
 	dst = append(dst, ' ')
 	return appendPath(dst, start, target, partial)
@@ -237,6 +236,20 @@ func appendSegment(dst []byte, seg []byte, limit int) []byte {
 	if len(seg) == 0 {
 		return dst
 	}
+	// Most segments are a word in lower case or a number: settle those
+	// with one branch-free pass over the bytes.
+	all, any := uint8(0xff), uint8(0)
+	for _, b := range seg {
+		c := byteClass[b]
+		all &= c
+		any |= c
+	}
+	switch {
+	case all&cDigit != 0 || isUUID(seg):
+		return append(dst, Placeholder...)
+	case any&^(cLower|cHex) == 0 && len(seg) <= 24:
+		return append(dst, seg...)
+	}
 	mark := len(dst)
 	var lower, upper, digit, switches int
 	var prev uint8
@@ -290,7 +303,7 @@ func appendSegment(dst []byte, seg []byte, limit int) []byte {
 	// more than one in three.
 	n := lower + upper + digit
 	random := n >= 16 && upper >= 2 && lower >= 2 && digit >= 1 && switches*5 >= (n-1)*2
-	if value || random || isUUID(seg) || !words && len(dst)-mark > len(Placeholder) {
+	if value || random || !words && len(dst)-mark > len(Placeholder) {
 		return append(dst[:mark], Placeholder...)
 	}
 	return dst
@@ -298,19 +311,16 @@ func appendSegment(dst []byte, seg []byte, limit int) []byte {
 
 // isUUID matches 8-4-4-4-12 hex digits.
 func isUUID(s []byte) bool {
-	if len(s) != 36 {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return false
 	}
-	for i, b := range s {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			if b != '-' {
-				return false
-			}
-		} else if byteClass[b]&cHex == 0 {
-			return false
+	h := uint8(cHex)
+	for _, run := range [...][2]int{{0, 8}, {9, 13}, {14, 18}, {19, 23}, {24, 36}} {
+		for _, b := range s[run[0]:run[1]] {
+			h &= byteClass[b]
 		}
 	}
-	return true
+	return h != 0
 }
 
 // tokenIsValue reports whether a token (a segment's part between

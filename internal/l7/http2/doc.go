@@ -39,9 +39,17 @@
 // whose size is at most the real entry's, so the table never evicts
 // before the encoder's and every index still names the right entry or a
 // placeholder. When header block bytes are lost (a gap, a desync) the
-// table is cleared: entries added afterwards are tracked again. Literals
-// not added to the table are decoded without allocating, and only for the
-// fields read (:method, :path, :status, content-type, grpc-status).
+// table is cleared: entries added afterwards are tracked again. The
+// Decoder decodes every literal added to the table; from its callbacks
+// the parser keeps a mirror of the table's bookkeeping (each entry's size,
+// which field it is, the Decoder's own value string for the fields read)
+// and resolves indexed fields - most fields on a warm connection - from
+// it without calling the Decoder, skipping those it does not read. Tests
+// check the mirror against the Decoder on every indexed field (including
+// a table churned through evictions and size updates) and in the fuzz
+// target. Literals not added to the table are decoded without
+// allocating, and only for the fields read (:method, :path, :status,
+// content-type, grpc-status).
 //
 // # Pairing
 //
@@ -127,10 +135,12 @@
 // # Memory
 //
 // Per direction: the HPACK table (at most MaxTable = 16 KiB of RFC 7541
-// size, i.e. entries plus 32 bytes each, held by the Decoder), one field
-// representation being assembled across chunks (at most RepCap = 4 KiB,
-// grown on demand), and fixed buffers (a frame header, a :path of 256
-// bytes). Per connection: up to MaxStreams (128) tracked streams of about
+// size, i.e. entries plus 32 bytes each, held by the Decoder) and its
+// mirror (24 bytes an entry: 3 KiB for a full default 4 KiB table of
+// minimal entries, 12 KiB at MaxTable; a gRPC connection has a few dozen
+// entries), one field representation being assembled across chunks (at
+// most RepCap = 4 KiB, grown on demand), and fixed buffers (a frame
+// header, a :path of 256 bytes). Per connection: up to MaxStreams (128) tracked streams of about
 // 100 bytes, and an API interner of up to 64 templates (SetInterner shares
 // one across parsers).
 package http2

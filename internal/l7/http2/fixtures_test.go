@@ -198,6 +198,7 @@ var bigCut = []wantX{
 // runFixture feeds chunks to a parser for role, handing an h2c upgrade
 // over from HTTP/1 as the l7 probe does. It returns the exchanges and the
 // parsers' desync and undecoded counts.
+// The parsers verify their HPACK mirror; a disagreement panics.
 func runFixture(chunks []l7.Chunk, role l7.Role, upgrade bool) ([]l7.Exchange, uint64, uint64) {
 	var out []l7.Exchange
 	var h1desyncs uint64
@@ -211,19 +212,28 @@ func runFixture(chunks []l7.Chunk, role l7.Role, upgrade bool) ([]l7.Exchange, u
 					return out, h1desyncs, 0
 				}
 				p := NewUpgradedParser(role, up.Start, up.API, up.ReqBytes)
+				p.verify()
 				out = p.Feed(up.Rest(c), out)
 				for _, c := range chunks[i+1:] {
 					out = p.Feed(c, out)
 				}
 				out = p.Flush(out)
+				mustAgree(p)
 				return out, h1desyncs + p.Desyncs(), p.Undecoded()
 			}
 		}
 		return h1.Flush(out), h1.Desyncs(), 0
 	}
-	p := NewParser(role)
+	p := newVerifying(role)
 	out = l7test.Run(p, chunks)
+	mustAgree(p)
 	return out, p.Desyncs(), p.Undecoded()
+}
+
+func mustAgree(p *Parser) {
+	if n := p.mismatches(); n != 0 {
+		panic(fmt.Sprintf("the HPACK mirror disagreed with the Decoder %d times", n))
+	}
 }
 
 func TestFixtures(t *testing.T) {

@@ -72,8 +72,9 @@ func FuzzParser(f *testing.F) {
 			role = l7.Server
 		}
 		chunks := fuzzChunks(b, role)
-		p := NewParser(role)
+		p := newVerifying(role)
 		got := l7test.Run(p, chunks)
+		checkMirror(t, p)
 		checkInvariants(t, chunks, got)
 		gaps := false
 		for _, c := range chunks {

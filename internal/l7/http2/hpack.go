@@ -34,10 +34,70 @@ const (
 	rpStr            // string bytes
 )
 
+// Fields the parser reads, as codes kept per table entry.
+const (
+	fOther       = iota // a field the parser does not read
+	fMethod             // :method
+	fPath               // :path
+	fStatus             // :status
+	fContentType        // content-type
+	fGRPCStatus         // grpc-status
+	fUnknown            // a placeholder: its name is not known
+)
+
+var fieldNames = [...]string{fMethod: ":method", fPath: ":path", fStatus: ":status", fContentType: "content-type", fGRPCStatus: "grpc-status"}
+
+func fieldOf(name string) uint8 {
+	switch name {
+	case ":method":
+		return fMethod
+	case ":path":
+		return fPath
+	case ":status":
+		return fStatus
+	case "content-type":
+		return fContentType
+	case "grpc-status":
+		return fGRPCStatus
+	case "":
+		return fUnknown
+	}
+	return fOther
+}
+
+// entry is what the parser keeps of a table entry: its RFC 7541 size,
+// which field it is, and for the fields read the value (the Decoder's own
+// string, not a copy).
+type entry struct {
+	size  uint32
+	field uint8
+	value string
+}
+
+// staticTable is HPACK's static table (RFC 7541 appendix A), read once
+// from the Decoder itself.
+var staticTable = func() (t [62]entry) {
+	d := hpack.NewDecoder(initialTable, nil)
+	for i := 1; i < len(t); i++ {
+		hf, err := d.DecodeFull([]byte{0x80 | byte(i)})
+		if err != nil || len(hf) != 1 {
+			panic("hpack static table entry " + string(rune('0'+i)) + " does not decode")
+		}
+		t[i] = entry{field: fieldOf(hf[0].Name), value: hf[0].Value}
+	}
+	return t
+}()
+
 // hpackDir decodes one direction's header blocks. It walks each block's
-// representations itself and hands them to x/net's Decoder one at a time,
-// so that what the Decoder cannot resolve never desynchronises its table:
+// representations itself, hands the literals to x/net's Decoder one at a
+// time, and keeps a mirror of the dynamic table's bookkeeping (each
+// entry's size, which field it is, the value of the fields read), fed by
+// the Decoder's own callbacks for every entry it adds, and evicting as
+// RFC 7541 (and the Decoder) do. With it:
 //
+//   - an indexed field - most fields once a connection is warm - is
+//     resolved without calling the Decoder (an indexed field does not
+//     change the table), and skipped unless the parser reads it;
 //   - an index beyond the table (entries added before the capture began,
 //     or cleared after lost bytes) makes that field unknown, and decoding
 //     goes on with the next representation;
@@ -48,12 +108,27 @@ const (
 //     every index the encoder can use still points at the same entry (or
 //     at a placeholder, which decodes as unknown);
 //   - size updates are applied directly, clamped at MaxTable;
-//   - literals not added to the table are handed over with an empty value
-//     (the Decoder resolves the name without allocating) and their value
-//     is decoded here only for the fields the parser reads.
+//   - literals not added to the table are decoded here, and only for the
+//     fields the parser reads, without allocating.
 type hpackDir struct {
 	dec      *hpack.Decoder
 	tableMax uint32
+
+	// The dynamic table's mirror: a ring (its length a power of two),
+	// oldest entry at head.
+	ents []entry
+	head int
+	len  int
+	size uint32
+	// adding: the Decoder is decoding a literal it adds to the table;
+	// its callback records the entry.
+	adding bool
+	// verify (tests): resolve every indexed field through the Decoder
+	// too, and count disagreements with the mirror in mismatches.
+	verify     bool
+	probe      bool
+	probed     hpack.HeaderField
+	mismatches int
 
 	phase   uint8
 	kind    uint8
@@ -74,14 +149,7 @@ type hpackDir struct {
 	valLen  int
 	valH    bool
 
-	// A literal not added to the table, handed over with an empty value:
-	// its real value, for the field callback (pending until it runs).
-	lit      []byte
-	litH     bool
-	litKnown bool
-	pending  bool
-
-	small [16]byte // a rewritten representation
+	small [16]byte // a rewritten representation (verify)
 }
 
 func (h *hpackDir) init(emit func(hpack.HeaderField)) {
@@ -97,7 +165,52 @@ func (h *hpackDir) clear() {
 	h.dec.SetMaxDynamicTableSize(0)
 	h.dec.SetMaxDynamicTableSize(h.tableMax)
 	_ = h.dec.Close()
+	h.head, h.len, h.size = 0, 0, 0
+	clear(h.ents)
 	h.abort()
+}
+
+// added records the entry the Decoder just added (from its callback).
+func (h *hpackDir) added(f hpack.HeaderField) {
+	e := entry{size: uint32(len(f.Name) + len(f.Value) + 32), field: fieldOf(f.Name)}
+	if e.field != fOther && e.field != fUnknown {
+		e.value = f.Value
+	}
+	if h.len == len(h.ents) {
+		grown := make([]entry, max(2*len(h.ents), 16))
+		for i := 0; i < h.len; i++ {
+			grown[i] = h.ents[(h.head+i)&(len(h.ents)-1)]
+		}
+		h.ents, h.head = grown, 0
+	}
+	h.ents[(h.head+h.len)&(len(h.ents)-1)] = e
+	h.len++
+	h.size += e.size
+	h.evict()
+}
+
+// evict drops the oldest entries while the table is over its size, as
+// RFC 7541 section 4.4 (and the Decoder) do.
+func (h *hpackDir) evict() {
+	for h.size > h.tableMax && h.len > 0 {
+		h.size -= h.ents[h.head].size
+		h.ents[h.head] = entry{}
+		h.head = (h.head + 1) & (len(h.ents) - 1)
+		h.len--
+	}
+}
+
+// at returns the entry at HPACK index i (static or dynamic), ok false
+// past the table.
+func (h *hpackDir) at(i uint64) (entry, bool) {
+	if i < uint64(len(staticTable)) {
+		return staticTable[i], i > 0
+	}
+	j := i - uint64(len(staticTable))
+	if j >= uint64(h.len) {
+		return entry{}, false
+	}
+	return h.ents[(h.head+h.len-1-int(j))&(len(h.ents)-1)], true
 }
 
 // abort drops the representation being scanned (its block is broken).
@@ -291,9 +404,17 @@ func (h *hpackDir) done(sink fieldSink) {
 		size := uint32(min(h.v, MaxTable))
 		h.tableMax = size
 		h.dec.SetMaxDynamicTableSize(size)
+		h.evict()
 	case kIndexed:
-		if _, err := h.dec.Write(h.rep); err != nil {
+		e, ok := h.at(h.v)
+		if h.verify {
+			h.check(h.rep, e, ok)
+		}
+		switch {
+		case !ok || e.field == fUnknown:
 			sink.unknown()
+		case e.field != fOther:
+			sink.field(fieldNames[e.field], e.value)
 		}
 	case kLitInc:
 		if h.over {
@@ -301,7 +422,9 @@ func (h *hpackDir) done(sink fieldSink) {
 			sink.unknown()
 			return
 		}
+		h.adding = true
 		_, err := h.dec.Write(h.rep)
+		h.adding = false
 		switch {
 		case err == nil:
 		case unknownIndex(err):
@@ -320,6 +443,23 @@ func (h *hpackDir) done(sink fieldSink) {
 	}
 }
 
+// check (verify) resolves the indexed field rep through the Decoder and
+// counts a disagreement with the mirror's e (ok: within the table).
+func (h *hpackDir) check(rep []byte, e entry, ok bool) {
+	h.probe = true
+	_, err := h.dec.Write(rep)
+	h.probe = false
+	switch {
+	case err != nil:
+		if ok {
+			h.mismatches++
+		}
+	case !ok, fieldOf(h.probed.Name) != e.field,
+		e.field != fOther && e.field != fUnknown && h.probed.Value != e.value:
+		h.mismatches++
+	}
+}
+
 // unknownIndex reports whether err is the Decoder's answer to an index
 // past its table (hpack.DecodingError does not unwrap).
 func unknownIndex(err error) bool {
@@ -334,6 +474,8 @@ func unknownIndex(err error) bool {
 // placeholder adds an entry with an empty name and the given value string
 // (its H bit, length and data as on the wire; nil: an empty value).
 func (h *hpackDir) placeholder(value []byte) {
+	h.adding = true
+	defer func() { h.adding = false }()
 	buf := append(h.small[:0], 0x40, 0x00)
 	if value == nil {
 		buf = append(buf, 0x00)
@@ -348,12 +490,10 @@ func (h *hpackDir) placeholder(value []byte) {
 	}
 }
 
-// literal handles a field not added to the table.
+// literal handles a field not added to the table: it changes nothing in
+// the table, so it is decoded here, and only if the parser reads it.
 func (h *hpackDir) literal(sink fieldSink) {
-	h.lit, h.litH, h.litKnown = nil, h.valH, !h.over
-	if !h.over {
-		h.lit = h.rep[h.valOff : h.valOff+h.valLen]
-	}
+	var field uint8
 	if h.nameIdx == 0 {
 		if h.nameOff+h.nameLen > len(h.rep) {
 			return // a name longer than RepCap: not one the parser reads
@@ -366,75 +506,46 @@ func (h *hpackDir) literal(sink fieldSink) {
 			}
 			name = nb.b[:nb.n]
 		}
-		if n := canonical(name); n != "" {
-			h.emitPending(sink, n)
+		field = fieldOf(canonical(name))
+	} else {
+		e, ok := h.at(h.nameIdx)
+		if h.verify && h.valHead > 0 && h.valHead < len(h.small) {
+			// The Decoder resolves the name of the same literal with an
+			// empty value.
+			h.check(append(append(h.small[:0], h.rep[:h.valHead]...), 0x00), entry{field: e.field}, ok)
 		}
-		return
+		if !ok {
+			sink.unknown()
+			return
+		}
+		field = e.field
 	}
-	// Hand the name's index over with an empty value: the Decoder
-	// resolves the name, the callback takes the value from here.
-	if h.valHead < 0 || h.valHead > len(h.rep) || h.valHead > len(h.small)-1 {
+	switch field {
+	case fOther:
+	case fUnknown:
 		sink.unknown()
-		return
-	}
-	buf := append(append(h.small[:0], h.rep[:h.valHead]...), 0x00)
-	h.pending = true
-	_, err := h.dec.Write(buf)
-	if h.pending { // the callback did not run: the name is unknown
-		h.pending = false
-		sink.unknown()
-	} else if err != nil {
-		sink.unknown()
+	default:
+		h.emitLiteral(sink, fieldNames[field])
 	}
 }
 
-// emitPending passes the pending literal value of field name on, if the
-// parser reads that field.
-func (h *hpackDir) emitPending(sink fieldSink, name string) {
-	if !interesting(name) {
-		return
-	}
-	if !h.litKnown {
+// emitLiteral passes the literal value of field name on.
+func (h *hpackDir) emitLiteral(sink fieldSink, name string) {
+	if h.over {
 		sink.unknown()
 		return
 	}
-	if !h.litH {
-		sink.fieldBytes(name, h.lit)
+	lit := h.rep[h.valOff : h.valOff+h.valLen]
+	if !h.valH {
+		sink.fieldBytes(name, lit)
 		return
 	}
 	var vb valueBuf
-	if _, err := hpack.HuffmanDecode(&vb, h.lit); err != nil || vb.over {
+	if _, err := hpack.HuffmanDecode(&vb, lit); err != nil || vb.over {
 		sink.unknown()
 		return
 	}
 	sink.fieldBytes(name, vb.b[:vb.n])
-}
-
-// canonical returns the constant string of a field name the parser reads
-// ("" for others), without allocating.
-func canonical(name []byte) string {
-	switch string(name) {
-	case ":method":
-		return ":method"
-	case ":path":
-		return ":path"
-	case ":status":
-		return ":status"
-	case "content-type":
-		return "content-type"
-	case "grpc-status":
-		return "grpc-status"
-	}
-	return ""
-}
-
-// interesting: the fields the parser reads.
-func interesting(name string) bool {
-	switch name {
-	case ":method", ":path", ":status", "content-type", "grpc-status":
-		return true
-	}
-	return false
 }
 
 // nameBuf holds a decoded field name (the parser reads short ones only).
@@ -470,4 +581,22 @@ func (vb *valueBuf) Write(p []byte) (int, error) {
 	}
 	vb.n += copy(vb.b[vb.n:], p)
 	return len(p), nil
+}
+
+// canonical returns the constant string of a field name the parser reads
+// ("-", not a name read, for others), without allocating.
+func canonical(name []byte) string {
+	switch string(name) {
+	case ":method":
+		return ":method"
+	case ":path":
+		return ":path"
+	case ":status":
+		return ":status"
+	case "content-type":
+		return "content-type"
+	case "grpc-status":
+		return "grpc-status"
+	}
+	return "-"
 }

@@ -615,17 +615,19 @@ func (d *dir) addBytes(s *stream, n int) {
 	}
 }
 
-// onField is the HPACK decoder's callback.
+// onField is the HPACK Decoder's callback: for the literals it decodes
+// (and, verifying, the fields it is asked to resolve).
 func (d *dir) onField(f hpack.HeaderField) {
 	h := &d.hp
-	if f.Name == "" { // a placeholder entry: its name is unknown
-		h.pending = false
-		d.unknown()
+	if h.probe {
+		h.probed = f
 		return
 	}
-	if h.pending {
-		h.pending = false
-		h.emitPending(d, f.Name)
+	if h.adding {
+		h.added(f)
+	}
+	if f.Name == "" { // a placeholder entry: its name is unknown
+		d.unknown()
 		return
 	}
 	d.field(f.Name, f.Value)

@@ -87,8 +87,10 @@ func (c *conn) data(client bool, id uint32, end bool, n int) {
 }
 
 func (c *conn) run() ([]l7.Exchange, *Parser) {
-	p := NewParser(l7.Client)
-	return l7test.Run(p, c.chunks), p
+	p := newVerifying(l7.Client)
+	out := l7test.Run(p, c.chunks)
+	mustAgree(p)
+	return out, p
 }
 
 var grpcReq = []string{":method", "POST", ":scheme", "http", ":path", "/pkg.Svc/Get", ":authority", "svc:50051", "content-type", "application/grpc", "te", "trailers"}
@@ -241,8 +243,9 @@ func TestHPACKAlignment(t *testing.T) {
 	// ... and found again by index.
 	c.request(7, true, ":method", "GET", ":scheme", "http", ":path", "/new/path/77", ":authority", "a", "x-tenant", "beta")
 	c.response(7, true, ":status", "404", "x-served-by", "node-2")
-	p := NewParser(l7.Client)
+	p := newVerifying(l7.Client)
 	got := l7test.Run(p, c.chunks[before:])
+	checkMirror(t, p)
 	n := func(i int) int { return len(c.chunks[before+i].Data) }
 	want := []l7.Exchange{
 		{HasRequest: true, HasResponse: true, Start: 6, End: 7, API: "", ReqBytes: n(0), RespBytes: n(1)},
@@ -452,5 +455,43 @@ func TestResponseStatus(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("only %d statuses read from the fixtures", n)
+	}
+}
+
+// TestHPACKChurn fills both tables far past their size, with fields that
+// stay (referenced by index) and fields that change every time (added,
+// later evicted), and shrinks and grows the client's table on the way:
+// every field the parser resolves from its mirror must be what the
+// Decoder says, and every exchange decoded.
+func TestHPACKChurn(t *testing.T) {
+	c := newConn()
+	c.preface()
+	const n = 400
+	for i := 0; i < n; i++ {
+		id := uint32(2*i + 1)
+		switch i {
+		case 150:
+			c.encC.SetMaxDynamicTableSize(700)
+		case 250:
+			c.encC.SetMaxDynamicTableSize(4096)
+		}
+		c.request(id, true, ":method", "GET", ":scheme", "http", ":path", fmt.Sprintf("/items/%d", i*7919%1000),
+			":authority", "svc", "x-request-id", fmt.Sprintf("req-%08x", i*2654435761), "x-tenant", "acme")
+		status := []string{"200", "404", "503", "429"}[i%4]
+		c.response(id, true, ":status", status, "x-trace", fmt.Sprintf("t%d", i), "content-type", "application/json")
+	}
+	got, p := c.run()
+	if len(got) != n || p.Undecoded() != 0 || p.Desyncs() != 0 {
+		t.Fatalf("%d exchanges, %d undecoded, %d desyncs", len(got), p.Undecoded(), p.Desyncs())
+	}
+	for i, x := range got {
+		want := []l7.Class{l7.OK, l7.ClientError, l7.ServerError, l7.ClientError}[i%4]
+		if x.API != "GET /items/{id}" || x.Class != want {
+			t.Errorf("%d: %+v", i, x)
+		}
+	}
+	if p.c.hp.len == 0 || p.c.hp.size > p.c.hp.tableMax || p.s.hp.size > p.s.hp.tableMax {
+		t.Errorf("tables: client %d entries %d bytes of %d, server %d bytes of %d",
+			p.c.hp.len, p.c.hp.size, p.c.hp.tableMax, p.s.hp.size, p.s.hp.tableMax)
 	}
 }
