@@ -239,30 +239,50 @@ func (p *Parser) Feed(c l7.Chunk, out []l7.Exchange) []l7.Exchange {
 	return out
 }
 
-// plausibleStart reports whether b, the part of a start line a chunk
-// ends with, may begin a message, so that garbage is dropped at once
-// rather than buffered up to the next line feed.
+// plausibleStart reports whether a start line that begins with h.line
+// and continues with b (no line feed yet) may begin a message, so that
+// garbage is dropped at once rather than buffered up to the next line
+// feed. It looks at the line's prefix only, never at how it was cut into
+// chunks, and accepts every prefix of a line the full parse accepts.
 func (h *half) plausibleStart(b []byte) bool {
-	if len(h.line) > 0 || h.lineLong {
-		b = h.line // a line already under way was checked then
-	}
-	for len(b) > 0 && (b[0] == '\r' || b[0] == '\n') {
-		b = b[1:]
+	var pre [12]byte // the line's first bytes, leading CR/LF skipped
+	n := 0
+	for _, part := range [2][]byte{h.line, b} {
+		for _, c := range part {
+			if n == 0 && (c == '\r' || c == '\n') {
+				continue
+			}
+			if n == len(pre) {
+				break
+			}
+			pre[n] = c
+			n++
+		}
 	}
 	if h.resp {
-		return len(b) == 0 || looksLikeResponse(b[:min(len(b), 12)])
+		return n == 0 || looksLikeResponse(pre[:n])
 	}
-	i := 0
-	for i < len(b) && i <= 32 && isTchar(b[i]) {
-		i++
+	// METHOD (1 to 32 token bytes) SP target: walk both parts.
+	method, sp := 0, false
+	for _, part := range [2][]byte{h.line, b} {
+		for _, c := range part {
+			switch {
+			case method == 0 && !sp && (c == '\r' || c == '\n'):
+			case sp:
+				return targetStart(c)
+			case c == ' ':
+				if method == 0 {
+					return false
+				}
+				sp = true
+			case isTchar(c) && method < 32:
+				method++
+			default:
+				return false
+			}
+		}
 	}
-	switch {
-	case i == len(b):
-		return i <= 32
-	case i == 0 || i > 32 || b[i] != ' ':
-		return false
-	}
-	return i+1 == len(b) || targetStart(b[i+1])
+	return true
 }
 
 // targetStart: a request target starts with a visible byte (raw UTF-8
@@ -421,6 +441,16 @@ func (p *Parser) statusLine(h *half, l []byte, ts uint64, out []l7.Exchange) []l
 
 // header notes the header fields that frame the message.
 func (h *half) header(l []byte) {
+	// Only Content-Length, Transfer-Encoding and Upgrade matter: reject
+	// the other fields by their first letter before looking further.
+	if len(l) < len("upgrade:") {
+		return
+	}
+	switch l[0] | 0x20 {
+	case 'c', 't', 'u':
+	default:
+		return
+	}
 	colon := bytes.IndexByte(l, ':')
 	if colon <= 0 {
 		return // not a field (obs-fold or garbage): framing does not depend on it
@@ -515,7 +545,7 @@ func (p *Parser) bodyDone(h *half, c l7.Chunk, off int, out []l7.Exchange) []l7.
 func (p *Parser) msgDone(h *half, c l7.Chunk, off int, out []l7.Exchange) []l7.Exchange {
 	h.st = stStart
 	if !h.resp {
-		if e := p.bySeq(p.curSeq); e != nil {
+		if e := p.bySeq(p.curSeq); e != nil && !h.detached {
 			e.bytes = h.msgBytes
 		}
 		h.resetMsg()

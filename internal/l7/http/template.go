@@ -69,6 +69,30 @@ func AppendAPI(dst []byte, method, target []byte) []byte {
 	return appendAPI(dst, method, target, false)
 }
 
+// AppendAPIPrefix is AppendAPI for a target seen only in part (cut by a
+// capture or a buffer): its last, possibly incomplete, path segment
+// becomes "..." unless the path is known to be complete (a '?' or '#'
+// follows it).
+func AppendAPIPrefix(dst []byte, method, targetPrefix []byte) []byte {
+	return appendAPI(dst, method, targetPrefix, true)
+}
+
+// RequestAPI appends the API template of the request whose first bytes
+// (a bounded prefix, as a capture delivers it) are req, and reports
+// whether req starts with a request line at all. A request line cut by
+// the prefix's end still gives a template, its last segment "...".
+func RequestAPI(dst []byte, req []byte) ([]byte, bool) {
+	line, long := req, true
+	if i := bytes.IndexByte(req, '\n'); i >= 0 {
+		line, long = trimEOL(req[:i+1]), false
+	}
+	method, target, partial, ok := splitRequestLine(line, long)
+	if !ok {
+		return dst, false
+	}
+	return appendAPI(dst, method, target, partial), true
+}
+
 // appendAPI is AppendAPI for a target that may have been cut short
 // (partial): its last, possibly incomplete, segment becomes truncMark.
 func appendAPI(dst []byte, method, target []byte, partial bool) []byte {
@@ -95,12 +119,11 @@ func appendAPI(dst []byte, method, target []byte, partial bool) []byte {
 		}
 		target = p
 	}
-	for i, b := range target {
-		if b == '?' || b == '#' {
-			target = target[:i]
-			partial = false // the path itself was complete
-			break
-		}
+	if i := bytes.IndexByte(target, '?'); i >= 0 {
+		target, partial = target[:i], false // the path itself was complete
+	}
+	if i := bytes.IndexByte(target, '#'); i >= 0 {
+		target, partial = target[:i], false
 	}
 	dst = append(dst, ' ')
 	return appendPath(dst, start, target, partial)
@@ -213,6 +236,20 @@ func appendSegment(dst []byte, seg []byte, limit int) []byte {
 	if len(seg) == 0 {
 		return dst
 	}
+	// Most segments are a word in lower case or a number: settle those
+	// with one branch-free pass over the bytes.
+	all, any := uint8(0xff), uint8(0)
+	for _, b := range seg {
+		c := byteClass[b]
+		all &= c
+		any |= c
+	}
+	switch {
+	case all&cDigit != 0 || isUUID(seg):
+		return append(dst, Placeholder...)
+	case any&^(cLower|cHex) == 0 && len(seg) <= 24:
+		return append(dst, seg...)
+	}
 	mark := len(dst)
 	var lower, upper, digit, switches int
 	var prev uint8
@@ -266,7 +303,7 @@ func appendSegment(dst []byte, seg []byte, limit int) []byte {
 	// more than one in three.
 	n := lower + upper + digit
 	random := n >= 16 && upper >= 2 && lower >= 2 && digit >= 1 && switches*5 >= (n-1)*2
-	if value || random || isUUID(seg) || !words && len(dst)-mark > len(Placeholder) {
+	if value || random || !words && len(dst)-mark > len(Placeholder) {
 		return append(dst[:mark], Placeholder...)
 	}
 	return dst
@@ -274,19 +311,16 @@ func appendSegment(dst []byte, seg []byte, limit int) []byte {
 
 // isUUID matches 8-4-4-4-12 hex digits.
 func isUUID(s []byte) bool {
-	if len(s) != 36 {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return false
 	}
-	for i, b := range s {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			if b != '-' {
-				return false
-			}
-		} else if byteClass[b]&cHex == 0 {
-			return false
+	h := uint8(cHex)
+	for _, run := range [...][2]int{{0, 8}, {9, 13}, {14, 18}, {19, 23}, {24, 36}} {
+		for _, b := range s[run[0]:run[1]] {
+			h &= byteClass[b]
 		}
 	}
-	return true
+	return h != 0
 }
 
 // tokenIsValue reports whether a token (a segment's part between

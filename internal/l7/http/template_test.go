@@ -1,10 +1,12 @@
 package http
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/l7/l7test"
 )
 
 func TestAppendAPI(t *testing.T) {
@@ -80,6 +82,31 @@ func TestPartialTarget(t *testing.T) {
 	got = string(appendAPI(nil, []byte("GET"), []byte("/api/users/12?tok"), true))
 	if got != "GET /api/users/{id}" {
 		t.Errorf("%q", got)
+	}
+}
+
+func TestRequestAPI(t *testing.T) {
+	cases := []struct {
+		prefix, want string
+		ok           bool
+	}{
+		{"GET /api/users/7/orders?x=1 HTTP/1.1\r\nHost: a\r\n", "GET /api/users/{id}/orders", true},
+		{"GET /api/users/7/ord", "GET /api/users/{id}/...", true},
+		{"GET /api/users/7/orders?to", "GET /api/users/{id}/orders", true},
+		{"POST /v1/items HTTP/1.1\r\n", "POST /v1/items", true},
+		{"DELETE /v1/items/99 HT", "DELETE /v1/items/{id}", true},
+		{"GET", "", false},
+		{"\x16\x03\x01\x00", "", false},
+		{"GET /a HTTP/2.0\r\n", "", false},
+	}
+	for _, c := range cases {
+		got, ok := RequestAPI(nil, []byte(c.prefix))
+		if string(got) != c.want || ok != c.ok {
+			t.Errorf("%q: %q %v, want %q %v", c.prefix, got, ok, c.want, c.ok)
+		}
+	}
+	if got := string(AppendAPIPrefix(nil, []byte("GET"), []byte("/a/b"))); got != "GET /a/..." {
+		t.Errorf("prefix: %q", got)
 	}
 }
 
@@ -165,6 +192,17 @@ func TestDetect(t *testing.T) {
 		segs := loadFixture(t, f.file)
 		if !segs[0].FromClient || !Detect(segs[0].Data) {
 			t.Errorf("%s: first client bytes not detected", f.file)
+		}
+	}
+	// HTTP/2's fixtures are HTTP/1 only when they start with an upgrade.
+	files, _ := filepath.Glob(filepath.Join("..", "http2", "testdata", "*.chunks"))
+	if len(files) == 0 {
+		t.Fatal("no http2 fixtures")
+	}
+	for _, file := range files {
+		segs := l7test.Load(t, file)
+		if got, want := Detect(segs[0].Data), strings.Contains(file, "upgrade"); got != want {
+			t.Errorf("%s: detected %v", file, got)
 		}
 	}
 }
