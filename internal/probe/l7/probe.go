@@ -311,11 +311,26 @@ func (h handler) Data(d *syscap.Data) {
 		link.bytesRecv += uint64(d.Size)
 		link.segsRecv++
 	}
-	p.out = cn.parser.Feed(l7.Chunk{Dir: d.Dir, TS: d.TS, Data: d.Bytes, Size: d.Size}, p.out[:0])
+	chunk := l7.Chunk{Dir: d.Dir, TS: d.TS, Data: d.Bytes, Size: d.Size}
+	p.out = cn.parser.Feed(chunk, p.out[:0])
 	for i := range p.out {
 		p.agg.exchange(cn.key, rpc, &p.out[i])
 	}
 	p.reportDesyncs(cn)
+	if next, rest, ok := upgraded(cn.parser, chunk, func() parserEnv { return p.env(&cn.info) }); ok {
+		// h2c: the connection goes on as HTTP/2, in rows of its own.
+		cn.parser, cn.desyncs = next, 0
+		cn.info.Proto = l7.HTTP2
+		cn.key.proto = l7.HTTP2
+		cn.link, cn.rpc = nil, nil
+		_, rpc = cn.rows(p.agg)
+		if rest.Size > 0 {
+			p.out = cn.parser.Feed(rest, p.out[:0])
+			for i := range p.out {
+				p.agg.exchange(cn.key, rpc, &p.out[i])
+			}
+		}
+	}
 }
 
 func (h handler) Close(c *syscap.Close) {

@@ -5,6 +5,7 @@ import (
 	"github.com/galago-project/galago/internal/l7/crpc"
 	"github.com/galago-project/galago/internal/l7/dns"
 	"github.com/galago-project/galago/internal/l7/http"
+	"github.com/galago-project/galago/internal/l7/http2"
 	"github.com/galago-project/galago/internal/l7/kafka"
 	"github.com/galago-project/galago/internal/l7/memcached"
 	"github.com/galago-project/galago/internal/l7/mongo"
@@ -32,6 +33,11 @@ type parserEnv struct {
 var parsers = map[l7.Protocol]func(parserEnv) l7.Parser{
 	l7.HTTP: func(e parserEnv) l7.Parser {
 		p := http.NewParser(e.role)
+		p.SetInterner(e.in)
+		return p
+	},
+	l7.HTTP2: func(e parserEnv) l7.Parser {
+		p := http2.NewParser(e.role)
 		p.SetInterner(e.in)
 		return p
 	},
@@ -81,3 +87,21 @@ var protocolsByName = map[string][]l7.Protocol{
 // DefaultProtocols is what an empty l7_protocol traces: gala-gopher's
 // documented default.
 var DefaultProtocols = []string{"http"}
+
+// upgraded returns the parser that continues a connection whose HTTP/1
+// parser saw it switch to HTTP/2 (h2c), with the part of chunk c that
+// already belongs to HTTP/2; ok false when there is no such switch.
+func upgraded(p l7.Parser, c l7.Chunk, env func() parserEnv) (next l7.Parser, rest l7.Chunk, ok bool) {
+	h, isHTTP := p.(*http.Parser)
+	if !isHTTP {
+		return nil, c, false
+	}
+	up, done := h.Upgrade()
+	if !done || up.Protocol != l7.HTTP2 {
+		return nil, c, false
+	}
+	e := env()
+	p2 := http2.NewUpgradedParser(e.role, up.Start, up.API, up.ReqBytes)
+	p2.SetInterner(e.in)
+	return p2, up.Rest(c), true
+}
