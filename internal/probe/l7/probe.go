@@ -317,6 +317,9 @@ func (h handler) Data(d *syscap.Data) {
 		p.agg.exchange(cn.key, rpc, &p.out[i])
 	}
 	p.reportDesyncs(cn)
+	if cn.info.Proto != l7.HTTP {
+		return
+	}
 	if next, rest, ok := upgraded(cn.parser, chunk, func() parserEnv { return p.env(&cn.info) }); ok {
 		// h2c: the connection goes on as HTTP/2, in rows of its own.
 		cn.parser, cn.desyncs = next, 0
