@@ -870,27 +870,30 @@ static __always_inline bool stream_infer(__u32 tgid, __u32 fd, struct syscap_con
 }
 
 /* on_data handles one chunk of fd: the raw bytes of a syscall, or with
- * plaintext the decrypted bytes of a TLS call. */
-static __always_inline void on_data(__u32 fd, const struct bufs *b, __u64 size, __u8 dir, __u64 ts, bool plaintext)
+ * plaintext the decrypted bytes of a TLS call. A global function: the
+ * verifier checks it once, not at each of its call sites (the syscall
+ * program, the *mmsg loop, the TLS probes), which kept the program far
+ * from the verifier's complexity limit. */
+__noinline int on_data(__u32 fd, const struct bufs *b, __u64 size, __u8 dir, bool plaintext)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
 	__u64 key = ((__u64)tgid << 32) | fd;
 	struct syscap_conn *c;
 	struct sock *sk;
-	__u64 cap;
+	__u64 cap, ts;
 	__u8 st;
 
-	if (!galago_observed(tgid))
-		return;
+	if (!b || !galago_observed(tgid))
+		return 0;
 	c = lookup_conn(key, fd, &sk);
 	if (!c)
-		return;
+		return 0;
 	if (plaintext) {
 		if (c->state == SYSCAP_INFER)
 			c->state = SYSCAP_TLS; /* the handshake was before the probe */
 		if (c->state != SYSCAP_TLS)
-			return;
+			return 0;
 		st = c->pt_state;
 	} else {
 		st = c->state;
@@ -905,27 +908,27 @@ static __always_inline void on_data(__u32 fd, const struct bufs *b, __u64 size, 
 				struct iovec v;
 
 				if (bpf_probe_read_user(&v, sizeof(v), b->iov))
-					return;
+					return 0;
 				src = v.iov_base;
 			}
 			if (bpf_probe_read_user(h, sizeof(h), src) == 0 && tls_record(h, 3)) {
 				c->state = SYSCAP_TLS;
 				c->pt_state = SYSCAP_TRACE;
-				return;
+				return 0;
 			}
 		}
 	}
 	if (st == SYSCAP_IGNORE || st == SYSCAP_TLS)
-		return;
-	if (!ts)
-		ts = bpf_ktime_get_ns();
+		return 0;
+	ts = bpf_ktime_get_ns();
 	if (st == SYSCAP_INFER && !stream_infer(tgid, fd, c, sk, b, size, dir, ts, plaintext))
-		return;
+		return 0;
 	cap = c->dir == dir ? syscap_cont_cap : syscap_cap;
 	c->dir = dir;
 	if (cap > SYSCAP_CAP_MAX)
 		cap = SYSCAP_CAP_MAX;
 	emit_data(tgid, c, b, size, dir, cap, ts);
+	return 0;
 }
 
 static __always_inline void on_close(__u32 fd, __u64 ts)
@@ -964,9 +967,8 @@ static __always_inline bool msghdr_bufs(const struct user_msghdr *m, struct bufs
 	return b->iov != NULL;
 }
 
-static __always_inline void on_mmsg(__u32 fd, const struct mmsghdr *vec, __u32 count, __u8 dir, __u64 ts)
+static __always_inline void on_mmsg(__u32 fd, const struct mmsghdr *vec, __u32 count, __u8 dir)
 {
-#pragma unroll
 	for (int i = 0; i < MAX_MMSG; i++) {
 		struct bufs b = {};
 		__u32 len;
@@ -978,7 +980,7 @@ static __always_inline void on_mmsg(__u32 fd, const struct mmsghdr *vec, __u32 c
 		if (!msghdr_bufs(&vec[i].msg_hdr, &b))
 			break;
 		if (len)
-			on_data(fd, &b, len, dir, ts, false);
+			on_data(fd, &b, len, dir, false);
 	}
 }
 
@@ -1091,7 +1093,7 @@ static __always_inline int ssl_exit(long ret)
 	if (n > 0) {
 		if (fd >= 0) {
 			b.buf = (const void *)call->buf;
-			on_data(fd, &b, n, call->dir, bpf_ktime_get_ns(), true);
+			on_data(fd, &b, n, call->dir, true);
 		} else {
 			__u32 zero = 0;
 			__u64 *lost = bpf_map_lookup_elem(&ssl_lost, &zero);
@@ -1245,7 +1247,7 @@ int go_tls_return(struct pt_regs *ctx)
 		fd = go_conn_fd(call->conn);
 		if (fd >= 0 && fd < (1 << 30)) {
 			b.buf = (const void *)call->buf;
-			on_data(fd, &b, n, call->dir, bpf_ktime_get_ns(), true);
+			on_data(fd, &b, n, call->dir, true);
 		} else {
 			__u32 zero = 0;
 			__u64 *lost = bpf_map_lookup_elem(&ssl_lost, &zero);
@@ -1270,7 +1272,6 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct bufs b = {};
-	__u64 ts = 0; /* taken by on_data once a chunk is traced */
 	__u32 fd;
 
 	switch (SC_NR(regs)) {
@@ -1302,8 +1303,8 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 			b.peer = (const struct sockaddr *)regs->regs[4];
 #endif
 		}
-		on_data(fd, &b, ret,
-			SC_NR(regs) == NR_read || SC_NR(regs) == NR_recvfrom ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts, false);
+		on_data(fd, &b, ret, SC_NR(regs) == NR_read || SC_NR(regs) == NR_recvfrom ? SYSCAP_INGRESS : SYSCAP_EGRESS,
+			false);
 		return 0;
 	case NR_readv:
 	case NR_writev:
@@ -1312,7 +1313,7 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 		fd = SC_ARG0(regs);
 		b.iov = (const struct iovec *)SC_ARG1(regs);
 		b.iovcnt = SC_ARG2(regs);
-		on_data(fd, &b, ret, SC_NR(regs) == NR_readv ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts, false);
+		on_data(fd, &b, ret, SC_NR(regs) == NR_readv ? SYSCAP_INGRESS : SYSCAP_EGRESS, false);
 		return 0;
 	case NR_recvmsg:
 	case NR_sendmsg:
@@ -1321,14 +1322,14 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 		fd = SC_ARG0(regs);
 		if (!msghdr_bufs((const struct user_msghdr *)SC_ARG1(regs), &b))
 			return 0;
-		on_data(fd, &b, ret, SC_NR(regs) == NR_recvmsg ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts, false);
+		on_data(fd, &b, ret, SC_NR(regs) == NR_recvmsg ? SYSCAP_INGRESS : SYSCAP_EGRESS, false);
 		return 0;
 	case NR_recvmmsg:
 	case NR_sendmmsg:
 		if (ret <= 0)
 			return 0;
 		on_mmsg(SC_ARG0(regs), (const struct mmsghdr *)SC_ARG1(regs), ret,
-			SC_NR(regs) == NR_recvmmsg ? SYSCAP_INGRESS : SYSCAP_EGRESS, ts);
+			SC_NR(regs) == NR_recvmmsg ? SYSCAP_INGRESS : SYSCAP_EGRESS);
 		return 0;
 	case NR_close:
 		if (ret != 0)

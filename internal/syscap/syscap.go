@@ -123,7 +123,12 @@ func Open(opts Options) (*Capture, error) {
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}
-	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: dataHdrSize + 256, FillPercent: 25}); err != nil {
+	// Wake the reader every ~1000 records (or at a quarter full): a busy
+	// connection makes tens of thousands of records a second, and a wake-up
+	// (an IPI, the reader's epoll return and a goroutine switch) costs as
+	// much as reading a hundred records. The reader's deadline bounds the
+	// delay of a quiet ring.
+	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 1024, RecordSize: dataHdrSize + 128, FillPercent: 25}); err != nil {
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
 	c := &Capture{opts: opts, traced: map[uint64]uint64{}, byID: map[uint64]uint64{}, goneAt: map[uint32]int{}, tlsFiles: map[fileID][]link.Link{}, goFiles: map[fileID][]link.Link{}}

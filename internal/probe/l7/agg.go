@@ -163,11 +163,23 @@ func (a *aggregator) api(k rowKey, api string) *rpcAgg {
 	return r
 }
 
-// exchange adds one exchange of the connection row k.
-func (a *aggregator) exchange(k rowKey, rpc *rpcAgg, e *l7.Exchange) {
+// exchange adds one exchange of the connection row k; c (may be nil)
+// caches the connection's last api row, since a connection mostly repeats
+// its requests.
+func (a *aggregator) exchange(k rowKey, rpc *rpcAgg, e *l7.Exchange, c *conn) {
 	rpc.add(e)
+	if e.API == "" {
+		return
+	}
+	if c != nil && c.apiGen == a.gen && c.apiRow != nil && c.api == e.API {
+		c.apiRow.add(e)
+		return
+	}
 	if r := a.api(k, e.API); r != nil {
 		r.add(e)
+		if c != nil {
+			c.api, c.apiRow, c.apiGen = e.API, r, a.gen
+		}
 	}
 }
 
@@ -271,6 +283,10 @@ type conn struct {
 	gen  uint64
 	link *linkAgg
 	rpc  *rpcAgg
+	// The api row of the last exchange, for the current period (apiGen).
+	api    string
+	apiRow *rpcAgg
+	apiGen uint64
 	// desyncs already reported as lost.
 	desyncs uint64
 	// peers: per remote address parsers and keys of an unconnected UDP

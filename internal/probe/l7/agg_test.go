@@ -48,7 +48,7 @@ func TestAggregateAndFlush(t *testing.T) {
 		{HasResponse: true, End: 9, API: ""}, // response without request
 	}
 	for i := range ex {
-		a.exchange(k, rpc, &ex[i])
+		a.exchange(k, rpc, &ex[i], nil)
 	}
 	l := a.link(k)
 	l.bytesSent, l.segsSent, l.bytesRecv, l.segsRecv = 300, 3, 100, 4
@@ -117,10 +117,10 @@ func TestAPICap(t *testing.T) {
 	rpc := a.rpc(k)
 	for i := 0; i < 10; i++ {
 		e := l7.Exchange{HasRequest: true, API: string(rune('a' + i))}
-		a.exchange(k, rpc, &e)
+		a.exchange(k, rpc, &e, nil)
 	}
 	e := l7.Exchange{HasRequest: true, API: "a"}
-	a.exchange(k, rpc, &e)
+	a.exchange(k, rpc, &e, nil)
 	if a.overflowed != 7 || len(a.apis) != 4 || a.apis[apiKey{k, OverflowAPI}].req != 7 || a.apis[apiKey{k, "a"}].req != 2 {
 		t.Errorf("overflowed %d, rows %d", a.overflowed, len(a.apis))
 	}

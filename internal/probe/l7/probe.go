@@ -314,7 +314,7 @@ func (h handler) Data(d *syscap.Data) {
 	chunk := l7.Chunk{Dir: d.Dir, TS: d.TS, Data: d.Bytes, Size: d.Size}
 	p.out = cn.parser.Feed(chunk, p.out[:0])
 	for i := range p.out {
-		p.agg.exchange(cn.key, rpc, &p.out[i])
+		p.agg.exchange(cn.key, rpc, &p.out[i], cn)
 	}
 	p.reportDesyncs(cn)
 	if cn.info.Proto != l7.HTTP {
@@ -330,7 +330,7 @@ func (h handler) Data(d *syscap.Data) {
 		if rest.Size > 0 {
 			p.out = cn.parser.Feed(rest, p.out[:0])
 			for i := range p.out {
-				p.agg.exchange(cn.key, rpc, &p.out[i])
+				p.agg.exchange(cn.key, rpc, &p.out[i], cn)
 			}
 		}
 	}
@@ -353,7 +353,7 @@ func (h handler) Close(c *syscap.Close) {
 		_, rpc := pc.rows(p.agg)
 		p.out = pc.parser.Flush(p.out[:0])
 		for i := range p.out {
-			p.agg.exchange(pc.key, rpc, &p.out[i])
+			p.agg.exchange(pc.key, rpc, &p.out[i], pc)
 		}
 		p.reportDesyncs(pc)
 	}
