@@ -84,7 +84,7 @@ func fileIDOf(path string) (fileID, error) {
 	if err := syscall.Stat(path, &st); err != nil {
 		return fileID{}, err
 	}
-	return fileID{uint64(st.Dev), st.Ino}, nil
+	return fileID{st.Dev, st.Ino}, nil
 }
 
 func closeAll(links []link.Link) {

@@ -70,9 +70,6 @@ func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.
 // WithHostPath roots /proc (GOPHER_HOST_PATH).
 func WithHostPath(root string) Option { return func(p *Probe) { p.hostPath = root } }
 
-// withReport replaces report_period (tests).
-func withReport(d time.Duration) Option { return func(p *Probe) { p.reportEvery = d } }
-
 // New returns an l7 probe.
 func New(opts ...Option) *Probe {
 	p := &Probe{now: time.Now, kick: make(chan struct{}, 1), tlsKick: make(chan struct{}, 1), warned: map[string]bool{}}
