@@ -55,12 +55,13 @@ func TestSpec(t *testing.T) {
 	bpfspec.Objects(t, _SyscapBytes, []string{"syscap_x86_bpfel.o", "syscap_arm64_bpfel.o"}, func(t *testing.T, spec *ebpf.CollectionSpec) {
 		fmaps, fprogs := bpfspec.Filter()
 		fprogs["syscap_sys_exit"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sys_exit"}
-		for _, p := range []string{"ssl_write_enter", "ssl_read_enter", "ssl_write_ex_enter", "ssl_read_ex_enter", "go_tls_write_enter", "go_tls_read_enter", "go_tls_return"} {
+		for _, p := range []string{"ssl_write_enter", "ssl_read_enter", "ssl_write_ex_enter", "ssl_read_ex_enter", "go_tls_write_enter", "go_tls_read_enter", "go_tls_return", "ssl_handshake_enter"} {
 			fprogs[p] = bpfspec.Program{Type: ebpf.Kprobe, AttachTo: ""}
 		}
 		fprogs["ssl_return"] = bpfspec.Program{Type: ebpf.Kprobe, AttachTo: ""}
+		fprogs["ssl_handshake_return"] = bpfspec.Program{Type: ebpf.Kprobe, AttachTo: ""}
 		bpfspec.Programs(t, spec, fprogs)
-		fmaps["conns"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 24, MaxEntries: 65536}
+		fmaps["conns"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 48, MaxEntries: 65536}
 		fmaps["events"] = bpfspec.Map{Type: ebpf.RingBuf, MaxEntries: 4 << 20}
 		fmaps["lost_events"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
 		fmaps["conn_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
@@ -69,7 +70,7 @@ func TestSpec(t *testing.T) {
 		fmaps["scratch"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: uint32(dataHdrSize + 2*CaptureMax), MaxEntries: 1}
 		fmaps["head_buf"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 64, MaxEntries: 1}
 		fmaps["ssl_calls"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16384}
-		fmaps["ssl_fds"] = bpfspec.Map{Type: ebpf.LRUHash, KeySize: 16, ValueSize: 4, MaxEntries: 65536}
+		fmaps["ssl_fds"] = bpfspec.Map{Type: ebpf.LRUHash, KeySize: 16, ValueSize: 16, MaxEntries: 65536}
 		fmaps["go_tls_calls"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 16, ValueSize: 24, MaxEntries: 16384}
 		bpfspec.Maps(t, spec, fmaps)
 		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{

@@ -231,15 +231,16 @@ func (c *Capture) AttachGoTLS(path string) (attached bool, err error) {
 		return nil
 	}
 	for _, fn := range funcs {
-		enter := c.objs.GoTlsReadEnter
+		enter, rets := c.objs.GoTlsReadEnter, fn.rets
 		if strings.HasSuffix(fn.name, ".Write") {
-			enter = c.objs.GoTlsWriteEnter
+			// A Write's plaintext is sent at entry: no return probes.
+			enter, rets = c.objs.GoTlsWriteEnter, nil
 		}
 		if err := attach(enter, fn.name, fn.offset); err != nil {
 			closeAll(links)
 			return false, err
 		}
-		for _, r := range fn.rets {
+		for _, r := range rets {
 			if err := attach(c.objs.GoTlsReturn, fn.name, r); err != nil {
 				closeAll(links)
 				return false, err

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -252,9 +253,21 @@ func TestOpenSSLPrivileged(t *testing.T) {
 
 	page := strings.Repeat("galago ", 1000)
 	port := nginxTLS(t, page)
-	body, err := exec.Command("curl", "-sk", "--http1.1", fmt.Sprintf("https://127.0.0.1:%d/index.html", port)).Output()
-	if err != nil || string(body) != page {
-		t.Fatalf("curl: %v, %d bytes", err, len(body))
+	// Each curl runs while one more idle plain connection holds an fd of
+	// nginx: a new connection's SSL object often reuses the address of the
+	// one before it, but its fd differs, so a socket remembered for the
+	// address would be another connection's.
+	const fetches = 12
+	for i := 0; i < fetches; i++ {
+		idle, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer idle.Close()
+		body, err := exec.Command("curl", "-sk", "--http1.1", fmt.Sprintf("https://127.0.0.1:%d/index.html", port)).Output()
+		if err != nil || string(body) != page {
+			t.Fatalf("curl %d: %v, %d bytes", i, err, len(body))
+		}
 	}
 	time.Sleep(300 * time.Millisecond)
 	cancel()
@@ -264,7 +277,8 @@ func TestOpenSSLPrivileged(t *testing.T) {
 	rec.mu.Lock()
 	conns := maps.Clone(rec.conns)
 	rec.mu.Unlock()
-	var client, server *Conn
+	clients := map[netip.AddrPort]Conn{}
+	servers := map[netip.AddrPort]Conn{} // by the client's address
 	for _, cn := range conns {
 		if cn.Remote.Port() != uint16(port) && cn.Local.Port() != uint16(port) {
 			continue
@@ -272,37 +286,130 @@ func TestOpenSSLPrivileged(t *testing.T) {
 		if !cn.SSL || cn.Proto != l7.HTTP {
 			t.Errorf("conn %+v: want SSL HTTP", cn)
 		}
-		cn := cn
 		switch cn.Role {
 		case l7.Client:
-			client = &cn
+			clients[cn.Local] = cn
 		case l7.Server:
+			servers[cn.Remote] = cn
+		}
+	}
+	if len(clients) != fetches || len(servers) != fetches {
+		t.Fatalf("%d client and %d server TLS connections traced, want %d of each (one per curl): %+v", len(clients), len(servers), fetches, conns)
+	}
+	for addr, client := range clients {
+		server, ok := servers[addr]
+		if !ok || client.TGID == server.TGID {
+			t.Errorf("curl's connection from %v: no nginx connection with its plaintext", addr)
+			continue
+		}
+		ce, ci, _ := rec.streams(client.ID)
+		se, si, _ := rec.streams(server.ID)
+		if !bytes.HasPrefix(ce, []byte("GET /index.html HTTP/1.1\r\n")) || !bytes.Equal(ce, si) {
+			t.Errorf("request from %v: curl sent %q, nginx read %q", addr, ce, si)
+		}
+		if !bytes.HasPrefix(se, []byte("HTTP/1.1 200 OK\r\n")) || !bytes.HasPrefix(ci, []byte("HTTP/1.1 200 OK\r\n")) {
+			t.Errorf("response to %v: nginx sent %q..., curl read %q...", addr, se[:min(len(se), 40)], ci[:min(len(ci), 40)])
+		}
+		// The client reads the whole page (the first chunk of the turn in
+		// full, the rest as sizes); no byte is missing from the sizes.
+		var got int
+		rec.mu.Lock()
+		for _, ch := range rec.data[client.ID] {
+			if ch.Dir == l7.Ingress {
+				got += ch.Size
+			}
+		}
+		rec.mu.Unlock()
+		if hdr := bytes.Index(ci, []byte("\r\n\r\n")); hdr < 0 || got != hdr+4+len(page) {
+			t.Errorf("curl read %d plaintext bytes, want headers + %d", got, len(page))
+		}
+	}
+}
+
+// TestSizePrefixReadPrivileged: a Kafka broker reads a request's 4-byte
+// size, then the rest; its side of the connection is still found to be
+// Kafka's server side, and its ingress bytes are the whole request.
+func TestSizePrefixReadPrivileged(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	rec := newRecorder()
+	c, err := Open(Options{Handler: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.Kafka}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetTargets(selfTargets{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+
+	// ApiVersions v0, correlation id 7, client id "galago".
+	body := []byte{0, 18, 0, 0, 0, 0, 0, 7, 0, 6, 'g', 'a', 'l', 'a', 'g', 'o'}
+	req := append([]byte{0, 0, 0, byte(len(body))}, body...)
+	resp := []byte{0, 0, 0, 6, 0, 0, 0, 7, 0, 0}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() {
+		s, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer s.Close()
+		size := make([]byte, 4)
+		if _, err := io.ReadFull(s, size); err != nil {
+			served <- err
+			return
+		}
+		rest := make([]byte, int(size[3]))
+		if _, err := io.ReadFull(s, rest); err != nil {
+			served <- err
+			return
+		}
+		_, err = s.Write(resp)
+		served <- err
+	}()
+	cl, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(resp))
+	if _, err := io.ReadFull(cl, got); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var server *Conn
+	for _, cn := range rec.conns {
+		if cn.Proto == l7.Kafka && cn.Role == l7.Server {
+			cn := cn
 			server = &cn
 		}
 	}
-	if client == nil || server == nil || client.TGID == server.TGID {
-		t.Fatalf("TLS conns %+v, want curl's client and nginx's server", conns)
+	if server == nil {
+		t.Fatalf("no Kafka server connection traced: %+v", rec.conns)
 	}
-	ce, ci, _ := rec.streams(client.ID)
 	se, si, _ := rec.streams(server.ID)
-	if !bytes.HasPrefix(ce, []byte("GET /index.html HTTP/1.1\r\n")) || !bytes.Equal(ce, si) {
-		t.Errorf("request: curl sent %q, nginx read %q", ce, si)
-	}
-	if !bytes.HasPrefix(se, []byte("HTTP/1.1 200 OK\r\n")) || !bytes.HasPrefix(ci, []byte("HTTP/1.1 200 OK\r\n")) {
-		t.Errorf("response: nginx sent %q..., curl read %q...", se[:min(len(se), 40)], ci[:min(len(ci), 40)])
-	}
-	// The client reads the whole page (the first chunk of the turn in
-	// full, the rest as sizes); no byte is missing from the sizes.
-	var got int
-	rec.mu.Lock()
-	for _, ch := range rec.data[client.ID] {
-		if ch.Dir == l7.Ingress {
-			got += ch.Size
-		}
-	}
-	rec.mu.Unlock()
-	if hdr := bytes.Index(ci, []byte("\r\n\r\n")); hdr < 0 || got != hdr+4+len(page) {
-		t.Errorf("curl read %d plaintext bytes, want headers + %d", got, len(page))
+	if !bytes.Equal(si, req) || !bytes.Equal(se, resp) {
+		t.Errorf("broker read %v, want %v; wrote %v, want %v", si, req, se, resp)
 	}
 }
 

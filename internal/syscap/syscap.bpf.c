@@ -24,7 +24,11 @@
  *   one lookup. A traced connection sends one CONN record (addresses,
  *   protocol, role), then one DATA record per syscall (per message for
  *   *mmsg) with the bytes moved and a prefix of them, then a CLOSE record
- *   at close().
+ *   at close(), or when another thread's new socket got the fd number
+ *   before that close() returned (the entry then stays the new socket's).
+ *   A short first read (<= SYSCAP_PRE_MAX bytes: a server reading a
+ *   length prefix or a fixed header first) is kept and inferred together
+ *   with the next read, then sent as the DATA record it was.
  * Capture: the first chunk of each turn (a run of chunks in one direction)
  *   keeps up to syscap_cap bytes (<= SYSCAP_CAP_MAX), the following ones of
  *   the same turn up to syscap_cont_cap: enough for the parsers to step over
@@ -141,6 +145,7 @@ enum syscap_rec_type {
 #define SYSCAP_CAP_S 128
 #define INFER_TRIES 4
 #define INFER_BYTES 32
+#define SYSCAP_PRE_MAX 16
 #define MAX_IOV 4
 #define MAX_MMSG 8
 
@@ -155,6 +160,12 @@ struct syscap_conn {
 	__u8 dir;   /* direction of the last chunk (turns) */
 	__u8 pt_state; /* enum syscap_state of the plaintext stream (state == SYSCAP_TLS) */
 	__u8 pt_tries;
+	/* A short first read of a stream that is inferring (a server reading
+	 * a length prefix or a fixed header before the rest: Kafka's size,
+	 * MongoDB's header): kept to be inferred with the next read. */
+	__u8 pre[SYSCAP_PRE_MAX];
+	__u8 pre_n;
+	__u8 _pad[7];
 };
 
 /* A traced connection, once, before its first DATA record. */
@@ -749,6 +760,21 @@ static __always_inline void emit_data(__u32 tgid, const struct syscap_conn *c, c
 	}
 }
 
+/* emit_pre sends the kept first read of a stream (struct syscap_conn's
+ * pre) as the DATA record it was. */
+static __always_inline void emit_pre(__u32 tgid, const struct syscap_conn *c, const __u8 *pre, __u32 n, __u8 dir,
+				     __u64 ts)
+{
+	struct syscap_data_s *r = GALAGO_RB_RESERVE(&events, struct syscap_data_s);
+
+	if (!r)
+		return;
+	fill_hdr(&r->h, tgid, c, ts, n, dir, NULL);
+	__builtin_memcpy(r->data, pre, SYSCAP_PRE_MAX);
+	r->h.len = n;
+	GALAGO_RB_SUBMIT(&events, r);
+}
+
 static __always_inline __u64 new_conn_id(void)
 {
 	__u32 zero = 0;
@@ -757,6 +783,29 @@ static __always_inline __u64 new_conn_id(void)
 	if (!n)
 		return 0;
 	return __sync_fetch_and_add(n, 1) + 1;
+}
+
+/* traced: whether c's records reach user space (a CLOSE is owed). */
+static __always_inline bool traced(const struct syscap_conn *c)
+{
+	return c->state == SYSCAP_TRACE || (c->state == SYSCAP_TLS && c->pt_state == SYSCAP_TRACE);
+}
+
+/* emit_close sends the CLOSE record of a traced connection. */
+static __always_inline void emit_close(__u32 tgid, const struct syscap_conn *c, __u64 ts)
+{
+	struct syscap_close_rec *r;
+
+	if (!traced(c))
+		return;
+	r = GALAGO_RB_RESERVE(&events, struct syscap_close_rec);
+	if (!r)
+		return;
+	r->type = SYSCAP_REC_CLOSE;
+	r->tgid = tgid;
+	r->conn_id = c->id;
+	r->ts = ts;
+	GALAGO_RB_SUBMIT(&events, r);
 }
 
 /* lookup_conn returns the connection of (tgid, fd), creating it for a
@@ -779,6 +828,11 @@ static __always_inline struct syscap_conn *lookup_conn(__u64 key, __u32 fd, stru
 		return NULL;
 	if (c && c->file == (__u64)f)
 		return c;
+	if (c) {
+		/* The fd names another file now: the old connection was
+		 * closed by a thread whose close() has not returned yet. */
+		emit_close(key >> 32, c, bpf_ktime_get_ns());
+	}
 	if ((BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) != S_IFSOCK)
 		return NULL;
 	sock = BPF_CORE_READ(f, private_data);
@@ -820,19 +874,29 @@ static __always_inline bool stream_infer(__u32 tgid, __u32 fd, struct syscap_con
 	__u32 zero = 0;
 	struct syscap_head *hb = bpf_map_lookup_elem(&head_buf, &zero);
 	__u8 *head;
-	__u32 n;
+	__u32 n, pre;
 	__u8 proto, role;
 
 	if (!hb)
 		return false;
 	head = hb->b;
 	__builtin_memset(head, 0, sizeof(hb->b));
-	n = first_bytes(b, size, head);
-	if (!plaintext && n && tls_record(head, n)) {
+	pre = dir == SYSCAP_INGRESS && c->pre_n <= SYSCAP_PRE_MAX ? c->pre_n : 0;
+	c->pre_n = 0;
+	if (pre)
+		__builtin_memcpy(head, c->pre, SYSCAP_PRE_MAX);
+	/* pre <= SYSCAP_PRE_MAX: the mask only shows the verifier that
+	 * head + pre + INFER_BYTES stays in the buffer. */
+	n = first_bytes(b, size, head + (pre & (SYSCAP_PRE_MAX * 2 - 1)));
+	if (!pre && !plaintext && n && tls_record(head, n)) {
 		c->state = SYSCAP_TLS; /* plaintext comes from the TLS uprobes */
 		return false;
 	}
-	if (!infer(head, n, size, dir, c->l4, &proto, &role)) {
+	if (!infer(head, pre + n, pre + size, dir, c->l4, &proto, &role)) {
+		if (!pre && n == size && size <= SYSCAP_PRE_MAX && dir == SYSCAP_INGRESS && c->l4 == SYSCAP_L4_TCP) {
+			__builtin_memcpy(c->pre, head, SYSCAP_PRE_MAX);
+			c->pre_n = n;
+		}
 		if (plaintext) {
 			if (++c->pt_tries >= INFER_TRIES)
 				c->pt_state = SYSCAP_IGNORE;
@@ -866,6 +930,8 @@ static __always_inline bool stream_infer(__u32 tgid, __u32 fd, struct syscap_con
 	else
 		c->state = SYSCAP_TRACE;
 	emit_conn(tgid, fd, c, sk, ts);
+	if (pre)
+		emit_pre(tgid, c, c->pre, pre, dir, ts);
 	return true;
 }
 
@@ -931,25 +997,23 @@ __noinline int on_data(__u32 fd, const struct bufs *b, __u64 size, __u8 dir, boo
 	return 0;
 }
 
+/* on_close runs at close()'s exit. Between the fd's release and here
+ * another thread of the process may have got the same fd number for a
+ * new socket and already made it a connection: the entry is then that
+ * connection's (its file is the one the fd table holds now) and stays. */
 static __always_inline void on_close(__u32 fd, __u64 ts)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u64 key = ((__u64)tgid << 32) | fd;
 	struct syscap_conn *c = bpf_map_lookup_elem(&conns, &key);
-	struct syscap_close_rec *r;
+	struct file *f;
 
 	if (!c)
 		return;
-	if (c->state == SYSCAP_TRACE || (c->state == SYSCAP_TLS && c->pt_state == SYSCAP_TRACE)) {
-		r = GALAGO_RB_RESERVE(&events, struct syscap_close_rec);
-		if (r) {
-			r->type = SYSCAP_REC_CLOSE;
-			r->tgid = tgid;
-			r->conn_id = c->id;
-			r->ts = ts;
-			GALAGO_RB_SUBMIT(&events, r);
-		}
-	}
+	f = fd_file(bpf_get_current_task_btf(), fd);
+	if (f && c->file == (__u64)f)
+		return;
+	emit_close(tgid, c, ts);
 	bpf_map_delete_elem(&conns, &key);
 }
 
@@ -1004,6 +1068,9 @@ struct ssl_call {
 	__u8 _pad[3];
 };
 
+/* ssl_call.dir of SSL_do_handshake: no data, only the socket. */
+#define SSL_HANDSHAKE 0xff
+
 struct ssl_key {
 	__u32 tgid;
 	__u32 _pad;
@@ -1017,11 +1084,20 @@ struct {
 	__type(value, struct ssl_call);
 } ssl_calls SEC(".maps");
 
+/* The socket of an SSL object, and the file the fd named then: OpenSSL
+ * gives a new connection's SSL object the address of a freed one, so an
+ * entry is used only while the fd still names that file. */
+struct ssl_fd {
+	__s32 fd;
+	__u32 _pad;
+	__u64 file; /* struct file * */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct ssl_key);
-	__type(value, __s32); /* fd */
+	__type(value, struct ssl_fd);
 } ssl_fds SEC(".maps");
 
 /* ssl_lost[0], per CPU: TLS calls whose socket could not be found. */
@@ -1042,6 +1118,31 @@ static __always_inline void note_ssl_fd(__u32 fd)
 		call->fd = fd;
 }
 
+/* ssl_socket returns the fd of the SSL object of k: the fd of a syscall
+ * the call made (noted, with its file, for later calls), else the noted
+ * one while it still names the same file; -1 when unknown. */
+static __always_inline __s32 ssl_socket(const struct ssl_key *k, __s32 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ssl_fd *known, v = {};
+
+	if (fd >= 0) {
+		v.fd = fd;
+		v.file = (__u64)fd_file(task, fd);
+		bpf_map_update_elem(&ssl_fds, k, &v, BPF_ANY);
+		return fd;
+	}
+	known = bpf_map_lookup_elem(&ssl_fds, k);
+	if (!known)
+		return -1;
+	fd = known->fd;
+	if (fd < 0 || known->file != (__u64)fd_file(task, fd)) {
+		bpf_map_delete_elem(&ssl_fds, k); /* an SSL object freed and its address reused */
+		return -1;
+	}
+	return fd;
+}
+
 static __always_inline int ssl_enter(void *ssl, const void *buf, void *out_len, __u8 dir)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -1049,6 +1150,8 @@ static __always_inline int ssl_enter(void *ssl, const void *buf, void *out_len, 
 
 	if (!galago_observed(id >> 32))
 		return 0;
+	if (dir == SSL_HANDSHAKE && bpf_map_lookup_elem(&ssl_calls, &id))
+		return 0; /* inside SSL_read/SSL_write: that call notes the fd */
 	call.ssl = (__u64)ssl;
 	call.buf = (__u64)buf;
 	call.out_len = (__u64)out_len;
@@ -1081,16 +1184,8 @@ static __always_inline int ssl_exit(long ret)
 	}
 	k.tgid = id >> 32;
 	k.ssl = call->ssl;
-	fd = call->fd;
-	if (fd >= 0) {
-		bpf_map_update_elem(&ssl_fds, &k, &fd, BPF_ANY);
-	} else {
-		__s32 *known = bpf_map_lookup_elem(&ssl_fds, &k);
-
-		if (known)
-			fd = *known;
-	}
-	if (n > 0) {
+	fd = ssl_socket(&k, call->fd);
+	if (n > 0 && call->dir != SSL_HANDSHAKE) {
 		if (fd >= 0) {
 			b.buf = (const void *)call->buf;
 			on_data(fd, &b, n, call->dir, true);
@@ -1130,9 +1225,29 @@ int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, size_t num, size_t *read
 	return ssl_enter(ssl, buf, readbytes, SYSCAP_INGRESS);
 }
 
+/* SSL_do_handshake (SSL_accept and SSL_connect call it): its syscalls
+ * name the socket of a new SSL object before its first SSL_read, which
+ * OpenSSL may answer from data it already holds, without a syscall. */
+SEC("uprobe")
+int BPF_KPROBE(ssl_handshake_enter, void *ssl)
+{
+	return ssl_enter(ssl, NULL, NULL, SSL_HANDSHAKE);
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(ssl_return, long ret)
 {
+	return ssl_exit(ret);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(ssl_handshake_return, long ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ssl_call *call = bpf_map_lookup_elem(&ssl_calls, &id);
+
+	if (!call || call->dir != SSL_HANDSHAKE)
+		return 0; /* a nested handshake: its SSL_read/SSL_write returns later */
 	return ssl_exit(ret);
 }
 
@@ -1152,11 +1267,13 @@ int BPF_KRETPROBE(ssl_return, long ret)
 #if defined(__TARGET_ARCH_x86)
 #define GO_ARG0(r) ((r)->ax)
 #define GO_ARG1(r) ((r)->bx)
+#define GO_ARG2(r) ((r)->cx)
 #define GO_G(r) ((r)->r14)
 #define GO_RET0(r) ((r)->ax)
 #elif defined(__TARGET_ARCH_arm64)
 #define GO_ARG0(r) ((r)->regs[0])
 #define GO_ARG1(r) ((r)->regs[1])
+#define GO_ARG2(r) ((r)->regs[2])
 #define GO_G(r) ((r)->regs[28])
 #define GO_RET0(r) ((r)->regs[0])
 #endif
@@ -1186,23 +1303,6 @@ struct {
 	__type(value, struct go_tls_call);
 } go_tls_calls SEC(".maps");
 
-static __always_inline int go_tls_enter(struct pt_regs *ctx, __u8 dir)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct go_tls_key k = {};
-	struct go_tls_call call = {};
-
-	if (!galago_observed(tgid))
-		return 0;
-	k.tgid = tgid;
-	k.g = GO_G(ctx);
-	call.conn = GO_ARG0(ctx);
-	call.buf = GO_ARG1(ctx);
-	call.dir = dir;
-	bpf_map_update_elem(&go_tls_calls, &k, &call, BPF_ANY);
-	return 0;
-}
-
 static __always_inline __s64 go_conn_fd(__u64 conn)
 {
 	__u64 data = 0, netfd = 0;
@@ -1215,6 +1315,58 @@ static __always_inline __s64 go_conn_fd(__u64 conn)
 	if (bpf_probe_read_user(&fd, sizeof(fd), (void *)(netfd + go_netfd_sysfd_off)))
 		return -1;
 	return fd;
+}
+
+/* go_tls_lost counts a TLS call whose socket was not found. */
+static __always_inline void go_tls_lost(void)
+{
+	__u32 zero = 0;
+	__u64 *lost = bpf_map_lookup_elem(&ssl_lost, &zero);
+
+	if (lost)
+		*lost += 1;
+}
+
+/* go_tls_data sends n bytes of buf moved by a call on the tls.Conn conn. */
+static __always_inline void go_tls_data(__u64 conn, __u64 buf, __s64 n, __u8 dir)
+{
+	struct bufs b = {};
+	__s64 fd = go_conn_fd(conn);
+
+	if (fd < 0 || fd >= (1 << 30)) {
+		go_tls_lost();
+		return;
+	}
+	b.buf = (const void *)buf;
+	on_data(fd, &b, n, dir, true);
+}
+
+/* go_tls_enter: a Write's plaintext is sent at entry, in the order the
+ * program wrote it (net/http's client writes and reads on different
+ * goroutines: a response may be read before the Write of its request
+ * returns); a Read's is sent at return, when its bytes are there. */
+static __always_inline int go_tls_enter(struct pt_regs *ctx, __u8 dir)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct go_tls_key k = {};
+	struct go_tls_call call = {};
+	__s64 n;
+
+	if (!galago_observed(tgid))
+		return 0;
+	if (dir == SYSCAP_EGRESS) {
+		n = (__s64)GO_ARG2(ctx);
+		if (n > 0)
+			go_tls_data(GO_ARG0(ctx), GO_ARG1(ctx), n, dir);
+		return 0;
+	}
+	k.tgid = tgid;
+	k.g = GO_G(ctx);
+	call.conn = GO_ARG0(ctx);
+	call.buf = GO_ARG1(ctx);
+	call.dir = dir;
+	bpf_map_update_elem(&go_tls_calls, &k, &call, BPF_ANY);
+	return 0;
 }
 
 SEC("uprobe")
@@ -1234,8 +1386,7 @@ int go_tls_return(struct pt_regs *ctx)
 {
 	struct go_tls_key k = {};
 	struct go_tls_call *call;
-	struct bufs b = {};
-	__s64 n, fd;
+	__s64 n;
 
 	k.tgid = bpf_get_current_pid_tgid() >> 32;
 	k.g = GO_G(ctx);
@@ -1243,19 +1394,8 @@ int go_tls_return(struct pt_regs *ctx)
 	if (!call)
 		return 0;
 	n = (__s64)GO_RET0(ctx);
-	if (n > 0) {
-		fd = go_conn_fd(call->conn);
-		if (fd >= 0 && fd < (1 << 30)) {
-			b.buf = (const void *)call->buf;
-			on_data(fd, &b, n, call->dir, true);
-		} else {
-			__u32 zero = 0;
-			__u64 *lost = bpf_map_lookup_elem(&ssl_lost, &zero);
-
-			if (lost)
-				*lost += 1;
-		}
-	}
+	if (n > 0)
+		go_tls_data(call->conn, call->buf, n, call->dir);
 	bpf_map_delete_elem(&go_tls_calls, &k);
 	return 0;
 }

@@ -299,12 +299,18 @@ func (c *Capture) handle(raw []byte) error {
 		}
 		key := uint64(conn.TGID)<<32 | uint64(conn.FD)
 		c.mu.Lock()
-		if old, ok := c.traced[key]; ok {
-			delete(c.byID, old) // the fd was reused without a close() we saw
+		old, reused := c.traced[key]
+		if reused {
+			delete(c.byID, old)
 		}
 		c.traced[key] = conn.ID
 		c.byID[conn.ID] = key
 		c.mu.Unlock()
+		if reused {
+			// The fd was reused without a CLOSE record (the kernel sends
+			// one when it sees the reuse; this is the fallback).
+			c.opts.Handler.Close(&Close{ConnID: old, TGID: conn.TGID})
+		}
 		c.opts.Handler.Conn(&conn)
 	case recClose:
 		cl, err := decodeClose(raw)

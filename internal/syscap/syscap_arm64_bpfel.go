@@ -38,6 +38,13 @@ type syscapSslCall struct {
 	Pad    [3]uint8
 }
 
+type syscapSslFd struct {
+	_    structs.HostLayout
+	Fd   int32
+	Pad  uint32
+	File uint64
+}
+
 type syscapSslKey struct {
 	_    structs.HostLayout
 	Tgid uint32
@@ -65,6 +72,9 @@ type syscapSyscapConn struct {
 	Dir     uint8
 	PtState uint8
 	PtTries uint8
+	Pre     [16]uint8
+	PreN    uint8
+	Pad     [7]uint8
 }
 
 type syscapSyscapConnRec struct {
@@ -193,6 +203,8 @@ const (
 	syscapProgGoTlsReadEnter      = "go_tls_read_enter"
 	syscapProgGoTlsReturn         = "go_tls_return"
 	syscapProgGoTlsWriteEnter     = "go_tls_write_enter"
+	syscapProgSslHandshakeEnter   = "ssl_handshake_enter"
+	syscapProgSslHandshakeReturn  = "ssl_handshake_return"
 	syscapProgSslReadEnter        = "ssl_read_enter"
 	syscapProgSslReadExEnter      = "ssl_read_ex_enter"
 	syscapProgSslReturn           = "ssl_return"
@@ -262,17 +274,19 @@ type syscapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscapProgramSpecs struct {
-	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
-	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
-	GoTlsReadEnter   *ebpf.ProgramSpec `ebpf:"go_tls_read_enter"`
-	GoTlsReturn      *ebpf.ProgramSpec `ebpf:"go_tls_return"`
-	GoTlsWriteEnter  *ebpf.ProgramSpec `ebpf:"go_tls_write_enter"`
-	SslReadEnter     *ebpf.ProgramSpec `ebpf:"ssl_read_enter"`
-	SslReadExEnter   *ebpf.ProgramSpec `ebpf:"ssl_read_ex_enter"`
-	SslReturn        *ebpf.ProgramSpec `ebpf:"ssl_return"`
-	SslWriteEnter    *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
-	SslWriteExEnter  *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
-	SyscapSysExit    *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
+	GalagoFilterExec   *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
+	GalagoFilterFork   *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
+	GoTlsReadEnter     *ebpf.ProgramSpec `ebpf:"go_tls_read_enter"`
+	GoTlsReturn        *ebpf.ProgramSpec `ebpf:"go_tls_return"`
+	GoTlsWriteEnter    *ebpf.ProgramSpec `ebpf:"go_tls_write_enter"`
+	SslHandshakeEnter  *ebpf.ProgramSpec `ebpf:"ssl_handshake_enter"`
+	SslHandshakeReturn *ebpf.ProgramSpec `ebpf:"ssl_handshake_return"`
+	SslReadEnter       *ebpf.ProgramSpec `ebpf:"ssl_read_enter"`
+	SslReadExEnter     *ebpf.ProgramSpec `ebpf:"ssl_read_ex_enter"`
+	SslReturn          *ebpf.ProgramSpec `ebpf:"ssl_return"`
+	SslWriteEnter      *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
+	SslWriteExEnter    *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
+	SyscapSysExit      *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
 }
 
 // syscapMapSpecs contains maps before they are loaded into the kernel.
@@ -410,17 +424,19 @@ type syscapVariables struct {
 //
 // It can be passed to loadSyscapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscapPrograms struct {
-	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
-	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
-	GoTlsReadEnter   *ebpf.Program `ebpf:"go_tls_read_enter"`
-	GoTlsReturn      *ebpf.Program `ebpf:"go_tls_return"`
-	GoTlsWriteEnter  *ebpf.Program `ebpf:"go_tls_write_enter"`
-	SslReadEnter     *ebpf.Program `ebpf:"ssl_read_enter"`
-	SslReadExEnter   *ebpf.Program `ebpf:"ssl_read_ex_enter"`
-	SslReturn        *ebpf.Program `ebpf:"ssl_return"`
-	SslWriteEnter    *ebpf.Program `ebpf:"ssl_write_enter"`
-	SslWriteExEnter  *ebpf.Program `ebpf:"ssl_write_ex_enter"`
-	SyscapSysExit    *ebpf.Program `ebpf:"syscap_sys_exit"`
+	GalagoFilterExec   *ebpf.Program `ebpf:"galago_filter_exec"`
+	GalagoFilterFork   *ebpf.Program `ebpf:"galago_filter_fork"`
+	GoTlsReadEnter     *ebpf.Program `ebpf:"go_tls_read_enter"`
+	GoTlsReturn        *ebpf.Program `ebpf:"go_tls_return"`
+	GoTlsWriteEnter    *ebpf.Program `ebpf:"go_tls_write_enter"`
+	SslHandshakeEnter  *ebpf.Program `ebpf:"ssl_handshake_enter"`
+	SslHandshakeReturn *ebpf.Program `ebpf:"ssl_handshake_return"`
+	SslReadEnter       *ebpf.Program `ebpf:"ssl_read_enter"`
+	SslReadExEnter     *ebpf.Program `ebpf:"ssl_read_ex_enter"`
+	SslReturn          *ebpf.Program `ebpf:"ssl_return"`
+	SslWriteEnter      *ebpf.Program `ebpf:"ssl_write_enter"`
+	SslWriteExEnter    *ebpf.Program `ebpf:"ssl_write_ex_enter"`
+	SyscapSysExit      *ebpf.Program `ebpf:"syscap_sys_exit"`
 }
 
 func (p *syscapPrograms) Close() error {
@@ -430,6 +446,8 @@ func (p *syscapPrograms) Close() error {
 		p.GoTlsReadEnter,
 		p.GoTlsReturn,
 		p.GoTlsWriteEnter,
+		p.SslHandshakeEnter,
+		p.SslHandshakeReturn,
 		p.SslReadEnter,
 		p.SslReadExEnter,
 		p.SslReturn,

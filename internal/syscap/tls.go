@@ -12,15 +12,23 @@ import (
 
 // OpenSSL's plaintext entry points: the probe at entry (the buffer) and
 // at return (the bytes moved). The _ex variants exist since OpenSSL 1.1.1.
+// SSL_do_handshake (which SSL_accept and SSL_connect call) is probed for
+// the socket it reads and writes: a new connection's first SSL_read may be
+// answered from what OpenSSL already holds, with no syscall to name it.
 var opensslProbes = []struct {
-	symbol string
-	prog   func(*syscapObjects) *ebpf.Program
+	symbol    string
+	prog, ret func(*syscapObjects) *ebpf.Program
+	data      bool // moves plaintext (the file is OpenSSL only with one of these)
 }{
-	{"SSL_write", func(o *syscapObjects) *ebpf.Program { return o.SslWriteEnter }},
-	{"SSL_read", func(o *syscapObjects) *ebpf.Program { return o.SslReadEnter }},
-	{"SSL_write_ex", func(o *syscapObjects) *ebpf.Program { return o.SslWriteExEnter }},
-	{"SSL_read_ex", func(o *syscapObjects) *ebpf.Program { return o.SslReadExEnter }},
+	{"SSL_write", func(o *syscapObjects) *ebpf.Program { return o.SslWriteEnter }, sslReturn, true},
+	{"SSL_read", func(o *syscapObjects) *ebpf.Program { return o.SslReadEnter }, sslReturn, true},
+	{"SSL_write_ex", func(o *syscapObjects) *ebpf.Program { return o.SslWriteExEnter }, sslReturn, true},
+	{"SSL_read_ex", func(o *syscapObjects) *ebpf.Program { return o.SslReadExEnter }, sslReturn, true},
+	{"SSL_do_handshake", func(o *syscapObjects) *ebpf.Program { return o.SslHandshakeEnter },
+		func(o *syscapObjects) *ebpf.Program { return o.SslHandshakeReturn }, false},
 }
+
+func sslReturn(o *syscapObjects) *ebpf.Program { return o.SslReturn }
 
 // fileID is a file's identity: uprobes attach to an inode, whatever path
 // (host or container root) names it.
@@ -49,7 +57,11 @@ func (c *Capture) AttachOpenSSL(path string) (attached bool, err error) {
 		return false, err
 	}
 	var links []link.Link
+	data := false
 	for _, p := range opensslProbes {
+		if !p.data && !data {
+			break // not OpenSSL: none of its data functions
+		}
 		enter, err := ex.Uprobe(p.symbol, p.prog(&c.objs), nil)
 		if err != nil {
 			if errors.Is(err, link.ErrNoSymbol) || errors.Is(err, os.ErrNotExist) {
@@ -58,15 +70,16 @@ func (c *Capture) AttachOpenSSL(path string) (attached bool, err error) {
 			closeAll(links)
 			return false, fmt.Errorf("uprobe %s:%s: %w", path, p.symbol, err)
 		}
-		ret, err := ex.Uretprobe(p.symbol, c.objs.SslReturn, nil)
+		ret, err := ex.Uretprobe(p.symbol, p.ret(&c.objs), nil)
 		if err != nil {
 			enter.Close()
 			closeAll(links)
 			return false, fmt.Errorf("uretprobe %s:%s: %w", path, p.symbol, err)
 		}
 		links = append(links, enter, ret)
+		data = data || p.data
 	}
-	if len(links) == 0 {
+	if !data {
 		c.tlsFiles[id] = nil // remember: nothing to attach here
 		return false, ErrNoOpenSSL
 	}
