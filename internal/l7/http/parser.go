@@ -722,24 +722,37 @@ func (p *Parser) gap(h *half, n int, c l7.Chunk, out []l7.Exchange) []l7.Exchang
 // message is taken to end with the chunk (programs write a message with
 // one call more often than not), and parsing resumes at the next chunk
 // that starts a message or, inside a chunked body, a chunk.
+//
+// A chunked body whose later chunk-size lines the capture did not copy
+// (a long body written in large writes) is the common case: its message
+// was seen and is counted, and parsing resumes with the next message, so
+// it is not a desync unless requests in flight lose their responses.
 func (p *Parser) softEnd(h *half, n int, c l7.Chunk, out []l7.Exchange) []l7.Exchange {
-	p.desyncs++
 	chunked := h.chunked && (h.st == stChunkSize || h.st == stChunkData || h.st == stChunkCRLF)
 	h.msgBytes += n
 	h.line, h.lineLong = h.line[:0], false
 	detached := h.detached
 	if h.resp && p.final && !detached && h.st == stHeaders && p.switches(h) {
+		p.desyncs++
 		return p.switchProtocols(h, c, len(c.Data), out)
 	}
+	counted := false
 	if h.resp && !p.final {
 		// Only an interim response (or none) was seen.
 		p.respBytes = 0
 		h.resetMsg()
 	} else if !detached {
 		out = p.msgDone(h, c, len(c.Data), out)
+		counted = true
 	}
+	abandoned := false
 	if h.resp {
+		before := len(out)
 		out = p.abandon(^uint64(0), out)
+		abandoned = len(out) > before
+	}
+	if !chunked || !counted || abandoned {
+		p.desyncs++
 	}
 	h.resetMsg()
 	h.st = stLost
