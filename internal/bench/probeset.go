@@ -9,27 +9,32 @@ import (
 // ProbeSet is one galago configuration measured against "no agent": the
 // features switched on over REST, each with its sub-items, observing the
 // whole host ("blacklist":{}), and the accuracy checks that apply to it.
-// Probe sets are data (the ProbeSets table): when the l7 probe lands,
-// "tcp+socket+l7" is one more entry, with a check on l7 request counts.
+// Probe sets are data (the ProbeSets table).
 type ProbeSet struct {
 	Name   string
 	Probes []ProbeConfig
 	Checks []Check
 }
 
-// ProbeConfig is one feature and its sub-items (cmd.probe).
+// ProbeConfig is one feature, its sub-items (cmd.probe) and the params
+// beyond report_period it needs.
 type ProbeConfig struct {
 	Feature  string
 	SubItems []string
+	Params   map[string]any
 }
 
 // Body is the PUT /<feature> JSON that starts the feature with the report
 // period given.
 func (p ProbeConfig) Body(reportPeriod int) string {
+	params := map[string]any{"report_period": reportPeriod}
+	for k, v := range p.Params {
+		params[k] = v
+	}
 	b, _ := json.Marshal(map[string]any{
 		"cmd":       map[string]any{"probe": p.SubItems},
 		"blacklist": map[string]any{},
-		"params":    map[string]any{"report_period": reportPeriod},
+		"params":    params,
 		"state":     "running",
 	})
 	return string(b)
@@ -39,9 +44,14 @@ func (p ProbeConfig) Body(reportPeriod int) string {
 // sub-item, but tcp_delay (proc_flow_perf net_delay, a sock_ops program
 // on every timed write: an on-demand diagnostic).
 var (
-	baseinfoAll = ProbeConfig{"baseinfo", []string{"cpu", "mem", "nic", "net", "disk", "fs", "proc", "host", "con"}}
-	tcpAll      = ProbeConfig{"tcp", []string{"tcp_stats", "tcp_rtt", "tcp_srtt", "tcp_windows", "tcp_rate", "tcp_sockbuf", "tcp_abnormal"}}
-	socketAll   = ProbeConfig{"socket", []string{"tcp_socket", "udp_socket"}}
+	baseinfoAll = ProbeConfig{"baseinfo", []string{"cpu", "mem", "nic", "net", "disk", "fs", "proc", "host", "con"}, nil}
+	tcpAll      = ProbeConfig{"tcp", []string{"tcp_stats", "tcp_rtt", "tcp_srtt", "tcp_windows", "tcp_rate", "tcp_sockbuf", "tcp_abnormal"}, nil}
+	socketAll   = ProbeConfig{"socket", []string{"tcp_socket", "udp_socket"}, nil}
+	// l7 with every protocol the workloads speak (and the rest), TLS on.
+	l7All = ProbeConfig{"l7", []string{"l7_bytes_metrics", "l7_rpc_metrics"}, map[string]any{
+		"l7_protocol": []string{"http", "redis", "pgsql", "mysql", "memcached", "kafka", "mongo", "dns"},
+		"support_ssl": 1,
+	}}
 )
 
 // Check compares one figure galago reports with the ground truth of a run.
@@ -83,12 +93,23 @@ var networkChecks = []Check{
 		Match: map[string]string{"role": "client", "server_port": "{port}"}, Truth: bytesOut},
 }
 
+func requests(c Counters) (float64, float64, bool) { return float64(c.Requests), 0, c.HasRequests }
+
+// l7Checks: every request the server handled is counted on its side
+// (l7_rpc req_count, server rows). Servers whose counter is not in the
+// probe's unit (pgbench's transactions are several statements) give none.
+var l7Checks = []Check{
+	{Name: "requests served (l7_rpc req_count, server)", Family: "gala_gopher_l7_req_count",
+		Match: map[string]string{"l7_role": "server", "server_port": "{port}"}, Truth: requests},
+}
+
 // ProbeSets is every probe set make bench measures, in order. "all" is
 // every probe galago has at this commit (the JSON records the exact list).
 var ProbeSets = []ProbeSet{
 	{Name: "baseinfo", Probes: []ProbeConfig{baseinfoAll}},
 	{Name: "tcp+socket", Probes: []ProbeConfig{tcpAll, socketAll}, Checks: networkChecks},
-	{Name: "all", Probes: []ProbeConfig{baseinfoAll, tcpAll, socketAll}, Checks: networkChecks},
+	{Name: "tcp+socket+l7", Probes: []ProbeConfig{tcpAll, socketAll, l7All}, Checks: append(networkChecks[:len(networkChecks):len(networkChecks)], l7Checks...)},
+	{Name: "all", Probes: []ProbeConfig{baseinfoAll, tcpAll, socketAll, l7All}, Checks: append(networkChecks[:len(networkChecks):len(networkChecks)], l7Checks...)},
 }
 
 // matchLabels resolves a check's label filter for a server port.
