@@ -59,13 +59,18 @@ type cgTargets struct {
 	seen map[int]bool
 }
 
-func (c *cgTargets) Mode() snoop.Mode                 { return snoop.Whitelist }
-func (c *cgTargets) PIDs() []int                      { return nil }
-func (c *cgTargets) CgroupIDs() []uint64              { return []uint64{c.id} }
-func (c *cgTargets) Labels(int) map[string]string     { return nil }
-func (c *cgTargets) Changed() <-chan struct{}         { return c.ch }
-func (c *cgTargets) remember(pid int)                 { c.mu.Lock(); c.seen[pid] = true; c.mu.Unlock() }
-func (c *cgTargets) known(pid int) (in bool, ok bool) { c.mu.Lock(); in, ok = c.seen[pid]; c.mu.Unlock(); return }
+func (c *cgTargets) Mode() snoop.Mode             { return snoop.Whitelist }
+func (c *cgTargets) PIDs() []int                  { return nil }
+func (c *cgTargets) CgroupIDs() []uint64          { return []uint64{c.id} }
+func (c *cgTargets) Labels(int) map[string]string { return nil }
+func (c *cgTargets) Changed() <-chan struct{}     { return c.ch }
+func (c *cgTargets) remember(pid int)             { c.mu.Lock(); c.seen[pid] = true; c.mu.Unlock() }
+func (c *cgTargets) known(pid int) (in bool, ok bool) {
+	c.mu.Lock()
+	in, ok = c.seen[pid]
+	c.mu.Unlock()
+	return
+}
 
 func (c *cgTargets) Observed(pid int) bool {
 	if in, ok := c.known(pid); ok {

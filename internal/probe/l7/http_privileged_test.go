@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -131,6 +132,79 @@ func testNginxWrk(t *testing.T, tls bool) {
 	}
 	if c := got["wrk (client)"]; math.Abs(c.latAvgMs()-res.MeanMs) > 0.2*res.MeanMs {
 		t.Errorf("wrk's l7_rpc latency_avg %.3f ms, wrk's mean %.3f ms: more than 20%% apart", c.latAvgMs(), res.MeanMs)
+	}
+	e.checkLost()
+}
+
+// pyClient sends n requests to 127.0.0.1:port, one connection each, reads
+// each response whole, and exits (os._exit: no cleanup) right after the
+// last one. It prints the statuses.
+const pyClient = `
+import os, socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+for i in range(n):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET /py HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    print(data.split(b"\r\n", 1)[0].decode(), flush=True)
+    if i < n - 1:
+        s.close()
+os._exit(0)
+`
+
+// TestConnPerRequestPrivileged: 30 one-shot curl processes and a Python
+// client that opens a connection per request and exits right after its
+// last response: every request is counted on both ends, each client's
+// rows under its own process.
+func TestConnPerRequestPrivileged(t *testing.T) {
+	const curls, pyReqs = 30, 10
+	e := newEnv(t, []string{"http"}, false, "nginx", "curl", "python3")
+	n := e.startNginx(false)
+	before := e.nginxRequests(n)
+	url := fmt.Sprintf("http://127.0.0.1:%d/curl", n.Port())
+	curlPids := map[int]bool{}
+	for range curls {
+		cmd := exec.CommandContext(e.ctx, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", url)
+		out, err := e.procs.Run(e.ctx, cmd)
+		if cmd.Process != nil {
+			e.targets.remember(cmd.Process.Pid)
+			curlPids[cmd.Process.Pid] = true
+		}
+		if err != nil || string(out) != "200" {
+			t.Fatalf("curl: %q, %v", out, err)
+		}
+	}
+	script := filepath.Join(e.dir, "client.py")
+	if err := os.WriteFile(script, []byte(pyClient), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	py := exec.CommandContext(e.ctx, "python3", script, strconv.Itoa(n.Port()), strconv.Itoa(pyReqs))
+	out, err := e.procs.Run(e.ctx, py)
+	if py.Process != nil {
+		e.targets.remember(py.Process.Pid)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := lines(out); len(l) != pyReqs || l[0] != "HTTP/1.1 200 OK" {
+		t.Fatalf("python client: %q", out)
+	}
+	if truth := e.nginxRequests(n) - before; truth != curls+pyReqs {
+		t.Fatalf("nginx counted %d requests, want %d", truth, curls+pyReqs)
+	}
+	_, got := e.check(map[string]expect{
+		"nginx (server)": {rowMatch{tbl: table.L7Rpc, role: "server", port: n.Port(), protocol: "http"}, curls + pyReqs},
+		"curl (client)":  {rowMatch{tbl: table.L7Rpc, role: "client", port: n.Port(), protocol: "http", tgids: curlPids}, curls},
+		"python (client)": {rowMatch{tbl: table.L7Rpc, role: "client", port: n.Port(), protocol: "http",
+			tgids: map[int]bool{py.Process.Pid: true}}, pyReqs},
+	})
+	if c := got["curl (client)"]; len(c.tgids) != curls {
+		t.Errorf("curl rows under %d processes, want %d", len(c.tgids), curls)
 	}
 	e.checkLost()
 }
