@@ -168,6 +168,8 @@ func newEnv(t *testing.T, protocols []string, ssl bool, tools ...string) *env {
 // library of the given kind (and file, when not empty).
 func (e *env) waitAttached(library, file string) {
 	e.t.Helper()
+	start := time.Now()
+	defer func() { e.t.Logf("TLS uprobes (%s) attached after %v", library, time.Since(start)) }()
 	probetest.WaitFor(e.t, fmt.Sprintf("TLS uprobes attached (%s %s)", library, file), func() bool {
 		for _, l := range e.rt.LogEntries() {
 			if l.Msg == "l7: TLS uprobes attached" && l.Attrs["library"] == library && (file == "" || strings.HasSuffix(l.Attrs["file"], file)) {
@@ -270,7 +272,7 @@ func sumRows(recs []*table.Record, m rowMatch) tally {
 // show, and returns every record published.
 func (e *env) settle(want map[string]expect) []*table.Record {
 	e.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(8 * time.Second)
 	for time.Now().Before(deadline) {
 		recs := e.rt.Records()
 		done := true
@@ -298,7 +300,9 @@ type expect struct {
 // check waits for the counts, then compares each and logs every tally.
 func (e *env) check(wants map[string]expect) ([]*table.Record, map[string]tally) {
 	e.t.Helper()
+	start := time.Now()
 	recs := e.settle(wants)
+	e.t.Logf("counts settled after %v", time.Since(start))
 	out := map[string]tally{}
 	for k, w := range wants {
 		s := sumRows(recs, w.m)
