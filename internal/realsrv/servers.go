@@ -461,6 +461,15 @@ func StartPostgresScale(ctx context.Context, procs *Procs, dir string, scale int
 		log, _ := os.ReadFile(p.log)
 		return nil, fmt.Errorf("%w\n%s", err, Tail(log, 2000))
 	}
+	// The port listens before the server accepts connections ("the
+	// database system is starting up"): wait until it does, over the
+	// socket pgbench -i uses.
+	if err := WaitFor(ctx, 20*time.Second, "postgres ready", func() error {
+		_, err := Run(ctx, exec.CommandContext(ctx, filepath.Join(bin, "pg_isready"), "-q", "-h", p.dir, "-p", strconv.Itoa(p.port)))
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	// pgbench tables, scale 10 (1M accounts rows, ~150 MB): fits in
 	// shared memory and page cache, so a select-only run stays CPU bound.
 	// Over the Unix socket: not logged as a TCP connection.

@@ -166,8 +166,8 @@ func testGoHTTP(t *testing.T, useTLS bool) {
 	t.Logf("client ran %v", time.Since(start))
 	ssl := sslLabel(useTLS)
 	recs, _ := e.check(map[string]expect{
-		"go server": {rowMatch{tbl: table.L7Rpc, role: "server", port: port, protocol: "http", ssl: ssl}, want},
-		"go client": {rowMatch{tbl: table.L7Rpc, role: "client", port: port, protocol: "http", ssl: ssl}, want},
+		"go server": {m: rowMatch{tbl: table.L7Rpc, role: "server", port: port, protocol: "http", ssl: ssl}, n: want},
+		"go client": {m: rowMatch{tbl: table.L7Rpc, role: "client", port: port, protocol: "http", ssl: ssl}, n: want},
 	})
 	for _, role := range []string{"server", "client"} {
 		if s := sumRows(recs, rowMatch{tbl: table.L7RpcApi, role: role, port: port, protocol: "http", ssl: ssl, api: "POST /items/{id}"}); s.req != want {

@@ -113,7 +113,7 @@ func testNginxWrk(t *testing.T, tls bool) {
 	ssl := sslLabel(tls)
 	server := rowMatch{tbl: table.L7Rpc, role: "server", port: n.Port(), protocol: "http", ssl: ssl}
 	client := rowMatch{tbl: table.L7Rpc, role: "client", port: n.Port(), protocol: "http", ssl: ssl}
-	recs, got := e.check(map[string]expect{"nginx (server)": {server, want}, "wrk (client)": {client, want}})
+	recs, got := e.check(map[string]expect{"nginx (server)": {m: server, n: want}, "wrk (client)": {m: client, n: want}})
 	for k, s := range got {
 		if s.errs != 2*want/3 {
 			t.Errorf("%s: err_count %v, want %d (404s and 500s)", k, s.errs, 2*want/3)
@@ -198,10 +198,10 @@ func TestConnPerRequestPrivileged(t *testing.T) {
 		t.Fatalf("nginx counted %d requests, want %d", truth, curls+pyReqs)
 	}
 	_, got := e.check(map[string]expect{
-		"nginx (server)": {rowMatch{tbl: table.L7Rpc, role: "server", port: n.Port(), protocol: "http"}, curls + pyReqs},
-		"curl (client)":  {rowMatch{tbl: table.L7Rpc, role: "client", port: n.Port(), protocol: "http", tgids: curlPids}, curls},
-		"python (client)": {rowMatch{tbl: table.L7Rpc, role: "client", port: n.Port(), protocol: "http",
-			tgids: map[int]bool{py.Process.Pid: true}}, pyReqs},
+		"nginx (server)": {m: rowMatch{tbl: table.L7Rpc, role: "server", port: n.Port(), protocol: "http"}, n: curls + pyReqs},
+		"curl (client)":  {m: rowMatch{tbl: table.L7Rpc, role: "client", port: n.Port(), protocol: "http", tgids: curlPids}, n: curls},
+		"python (client)": {m: rowMatch{tbl: table.L7Rpc, role: "client", port: n.Port(), protocol: "http",
+			tgids: map[int]bool{py.Process.Pid: true}}, n: pyReqs},
 	})
 	if c := got["curl (client)"]; len(c.tgids) != curls {
 		t.Errorf("curl rows under %d processes, want %d", len(c.tgids), curls)
