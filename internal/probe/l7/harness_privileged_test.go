@@ -338,13 +338,14 @@ func (e *env) check(wants map[string]expect) ([]*table.Record, map[string]tally)
 }
 
 // waitReq waits (at most 10 s) until the rows m matches hold n requests
-// and returns the records; the caller compares.
+// and returns the records; the caller compares. It gives up at once when
+// the probe has lost events: the counts cannot get there.
 func (e *env) waitReq(m rowMatch, n float64) []*table.Record {
 	e.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		recs := e.rt.Records()
-		if sumRows(recs, m).req >= n || time.Now().After(deadline) {
+		if sumRows(recs, m).req >= n || e.rt.LostCount() > 0 || time.Now().After(deadline) {
 			return recs
 		}
 		time.Sleep(50 * time.Millisecond)
