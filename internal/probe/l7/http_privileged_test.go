@@ -58,13 +58,17 @@ func (e *env) startNginx(tls bool) *realsrv.Nginx {
 }
 
 // nginxRequests is nginx's own request count (stub_status).
-func (e *env) nginxRequests(n *realsrv.Nginx) uint64 {
+func (e *env) nginxRequests(n *realsrv.Nginx) uint64 { return e.nginxCounters(n).Requests }
+
+// nginxCounters are nginx's own counts of accepted connections and
+// requests (stub_status).
+func (e *env) nginxCounters(n *realsrv.Nginx) realsrv.Counters {
 	e.t.Helper()
 	c, err := n.Counters(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return c.Requests
+	return c
 }
 
 func sslLabel(tls bool) string {
@@ -78,14 +82,20 @@ func sslLabel(tls bool) string {
 // 300 requests each, a third 404 and a third 500) against nginx, plain
 // and TLS. On both ends, requests and responses equal wrk's count and
 // nginx's stub_status; errors equal the 404s and 500s, split client/server
-// per API; the client's mean latency is within 20% of wrk's.
+// per API; the client's mean latency is within 20% of wrk's. The close
+// case sends "Connection: close": a new connection per request from each
+// of wrk's two threads (latency then includes wrk's connects, and is not
+// compared).
 func TestNginxWrkPrivileged(t *testing.T) {
-	for _, tls := range []bool{false, true} {
-		t.Run(sslLabel(tls), func(t *testing.T) { testNginxWrk(t, tls) })
+	for _, c := range []struct {
+		name       string
+		tls, close bool
+	}{{"no_ssl", false, false}, {"ssl", true, false}, {"close", false, true}} {
+		t.Run(c.name, func(t *testing.T) { testNginxWrk(t, c.tls, c.close) })
 	}
 }
 
-func testNginxWrk(t *testing.T, tls bool) {
+func testNginxWrk(t *testing.T, tls, close bool) {
 	const threads, perThread = 2, 300
 	const want = threads * perThread
 	e := newEnv(t, []string{"http"}, tls, "nginx", "wrk")
@@ -98,10 +108,19 @@ func testNginxWrk(t *testing.T, tls bool) {
 	if tls {
 		scheme = "https"
 	}
-	before := e.nginxRequests(n)
-	out := e.run("wrk", "-t"+strconv.Itoa(threads), "-c"+strconv.Itoa(threads), "-d3s", "--latency", "-s", script,
-		fmt.Sprintf("%s://127.0.0.1:%d/", scheme, n.Port()), "--", strconv.Itoa(perThread))
-	truth := e.nginxRequests(n) - before
+	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(threads), "-d3s", "--latency", "-s", script}
+	if close {
+		args = append(args, "-H", "Connection: close")
+	}
+	before := e.nginxCounters(n)
+	out := e.run("wrk", append(args, fmt.Sprintf("%s://127.0.0.1:%d/", scheme, n.Port()), "--", strconv.Itoa(perThread))...)
+	delta := e.nginxCounters(n).Sub(before)
+	truth := delta.Requests
+	// A connection per request (and maybe one a stopping thread opened).
+	if close && delta.Conns < want {
+		t.Fatalf("Connection: close: nginx accepted %d connections for %d requests", delta.Conns, want)
+	}
+	t.Logf("nginx accepted %d connections", delta.Conns)
 	res, err := realsrv.ParseWrk(out)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +149,7 @@ func testNginxWrk(t *testing.T, tls bool) {
 			}
 		}
 	}
-	if c := got["wrk (client)"]; math.Abs(c.latAvgMs()-res.MeanMs) > 0.2*res.MeanMs {
+	if c := got["wrk (client)"]; !close && math.Abs(c.latAvgMs()-res.MeanMs) > 0.2*res.MeanMs {
 		t.Errorf("wrk's l7_rpc latency_avg %.3f ms, wrk's mean %.3f ms: more than 20%% apart", c.latAvgMs(), res.MeanMs)
 	}
 	e.checkLost()
