@@ -104,7 +104,7 @@ SELECT now();
 // transactions*statements exchanges (the pgsql parser's one per Query or
 // Execute); pgbench's connection without queries counts none.
 func TestPgbenchPrivileged(t *testing.T) {
-	e := newEnv(t, []string{"pgsql"}, false, "su")
+	e := newEnv(t, []string{"pgsql"}, false)
 	// PostgreSQL runs as postgres: its directory must be reachable.
 	dir, err := os.MkdirTemp("", "galago-l7-pg-")
 	if err != nil {
