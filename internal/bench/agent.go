@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/galago-project/galago/internal/realsrv"
 	"io"
 	"net/http"
 	"net/url"
@@ -23,7 +24,7 @@ type Galago struct {
 	bin, dir                        string
 	reportPeriod                    int
 	metricPort, restPort, pprofPort int
-	proc                            *Proc
+	proc                            *realsrv.Proc
 }
 
 // galagoConf is the arm's config: gala-gopher's shipped imdb limits and
@@ -48,16 +49,16 @@ galago = {
 
 // StartGalago starts the daemon in dir and enables set; it returns once
 // every feature of the set reports galago_probe_up 1.
-func StartGalago(ctx context.Context, procs *Procs, bin, dir string, set ProbeSet, reportPeriod int) (*Galago, error) {
+func StartGalago(ctx context.Context, procs *realsrv.Procs, bin, dir string, set ProbeSet, reportPeriod int) (*Galago, error) {
 	g := &Galago{bin: bin, dir: dir, reportPeriod: reportPeriod}
 	for _, p := range []*int{&g.metricPort, &g.restPort, &g.pprofPort} {
 		var err error
-		if *p, err = freePort(); err != nil {
+		if *p, err = realsrv.FreePort(); err != nil {
 			return nil, err
 		}
 	}
 	conf := filepath.Join(dir, "gala-gopher.conf")
-	if err := writeFile(conf, fmt.Sprintf(galagoConf, dir, g.metricPort, g.restPort), 0o640); err != nil {
+	if err := realsrv.WriteFile(conf, fmt.Sprintf(galagoConf, dir, g.metricPort, g.restPort), 0o640); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "-c", conf)
@@ -102,7 +103,7 @@ func StartGalago(ctx context.Context, procs *Procs, bin, dir string, set ProbeSe
 
 // waitUp waits for cond, failing at once when the daemon exits.
 func (g *Galago) waitUp(ctx context.Context, timeout time.Duration, what string, cond func() error) error {
-	err := waitFor(ctx, timeout, what, func() error {
+	err := realsrv.WaitFor(ctx, timeout, what, func() error {
 		select {
 		case <-g.proc.Exited():
 			return fmt.Errorf("galago exited: %w", g.proc.Err())
@@ -111,11 +112,11 @@ func (g *Galago) waitUp(ctx context.Context, timeout time.Duration, what string,
 		return cond()
 	})
 	if err != nil {
-		return fmt.Errorf("%w\ngalago output:\n%s", err, tail([]byte(g.proc.Output.String()), 3000))
+		return fmt.Errorf("%w\ngalago output:\n%s", err, realsrv.Tail([]byte(g.proc.Output.String()), 3000))
 	}
 	select {
 	case <-g.proc.Exited():
-		return fmt.Errorf("galago exited: %w\n%s", g.proc.Err(), tail([]byte(g.proc.Output.String()), 3000))
+		return fmt.Errorf("galago exited: %w\n%s", g.proc.Err(), realsrv.Tail([]byte(g.proc.Output.String()), 3000))
 	default:
 	}
 	return nil
@@ -184,7 +185,7 @@ func (g *Galago) Stop() error { return g.proc.Stop(20 * time.Second) }
 // the foreground: its CPU, RSS and BPF figures are read from its process
 // tree as galago's are.
 type Peer struct {
-	proc *Proc
+	proc *realsrv.Proc
 }
 
 // PeerConfig says how to start and wait for the peer.
@@ -200,7 +201,7 @@ type PeerConfig struct {
 }
 
 // StartPeer starts the peer agent and waits until it is ready.
-func StartPeer(ctx context.Context, procs *Procs, dir string, cfg PeerConfig) (*Peer, error) {
+func StartPeer(ctx context.Context, procs *realsrv.Procs, dir string, cfg PeerConfig) (*Peer, error) {
 	cmd := exec.Command("sh", "-c", cfg.Cmd)
 	cmd.Dir = dir
 	proc, err := procs.Start("peer agent", cmd)
@@ -211,13 +212,13 @@ func StartPeer(ctx context.Context, procs *Procs, dir string, cfg PeerConfig) (*
 	exited := func() error {
 		select {
 		case <-proc.Exited():
-			return fmt.Errorf("peer agent %q exited: %w\n%s", cfg.Cmd, proc.Err(), tail([]byte(proc.Output.String()), 3000))
+			return fmt.Errorf("peer agent %q exited: %w\n%s", cfg.Cmd, proc.Err(), realsrv.Tail([]byte(proc.Output.String()), 3000))
 		default:
 			return nil
 		}
 	}
 	if cfg.MetricsURL != "" {
-		err = waitFor(ctx, 120*time.Second, "peer agent at "+cfg.MetricsURL, func() error {
+		err = realsrv.WaitFor(ctx, 120*time.Second, "peer agent at "+cfg.MetricsURL, func() error {
 			if err := exited(); err != nil {
 				return err
 			}

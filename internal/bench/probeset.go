@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/galago-project/galago/internal/realsrv"
 	"strconv"
 )
 
@@ -66,12 +67,12 @@ type Check struct {
 	// shortfall the load generator's stop can explain (galago may be
 	// lower by at most that); false when the server cannot give it (the
 	// check is then left out).
-	Truth func(Counters) (truth, inFlight float64, ok bool)
+	Truth func(realsrv.Counters) (truth, inFlight float64, ok bool)
 }
 
-func conns(c Counters) (float64, float64, bool)   { return float64(c.Conns), 0, true }
-func bytesIn(c Counters) (float64, float64, bool) { return float64(c.BytesIn), 0, c.HasBytes }
-func bytesOut(c Counters) (float64, float64, bool) {
+func conns(c realsrv.Counters) (float64, float64, bool)   { return float64(c.Conns), 0, true }
+func bytesIn(c realsrv.Counters) (float64, float64, bool) { return float64(c.BytesIn), 0, c.HasBytes }
+func bytesOut(c realsrv.Counters) (float64, float64, bool) {
 	return float64(c.BytesOut), float64(c.BytesOutInFlight), c.HasBytes
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/galago-project/galago/internal/realsrv"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,14 +62,14 @@ type WorkloadResult struct {
 
 // ArmResult is one run of the workload under one agent (or none).
 type ArmResult struct {
-	Round  int        `json:"round"`
-	Agent  string     `json:"agent"` // "none", a probe set name, "peer"
-	Kind   string     `json:"kind"`  // "none", "galago", "peer"
-	Probes []string   `json:"probes,omitempty"`
-	Start  time.Time  `json:"start"`
-	Load   LoadResult `json:"load"`
+	Round  int                `json:"round"`
+	Agent  string             `json:"agent"` // "none", a probe set name, "peer"
+	Kind   string             `json:"kind"`  // "none", "galago", "peer"
+	Probes []string           `json:"probes,omitempty"`
+	Start  time.Time          `json:"start"`
+	Load   realsrv.LoadResult `json:"load"`
 	// Truth is the server's own counters over the load.
-	Truth Counters `json:"truth"`
+	Truth realsrv.Counters `json:"truth"`
 	// Cost is the agent's footprint over the load (nil without agent).
 	Cost *Cost `json:"cost,omitempty"`
 	// BPFStats: kernel.bpf_stats_enabled was on at both ends of the load.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"github.com/galago-project/galago/internal/realsrv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,8 +67,8 @@ func testReport() *Report {
 	start := time.Date(2026, 11, 23, 18, 0, 0, 0, time.UTC)
 	arm := func(round int, agent, kind string, rps, p99, reqs float64, conns uint64, cost *Cost) ArmResult {
 		return ArmResult{Round: round, Agent: agent, Kind: kind, Start: start,
-			Load:  LoadResult{Requests: reqs, Seconds: 10, Throughput: rps, P99Ms: p99, HasP99: true},
-			Truth: Counters{Conns: conns, Requests: uint64(reqs), HasRequests: true}, Cost: cost, BPFStats: true}
+			Load:  realsrv.LoadResult{Requests: reqs, Seconds: 10, Throughput: rps, P99Ms: p99, HasP99: true},
+			Truth: realsrv.Counters{Conns: conns, Requests: uint64(reqs), HasRequests: true}, Cost: cost, BPFStats: true}
 	}
 	cost := func(cpu, bpf float64, rss uint64) *Cost {
 		return &Cost{CPUSeconds: cpu, BPFSeconds: bpf, RSSBytes: rss, MapBytes: 8 << 20, Maps: 20, Programs: 12}

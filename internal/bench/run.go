@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/galago-project/galago/internal/realsrv"
 	"io"
 	"log/slog"
 	"os"
@@ -129,9 +130,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer restore()
 
-	procs := NewProcs()
+	procs := realsrv.NewProcs()
 	defer procs.StopAll()
-	servers := map[string]Server{}
+	servers := map[string]realsrv.Server{}
 	for _, w := range wls {
 		if servers[w.Server()] != nil {
 			continue
@@ -140,16 +141,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		var s Server
+		var s realsrv.Server
 		switch w.Server() {
 		case "nginx":
-			s, err = StartNginx(ctx, procs, dir)
+			s, err = realsrv.StartNginx(ctx, procs, dir)
 		case "redis":
-			s, err = StartRedis(ctx, procs, dir)
+			s, err = realsrv.StartRedis(ctx, procs, dir)
 		case "postgres":
-			s, err = StartPostgres(ctx, procs, dir)
+			s, err = realsrv.StartPostgres(ctx, procs, dir)
 		case "memcached":
-			s, err = StartMemcached(ctx, procs)
+			s, err = realsrv.StartMemcached(ctx, procs)
 		default:
 			err = fmt.Errorf("workload %s: no server %q", w.Name(), w.Server())
 		}
@@ -204,7 +205,7 @@ func scrapeEvery(reportPeriod int) time.Duration {
 
 type runner struct {
 	cfg     Config
-	procs   *Procs
+	procs   *realsrv.Procs
 	sampler Sampler
 }
 
@@ -227,7 +228,7 @@ func (a armSpec) label() string {
 // workload runs the rounds of one workload. Round r runs "none", each probe
 // set, then the peer; odd rounds run them in reverse, so that no arm
 // always follows the same one and slow drift cancels out.
-func (r *runner) workload(ctx context.Context, w Workload, srv Server, sets []ProbeSet) (WorkloadResult, error) {
+func (r *runner) workload(ctx context.Context, w Workload, srv realsrv.Server, sets []ProbeSet) (WorkloadResult, error) {
 	res := WorkloadResult{Name: w.Name(), Describe: w.Describe(), Server: srv.Name(), ConnPerRequest: w.ConnPerRequest()}
 	dir, err := os.MkdirTemp(r.cfg.TempDir, w.Name()+"-")
 	if err != nil {
@@ -270,7 +271,7 @@ func (r *runner) workload(ctx context.Context, w Workload, srv Server, sets []Pr
 // arm runs one arm: the agent (if any) started and settled, the server's
 // counters and the agent's footprint read around the load, then (galago)
 // one more report period for the last samples.
-func (r *runner) arm(ctx context.Context, w Workload, srv Server, dir string, a armSpec, round int) (res ArmResult, err error) {
+func (r *runner) arm(ctx context.Context, w Workload, srv realsrv.Server, dir string, a armSpec, round int) (res ArmResult, err error) {
 	res = ArmResult{Round: round + 1, Agent: a.label(), Kind: a.kind, Start: time.Now().UTC()}
 	var pid int
 	var g *Galago

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/galago-project/galago/internal/realsrv"
 	"io"
 	"net/http"
 	"sort"
@@ -102,7 +103,7 @@ func fetch(ctx context.Context, url string) ([]byte, error) {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, tail(b, 500))
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, realsrv.Tail(b, 500))
 	}
 	return b, nil
 }

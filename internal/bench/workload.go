@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/galago-project/galago/internal/realsrv"
 	"io"
 	"net"
 	"net/textproto"
@@ -28,12 +29,12 @@ type Workload interface {
 	Describe() string
 	// Prepare runs once before the workload's arms, without any agent:
 	// warm-up and calibration.
-	Prepare(ctx context.Context, srv Server, dir string) error
+	Prepare(ctx context.Context, srv realsrv.Server, dir string) error
 	// Run loads the server for about d and returns the tool's figures.
-	Run(ctx context.Context, srv Server, dir string, d time.Duration) (LoadResult, error)
+	Run(ctx context.Context, srv realsrv.Server, dir string, d time.Duration) (realsrv.LoadResult, error)
 	// Truth completes the server's counter deltas over one run where the
 	// server cannot count alone (nginx's bytes from its request count).
-	Truth(delta Counters) Counters
+	Truth(delta realsrv.Counters) realsrv.Counters
 	// ConnPerRequest is true when every request opens a new connection.
 	ConnPerRequest() bool
 }
@@ -71,7 +72,7 @@ func (w *wrkLoad) Describe() string {
 }
 
 func (w *wrkLoad) args(port int, d time.Duration) []string {
-	a := []string{"-t" + strconv.Itoa(w.threads), "-c" + strconv.Itoa(w.conns), "-d" + seconds(d) + "s", "--latency"}
+	a := []string{"-t" + strconv.Itoa(w.threads), "-c" + strconv.Itoa(w.conns), "-d" + realsrv.Seconds(d) + "s", "--latency"}
 	if w.close {
 		a = append(a, "-H", "Connection: close")
 	}
@@ -81,7 +82,7 @@ func (w *wrkLoad) args(port int, d time.Duration) []string {
 // Prepare measures the request wrk sends (against a recording listener:
 // wrk cannot print it) and nginx's answer to it, so that the bytes of a
 // run follow from nginx's request count; then warms nginx up.
-func (w *wrkLoad) Prepare(ctx context.Context, srv Server, _ string) error {
+func (w *wrkLoad) Prepare(ctx context.Context, srv realsrv.Server, _ string) error {
 	req, err := captureWrkRequest(ctx, w)
 	if err != nil {
 		return err
@@ -136,7 +137,7 @@ func captureWrkRequest(ctx context.Context, w *wrkLoad) ([]byte, error) {
 		}
 	}()
 	one := &wrkLoad{threads: 1, conns: 1, close: w.close}
-	if _, err := run(ctx, exec.CommandContext(ctx, "wrk", one.args(port, time.Second)...)); err != nil {
+	if _, err := realsrv.Run(ctx, exec.CommandContext(ctx, "wrk", one.args(port, time.Second)...)); err != nil {
 		return nil, err
 	}
 	ln.Close()
@@ -194,19 +195,19 @@ func responseLen(ctx context.Context, port int, req []byte) (uint64, error) {
 	return uint64(len(head)) + n, nil
 }
 
-func (w *wrkLoad) Run(ctx context.Context, srv Server, _ string, d time.Duration) (LoadResult, error) {
-	out, err := run(ctx, exec.CommandContext(ctx, "wrk", w.args(srv.Port(), d)...))
+func (w *wrkLoad) Run(ctx context.Context, srv realsrv.Server, _ string, d time.Duration) (realsrv.LoadResult, error) {
+	out, err := realsrv.Run(ctx, exec.CommandContext(ctx, "wrk", w.args(srv.Port(), d)...))
 	if err != nil {
-		return LoadResult{}, err
+		return realsrv.LoadResult{}, err
 	}
-	return parseWrk(out)
+	return realsrv.ParseWrk(out)
 }
 
 // Truth: every request nginx handled was received whole (nginx counts it
 // once its head is read) and answered with the same bytes; when wrk stops
 // it closes its connections with up to one request each in flight, whose
 // answer may never be acknowledged.
-func (w *wrkLoad) Truth(d Counters) Counters {
+func (w *wrkLoad) Truth(d realsrv.Counters) realsrv.Counters {
 	d.BytesIn = d.Requests * w.reqLen
 	d.BytesOut = d.Requests * w.respLen
 	d.BytesOutInFlight = uint64(w.conns) * w.respLen
@@ -238,7 +239,7 @@ func (r *redisLoad) n(d time.Duration) int {
 	return max(1000, int(r.perSecond*d.Seconds()/float64(tests)))
 }
 
-func (r *redisLoad) Prepare(ctx context.Context, srv Server, dir string) error {
+func (r *redisLoad) Prepare(ctx context.Context, srv realsrv.Server, dir string) error {
 	r.perSecond = 20000 // first guess, for a run of about a second
 	res, err := r.Run(ctx, srv, dir, 2*time.Second)
 	if err != nil {
@@ -248,17 +249,17 @@ func (r *redisLoad) Prepare(ctx context.Context, srv Server, dir string) error {
 	return nil
 }
 
-func (r *redisLoad) Run(ctx context.Context, srv Server, _ string, d time.Duration) (LoadResult, error) {
+func (r *redisLoad) Run(ctx context.Context, srv realsrv.Server, _ string, d time.Duration) (realsrv.LoadResult, error) {
 	n := r.n(d)
-	out, err := run(ctx, exec.CommandContext(ctx, "redis-benchmark", "-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port()),
+	out, err := realsrv.Run(ctx, exec.CommandContext(ctx, "redis-benchmark", "-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port()),
 		"-c", strconv.Itoa(r.clients), "-n", strconv.Itoa(n), "-t", r.tests, "--csv"))
 	if err != nil {
-		return LoadResult{}, err
+		return realsrv.LoadResult{}, err
 	}
-	return parseRedisBenchmark(out, n)
+	return realsrv.ParseRedisBenchmark(out, n)
 }
 
-func (r *redisLoad) Truth(d Counters) Counters { return d }
+func (r *redisLoad) Truth(d realsrv.Counters) realsrv.Counters { return d }
 
 // --- pgbench ---
 
@@ -274,37 +275,37 @@ func (p *pgbenchLoad) Describe() string {
 	return fmt.Sprintf("PostgreSQL (scale 10, fsync off), pgbench -S -c %d -j %d over TCP (p99 from its -l transaction log)", p.clients, p.threads)
 }
 
-func (p *pgbenchLoad) Prepare(ctx context.Context, srv Server, dir string) error {
+func (p *pgbenchLoad) Prepare(ctx context.Context, srv realsrv.Server, dir string) error {
 	_, err := p.Run(ctx, srv, dir, 2*time.Second)
 	return err
 }
 
-func (p *pgbenchLoad) Run(ctx context.Context, srv Server, dir string, d time.Duration) (LoadResult, error) {
-	pg, ok := srv.(*Postgres)
+func (p *pgbenchLoad) Run(ctx context.Context, srv realsrv.Server, dir string, d time.Duration) (realsrv.LoadResult, error) {
+	pg, ok := srv.(*realsrv.Postgres)
 	if !ok {
-		return LoadResult{}, fmt.Errorf("pgbench needs the postgres server, got %s", srv.Name())
+		return realsrv.LoadResult{}, fmt.Errorf("pgbench needs the postgres server, got %s", srv.Name())
 	}
 	prefix := filepath.Join(dir, "pgbench-log")
 	cmd := exec.CommandContext(ctx, pg.Pgbench(), "-h", "127.0.0.1", "-p", strconv.Itoa(pg.Port()), "-U", "postgres",
-		"-n", "-S", "-c", strconv.Itoa(p.clients), "-j", strconv.Itoa(p.threads), "-T", seconds(d),
+		"-n", "-S", "-c", strconv.Itoa(p.clients), "-j", strconv.Itoa(p.threads), "-T", realsrv.Seconds(d),
 		"-l", "--log-prefix", prefix, "postgres")
 	cmd.Dir = dir
-	out, err := run(ctx, cmd)
+	out, err := realsrv.Run(ctx, cmd)
 	if err != nil {
-		return LoadResult{}, err
+		return realsrv.LoadResult{}, err
 	}
-	res, err := parsePgbench(out)
+	res, err := realsrv.ParsePgbench(out)
 	if err != nil {
 		return res, err
 	}
-	if res.P99Ms, err = pgbenchP99(prefix); err != nil {
+	if res.P99Ms, err = realsrv.PgbenchP99(prefix); err != nil {
 		return res, err
 	}
 	res.HasP99 = true
 	return res, nil
 }
 
-func (p *pgbenchLoad) Truth(d Counters) Counters { return d }
+func (p *pgbenchLoad) Truth(d realsrv.Counters) realsrv.Counters { return d }
 
 // --- memcslap ---
 
@@ -329,7 +330,7 @@ func (m *memcslapLoad) execute(d time.Duration) int {
 	return max(1000, int(m.perSecond*d.Seconds()/float64(m.threads)))
 }
 
-func (m *memcslapLoad) Prepare(ctx context.Context, srv Server, dir string) error {
+func (m *memcslapLoad) Prepare(ctx context.Context, srv realsrv.Server, dir string) error {
 	m.perSecond = 20000
 	res, err := m.Run(ctx, srv, dir, 2*time.Second)
 	if err != nil {
@@ -339,13 +340,13 @@ func (m *memcslapLoad) Prepare(ctx context.Context, srv Server, dir string) erro
 	return nil
 }
 
-func (m *memcslapLoad) Run(ctx context.Context, srv Server, _ string, d time.Duration) (LoadResult, error) {
-	out, err := run(ctx, exec.CommandContext(ctx, "memcslap", "-s", fmt.Sprintf("127.0.0.1:%d", srv.Port()),
+func (m *memcslapLoad) Run(ctx context.Context, srv realsrv.Server, _ string, d time.Duration) (realsrv.LoadResult, error) {
+	out, err := realsrv.Run(ctx, exec.CommandContext(ctx, "memcslap", "-s", fmt.Sprintf("127.0.0.1:%d", srv.Port()),
 		"-c", strconv.Itoa(m.threads), "-t", "get", "-e", strconv.Itoa(m.execute(d))))
 	if err != nil {
-		return LoadResult{}, err
+		return realsrv.LoadResult{}, err
 	}
-	return parseMemcslap(out)
+	return realsrv.ParseMemcslap(out)
 }
 
-func (m *memcslapLoad) Truth(d Counters) Counters { return d }
+func (m *memcslapLoad) Truth(d realsrv.Counters) realsrv.Counters { return d }

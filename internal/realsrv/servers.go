@@ -1,4 +1,4 @@
-package bench
+package realsrv
 
 import (
 	"bufio"
@@ -57,8 +57,8 @@ type Server interface {
 	Counters(ctx context.Context) (Counters, error)
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -67,8 +67,8 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-func waitTCP(ctx context.Context, port int, what string) error {
-	return waitFor(ctx, 20*time.Second, what, func() error {
+func WaitTCP(ctx context.Context, port int, what string) error {
+	return WaitFor(ctx, 20*time.Second, what, func() error {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 		if err == nil {
 			c.Close()
@@ -89,37 +89,60 @@ type Nginx struct {
 	proc             *Proc
 }
 
-// StartNginx starts nginx under dir.
+// NginxOptions are what a test adds to the bench's nginx.
+type NginxOptions struct {
+	// Workers is worker_processes (0: auto, one per core).
+	Workers int
+	// CertFile and KeyFile, when set, make the workload port TLS.
+	CertFile, KeyFile string
+	// Locations are added to the workload server block, e.g.
+	// `location = /e404 { return 404; }`.
+	Locations string
+}
+
+// StartNginx starts nginx under dir: every request answered "ok".
 func StartNginx(ctx context.Context, procs *Procs, dir string) (*Nginx, error) {
+	return StartNginxWith(ctx, procs, dir, NginxOptions{})
+}
+
+// StartNginxWith starts nginx under dir with o.
+func StartNginxWith(ctx context.Context, procs *Procs, dir string, o NginxOptions) (*Nginx, error) {
 	n := &Nginx{dir: dir}
 	var err error
-	if n.port, err = freePort(); err != nil {
+	if n.port, err = FreePort(); err != nil {
 		return nil, err
 	}
-	if n.statusPort, err = freePort(); err != nil {
+	if n.statusPort, err = FreePort(); err != nil {
 		return nil, err
 	}
 	// worker_processes auto: one per core, as a production nginx; access
 	// log off so that the server's own cost is the request path only.
-	conf := fmt.Sprintf(`daemon off; worker_processes auto; pid %[1]s/nginx.pid; error_log %[1]s/error.log;
+	workers, tls := "auto", ""
+	if o.Workers > 0 {
+		workers = strconv.Itoa(o.Workers)
+	}
+	if o.CertFile != "" {
+		tls = fmt.Sprintf(" ssl; ssl_certificate %s; ssl_certificate_key %s", o.CertFile, o.KeyFile)
+	}
+	conf := fmt.Sprintf(`daemon off; worker_processes %[4]s; pid %[1]s/nginx.pid; error_log %[1]s/error.log;
 events { worker_connections 16384; }
 http {
   access_log off; client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastcgi_temp_path %[1]s;
   uwsgi_temp_path %[1]s; scgi_temp_path %[1]s; keepalive_requests 1000000;
-  server { listen 127.0.0.1:%[2]d reuseport; location / { return 200 "ok"; } }
+  server { listen 127.0.0.1:%[2]d reuseport%[5]s; location / { return 200 "ok"; } %[6]s }
   server { listen 127.0.0.1:%[3]d; location / { stub_status; } }
 }
-`, dir, n.port, n.statusPort)
-	if err := writeFile(filepath.Join(dir, "nginx.conf"), conf, 0o644); err != nil {
+`, dir, n.port, n.statusPort, workers, tls, o.Locations)
+	if err := WriteFile(filepath.Join(dir, "nginx.conf"), conf, 0o644); err != nil {
 		return nil, err
 	}
 	if n.proc, err = procs.Start("nginx", exec.Command("nginx", "-c", filepath.Join(dir, "nginx.conf"), "-p", dir)); err != nil {
 		return nil, err
 	}
-	if err := waitTCP(ctx, n.port, "nginx"); err != nil {
+	if err := WaitTCP(ctx, n.port, "nginx"); err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, n.proc.Output.String())
 	}
-	if err := waitTCP(ctx, n.statusPort, "nginx stub_status"); err != nil {
+	if err := WaitTCP(ctx, n.statusPort, "nginx stub_status"); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -195,18 +218,16 @@ type Redis struct {
 	port   int
 	sock   string
 	reads  uint64 // INFO reads so far
+	inFix  uint64 // command bytes of the INFO reads
 	outFix uint64 // reply bytes of the earlier INFO reads
 	proc   *Proc
 }
-
-// infoCmd is the inline command of each read.
-const infoCmd = "INFO stats\r\n"
 
 // StartRedis starts redis-server under dir.
 func StartRedis(ctx context.Context, procs *Procs, dir string) (*Redis, error) {
 	r := &Redis{sock: filepath.Join(dir, "redis.sock")}
 	var err error
-	if r.port, err = freePort(); err != nil {
+	if r.port, err = FreePort(); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "",
@@ -214,7 +235,7 @@ func StartRedis(ctx context.Context, procs *Procs, dir string) (*Redis, error) {
 	if r.proc, err = procs.Start("redis-server", cmd); err != nil {
 		return nil, err
 	}
-	if err := waitTCP(ctx, r.port, "redis-server"); err != nil {
+	if err := WaitTCP(ctx, r.port, "redis-server"); err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, r.proc.Output.String())
 	}
 	return r, nil
@@ -228,22 +249,7 @@ func (r *Redis) Port() int    { return r.port }
 // (so this read's are in); its reply is counted after, so only the
 // earlier replies are in.
 func (r *Redis) Counters(ctx context.Context) (Counters, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", r.sock)
-	if err != nil {
-		return Counters{}, fmt.Errorf("redis INFO: %w", err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, infoCmd); err != nil {
-		return Counters{}, fmt.Errorf("redis INFO: %w", err)
-	}
-	body, wire, err := readBulk(bufio.NewReader(c))
-	if err != nil {
-		return Counters{}, fmt.Errorf("redis INFO: %w", err)
-	}
-	r.reads++
-	info, err := parseRedisInfo(body)
+	info, wire, err := r.info(ctx, "stats")
 	if err != nil {
 		return Counters{}, err
 	}
@@ -265,11 +271,69 @@ func (r *Redis) Counters(ctx context.Context) (Counters, error) {
 		// The command counter grows once the command has run: this
 		// read's INFO is not in it yet.
 		Requests: vals[1] - (r.reads - 1),
-		BytesIn:  vals[2] - r.reads*uint64(len(infoCmd)),
+		BytesIn:  vals[2] - r.inFix,
 		BytesOut: vals[3] - r.outFix,
 		HasBytes: true, HasRequests: true,
 	}
 	r.outFix += uint64(wire)
+	return out, nil
+}
+
+// CommandStats reads INFO commandstats: the calls of each command
+// (lower case) since start, this read's INFO not included.
+func (r *Redis) CommandStats(ctx context.Context) (map[string]uint64, error) {
+	info, wire, err := r.info(ctx, "commandstats")
+	if err != nil {
+		return nil, err
+	}
+	r.outFix += uint64(wire)
+	return parseCommandStats(info)
+}
+
+// info runs one INFO section read over the Unix socket and counts it for
+// Counters' corrections (all but its reply, which the caller adds once
+// the read's own figures are computed).
+func (r *Redis) info(ctx context.Context, section string) (map[string]string, int, error) {
+	cmd := "INFO " + section + "\r\n"
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", r.sock)
+	if err != nil {
+		return nil, 0, fmt.Errorf("redis INFO: %w", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, cmd); err != nil {
+		return nil, 0, fmt.Errorf("redis INFO: %w", err)
+	}
+	body, wire, err := readBulk(bufio.NewReader(c))
+	if err != nil {
+		return nil, 0, fmt.Errorf("redis INFO: %w", err)
+	}
+	r.reads++
+	r.inFix += uint64(len(cmd))
+	info, err := parseRedisInfo(body)
+	return info, wire, err
+}
+
+// parseCommandStats reads INFO commandstats' "cmdstat_<name>:calls=N,..."
+// entries.
+func parseCommandStats(info map[string]string) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	for k, v := range info {
+		name, ok := strings.CutPrefix(k, "cmdstat_")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(v, ",") {
+			if n, ok := strings.CutPrefix(f, "calls="); ok {
+				calls, err := strconv.ParseUint(n, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("redis commandstats %s: %w", k, err)
+				}
+				out[name] = calls
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -344,6 +408,12 @@ func pgBin() (string, error) {
 // is off (fsync, synchronous_commit): the workloads measure the network
 // and CPU path, not the disk.
 func StartPostgres(ctx context.Context, procs *Procs, dir string) (*Postgres, error) {
+	return StartPostgresScale(ctx, procs, dir, 10)
+}
+
+// StartPostgresScale is StartPostgres with pgbench tables of the given
+// scale factor (1: 100k accounts rows).
+func StartPostgresScale(ctx context.Context, procs *Procs, dir string, scale int) (*Postgres, error) {
 	bin, err := pgBin()
 	if err != nil {
 		return nil, err
@@ -362,14 +432,14 @@ func StartPostgres(ctx context.Context, procs *Procs, dir string) (*Postgres, er
 	if err := os.Chown(p.dir, uid, gid); err != nil {
 		return nil, err
 	}
-	if p.port, err = freePort(); err != nil {
+	if p.port, err = FreePort(); err != nil {
 		return nil, err
 	}
 	data := filepath.Join(p.dir, "data")
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync")
 	initdb.SysProcAttr = cred
 	initdb.Dir = p.dir
-	if _, err := run(ctx, initdb); err != nil {
+	if _, err := procs.Run(ctx, initdb); err != nil {
 		return nil, err
 	}
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -387,16 +457,25 @@ func StartPostgres(ctx context.Context, procs *Procs, dir string) (*Postgres, er
 	if p.proc, err = procs.Start("postgres", cmd); err != nil {
 		return nil, err
 	}
-	if err := waitTCP(ctx, p.port, "postgres"); err != nil {
+	if err := WaitTCP(ctx, p.port, "postgres"); err != nil {
 		log, _ := os.ReadFile(p.log)
-		return nil, fmt.Errorf("%w\n%s", err, tail(log, 2000))
+		return nil, fmt.Errorf("%w\n%s", err, Tail(log, 2000))
+	}
+	// The port listens before the server accepts connections ("the
+	// database system is starting up"): wait until it does, over the
+	// socket pgbench -i uses.
+	if err := WaitFor(ctx, 20*time.Second, "postgres ready", func() error {
+		_, err := Run(ctx, exec.CommandContext(ctx, filepath.Join(bin, "pg_isready"), "-q", "-h", p.dir, "-p", strconv.Itoa(p.port)))
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	// pgbench tables, scale 10 (1M accounts rows, ~150 MB): fits in
 	// shared memory and page cache, so a select-only run stays CPU bound.
 	// Over the Unix socket: not logged as a TCP connection.
-	ini := exec.Command(filepath.Join(bin, "pgbench"), "-i", "-q", "-s", "10", "-h", p.dir, "-p", strconv.Itoa(p.port), "-U", "postgres", "postgres")
+	ini := exec.Command(filepath.Join(bin, "pgbench"), "-i", "-q", "-s", strconv.Itoa(scale), "-h", p.dir, "-p", strconv.Itoa(p.port), "-U", "postgres", "postgres")
 	ini.Dir = p.dir
-	if _, err := run(ctx, ini); err != nil {
+	if _, err := procs.Run(ctx, ini); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -435,10 +514,10 @@ const statsCmd = "stats\r\n"
 func StartMemcached(ctx context.Context, procs *Procs) (*Memcached, error) {
 	m := &Memcached{}
 	var err error
-	if m.port, err = freePort(); err != nil {
+	if m.port, err = FreePort(); err != nil {
 		return nil, err
 	}
-	if m.statsPort, err = freePort(); err != nil {
+	if m.statsPort, err = FreePort(); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command("memcached", "-u", "nobody", "-l", fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", m.port, m.statsPort),
@@ -446,7 +525,7 @@ func StartMemcached(ctx context.Context, procs *Procs) (*Memcached, error) {
 	if m.proc, err = procs.Start("memcached", cmd); err != nil {
 		return nil, err
 	}
-	if err := waitTCP(ctx, m.statsPort, "memcached"); err != nil {
+	if err := WaitTCP(ctx, m.statsPort, "memcached"); err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, m.proc.Output.String())
 	}
 	return m, nil
@@ -459,21 +538,10 @@ func (m *Memcached) Port() int    { return m.port }
 // a read's connection and command bytes before answering and its reply
 // after: this read's reply is not in bytes_written yet.
 func (m *Memcached) Counters(ctx context.Context) (Counters, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", m.statsPort))
-	if err != nil {
-		return Counters{}, fmt.Errorf("memcached stats: %w", err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, statsCmd); err != nil {
-		return Counters{}, fmt.Errorf("memcached stats: %w", err)
-	}
-	stats, wire, err := readMemcachedStats(bufio.NewReader(c))
+	stats, wire, err := m.stats(ctx)
 	if err != nil {
 		return Counters{}, err
 	}
-	m.reads++
 	var vals [5]uint64
 	for i, k := range []string{"total_connections", "cmd_get", "cmd_set", "bytes_read", "bytes_written"} {
 		v, ok := stats[k]
@@ -493,6 +561,36 @@ func (m *Memcached) Counters(ctx context.Context) (Counters, error) {
 	}
 	m.outFix += uint64(wire)
 	return out, nil
+}
+
+// Stats reads "stats" on the stats port: every general-purpose counter
+// by name.
+func (m *Memcached) Stats(ctx context.Context) (map[string]string, error) {
+	stats, wire, err := m.stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.outFix += uint64(wire)
+	return stats, nil
+}
+
+func (m *Memcached) stats(ctx context.Context) (map[string]string, int, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", m.statsPort))
+	if err != nil {
+		return nil, 0, fmt.Errorf("memcached stats: %w", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, statsCmd); err != nil {
+		return nil, 0, fmt.Errorf("memcached stats: %w", err)
+	}
+	stats, wire, err := readMemcachedStats(bufio.NewReader(c))
+	if err != nil {
+		return nil, 0, err
+	}
+	m.reads++
+	return stats, wire, nil
 }
 
 // readMemcachedStats reads "STAT <name> <value>" lines through "END";

@@ -1,4 +1,4 @@
-package bench
+package realsrv
 
 import (
 	"bufio"
@@ -33,6 +33,8 @@ type LoadResult struct {
 	// Errors the tool reported (socket errors, non-2xx, failed
 	// transactions).
 	Errors uint64 `json:"errors"`
+	// MeanMs is the mean latency in milliseconds (wrk only).
+	MeanMs float64 `json:"mean_ms,omitempty"`
 }
 
 var (
@@ -41,6 +43,7 @@ var (
 	wrkP99     = regexp.MustCompile(`(?m)^\s+99(?:\.000)?%\s+([0-9.]+)(us|ms|s|m)\s*$`)
 	wrkSockErr = regexp.MustCompile(`(?m)^\s*Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
 	wrkNon2xx  = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses: (\d+)`)
+	wrkMean    = regexp.MustCompile(`(?m)^\s+Latency\s+([0-9.]+)(us|ms|s|m)\s`)
 )
 
 // unitSeconds converts a wrk duration unit.
@@ -60,8 +63,8 @@ func unitSeconds(v float64, unit string) (float64, error) {
 	return 0, fmt.Errorf("unknown unit %q", unit)
 }
 
-// parseWrk parses wrk's report (run with --latency).
-func parseWrk(out []byte) (LoadResult, error) {
+// ParseWrk parses wrk's report (run with --latency).
+func ParseWrk(out []byte) (LoadResult, error) {
 	var r LoadResult
 	m := wrkTotal.FindSubmatch(out)
 	if m == nil {
@@ -88,6 +91,14 @@ func parseWrk(out []byte) (LoadResult, error) {
 	} else {
 		return r, fmt.Errorf("wrk: no 99%% latency line (run with --latency) in:\n%s", out)
 	}
+	if m := wrkMean.FindSubmatch(out); m != nil {
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		s, err := unitSeconds(v, string(m[2]))
+		if err != nil {
+			return r, fmt.Errorf("wrk mean latency: %w", err)
+		}
+		r.MeanMs = s * 1e3
+	}
 	if m := wrkSockErr.FindSubmatch(out); m != nil {
 		for _, g := range m[1:] {
 			n, _ := strconv.ParseUint(string(g), 10, 64)
@@ -107,11 +118,11 @@ type redisTest struct {
 	rps, p99 float64
 }
 
-// parseRedisBenchmark parses redis-benchmark --csv: a header naming the
+// ParseRedisBenchmark parses redis-benchmark --csv: a header naming the
 // columns ("test","rps",...,"p99_latency_ms",...) and one line per test.
 // n is the request count of each test (-n). The run's throughput is
 // every request over the summed test times; its p99 is the worst test's.
-func parseRedisBenchmark(out []byte, n int) (LoadResult, error) {
+func ParseRedisBenchmark(out []byte, n int) (LoadResult, error) {
 	rd := csv.NewReader(bytes.NewReader(out))
 	rd.FieldsPerRecord = -1
 	var header []string
@@ -173,9 +184,9 @@ var (
 	pgTPS    = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
 )
 
-// parsePgbench parses pgbench's summary; the p99 comes from its
+// ParsePgbench parses pgbench's summary; the p99 comes from its
 // per-transaction logs (parsePgbenchLogs).
-func parsePgbench(out []byte) (LoadResult, error) {
+func ParsePgbench(out []byte) (LoadResult, error) {
 	var r LoadResult
 	m := pgTx.FindSubmatch(out)
 	if m == nil {
@@ -215,9 +226,9 @@ func parsePgbenchLog(r io.Reader, lat []float64) ([]float64, error) {
 	return lat, sc.Err()
 }
 
-// pgbenchP99 reads every log file of a run (prefix.<pid>[.<thread>]) and
+// PgbenchP99 reads every log file of a run (prefix.<pid>[.<thread>]) and
 // returns the 99th percentile latency in ms, then removes the files.
-func pgbenchP99(prefix string) (float64, error) {
+func PgbenchP99(prefix string) (float64, error) {
 	files, err := filepath.Glob(prefix + ".*")
 	if err != nil {
 		return 0, err
@@ -241,18 +252,18 @@ func pgbenchP99(prefix string) (float64, error) {
 	if len(lat) == 0 {
 		return 0, fmt.Errorf("pgbench logs %s.* hold no transaction", prefix)
 	}
-	return quantile(lat, 0.99), nil
+	return Quantile(lat, 0.99), nil
 }
 
-// quantile is the nearest-rank quantile of v (sorted in place).
-func quantile(v []float64, q float64) float64 {
+// Quantile is the nearest-rank quantile of v (sorted in place).
+func Quantile(v []float64, q float64) float64 {
 	slices.Sort(v)
 	i := int(math.Ceil(q*float64(len(v)))) - 1
 	return v[max(0, min(i, len(v)-1))]
 }
 
-// seconds formats a duration for tools that take whole seconds.
-func seconds(d time.Duration) string {
+// Seconds formats a duration for tools that take whole seconds.
+func Seconds(d time.Duration) string {
 	return strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
 }
 
@@ -261,10 +272,10 @@ var (
 	memcslapSet = regexp.MustCompile(`(?m)^Time to set\s+(\d+) keys:`)
 )
 
-// parseMemcslap parses memcslap's report. Throughput is the get phase's;
+// ParseMemcslap parses memcslap's report. Throughput is the get phase's;
 // Requests counts the set phase's keys too, since the agent's cost is
 // measured over the whole run.
-func parseMemcslap(out []byte) (LoadResult, error) {
+func ParseMemcslap(out []byte) (LoadResult, error) {
 	m := memcslapGet.FindSubmatch(out)
 	if m == nil {
 		return LoadResult{}, fmt.Errorf("memcslap: no \"Time to get N keys by T threads: S seconds\" in:\n%s", out)

@@ -1,4 +1,4 @@
-package bench
+package realsrv
 
 import (
 	"bytes"
@@ -18,8 +18,55 @@ import (
 // failure or on Ctrl-C. Each process runs in its own process group: a
 // server's workers or an agent started through `sh -c` are stopped with it.
 type Procs struct {
-	mu    sync.Mutex
-	procs map[*Proc]struct{}
+	mu     sync.Mutex
+	procs  map[*Proc]struct{}
+	cgroup *os.File
+}
+
+// InCgroup makes every process started from now on begin in the cgroup2
+// directory dir (clone3 CLONE_INTO_CGROUP), so its children and threads
+// are in it from their first instruction: tests select a run's processes
+// by that cgroup. ps keeps dir open; Close releases it.
+func (ps *Procs) InCgroup(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	ps.mu.Lock()
+	old := ps.cgroup
+	ps.cgroup = f
+	ps.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+// Close releases the cgroup directory of InCgroup, if any.
+func (ps *Procs) Close() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.cgroup != nil {
+		ps.cgroup.Close()
+		ps.cgroup = nil
+	}
+}
+
+// prepare sets what every child of ps shares: its own process group,
+// SIGKILL when the harness dies, and the cgroup of InCgroup.
+func (ps *Procs) prepare(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	// A harness killed with SIGKILL must not leave servers behind.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	ps.mu.Lock()
+	if ps.cgroup != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(ps.cgroup.Fd())
+	}
+	ps.mu.Unlock()
 }
 
 // NewProcs returns an empty registry.
@@ -45,12 +92,7 @@ func (ps *Procs) Start(name string, cmd *exec.Cmd) (*Proc, error) {
 	if cmd.Stderr == nil {
 		cmd.Stderr = p.Output
 	}
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true
-	// A harness killed with SIGKILL must not leave servers behind.
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	ps.prepare(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -114,17 +156,22 @@ func (ps *Procs) StopAll() {
 	}
 }
 
-// run runs cmd to completion (bounded by ctx) and returns its combined
+// Run runs cmd to completion (bounded by ctx) and returns its combined
 // output; a failure names the command and carries the output's tail.
-func run(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
+func Run(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
+	return (*Procs)(nil).Run(ctx, cmd)
+}
+
+// Run is the function Run for a process of ps: it starts in the cgroup
+// of InCgroup. ps may be nil.
+func (ps *Procs) Run(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	if ps == nil {
+		ps = &Procs{}
 	}
-	cmd.SysProcAttr.Setpgid = true
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	ps.prepare(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", cmd.Path, err)
 	}
@@ -133,7 +180,7 @@ func run(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
 	select {
 	case err := <-done:
 		if err != nil {
-			return out.Bytes(), fmt.Errorf("%s: %w\n%s", cmd.String(), err, tail(out.Bytes(), 2000))
+			return out.Bytes(), fmt.Errorf("%s: %w\n%s", cmd.String(), err, Tail(out.Bytes(), 2000))
 		}
 		return out.Bytes(), nil
 	case <-ctx.Done():
@@ -143,7 +190,7 @@ func run(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
 	}
 }
 
-func tail(b []byte, n int) []byte {
+func Tail(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]
 	}
@@ -175,8 +222,8 @@ func (t *tailBuffer) String() string {
 	return string(t.b)
 }
 
-// waitFor polls cond every 100 ms until it holds, ctx ends or timeout.
-func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() error) error {
+// WaitFor polls cond every 100 ms until it holds, ctx ends or timeout.
+func WaitFor(ctx context.Context, timeout time.Duration, what string, cond func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
@@ -197,8 +244,8 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 
 var _ io.Writer = (*tailBuffer)(nil)
 
-// writeFile writes a file, naming it in the error.
-func writeFile(path, content string, mode os.FileMode) error {
+// WriteFile writes a file, naming it in the error.
+func WriteFile(path, content string, mode os.FileMode) error {
 	if err := os.WriteFile(path, []byte(content), mode); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

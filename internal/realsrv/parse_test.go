@@ -1,4 +1,4 @@
-package bench
+package realsrv
 
 import (
 	"bufio"
@@ -23,11 +23,11 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs
 
 func TestParseWrk(t *testing.T) {
 	// wrk 4.1 against nginx, -t2 -c8 -d1s --latency -H "Connection: close".
-	r, err := parseWrk(readFixture(t, "wrk-close.txt"))
+	r, err := ParseWrk(readFixture(t, "wrk-close.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := LoadResult{Requests: 16919, Seconds: 1.01, Throughput: 16782.24, P99Ms: 3.59, HasP99: true}
+	want := LoadResult{Requests: 16919, Seconds: 1.01, Throughput: 16782.24, P99Ms: 3.59, HasP99: true, MeanMs: 0.54502}
 	if !near(r.Requests, want.Requests) || !near(r.Seconds, want.Seconds) || !near(r.Throughput, want.Throughput) ||
 		!near(r.P99Ms, want.P99Ms) || !r.HasP99 || r.Errors != 0 {
 		t.Errorf("got %+v, want %+v", r, want)
@@ -42,7 +42,7 @@ func TestParseWrk(t *testing.T) {
   Non-2xx or 3xx responses: 2
 Requests/sec:      0.83
 `
-	r, err = parseWrk([]byte(withErrors))
+	r, err = ParseWrk([]byte(withErrors))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ Requests/sec:      0.83
 		"no latency": "  100 requests in 1.00s, 1KB read\nRequests/sec: 100\n",
 		"bad unit":   "  100 requests in 1.00d, 1KB read\n     99%  1.00ms\n",
 	} {
-		if _, err := parseWrk([]byte(out)); err == nil {
+		if _, err := ParseWrk([]byte(out)); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
 	}
@@ -62,7 +62,7 @@ Requests/sec:      0.83
 
 func TestParseRedisBenchmark(t *testing.T) {
 	// redis-benchmark 7.0 --csv, -n 2000 -t set,get.
-	r, err := parseRedisBenchmark(readFixture(t, "redis-benchmark.csv"), 2000)
+	r, err := ParseRedisBenchmark(readFixture(t, "redis-benchmark.csv"), 2000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestParseRedisBenchmark(t *testing.T) {
 		"bad rps":    `"test","rps","p99_latency_ms"` + "\n" + `"SET","x","1"` + "\n",
 		"short line": `"test","rps","p99_latency_ms"` + "\n" + `"SET","1"` + "\n",
 	} {
-		if _, err := parseRedisBenchmark([]byte(out), 10); err == nil {
+		if _, err := ParseRedisBenchmark([]byte(out), 10); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
 	}
@@ -84,14 +84,14 @@ func TestParseRedisBenchmark(t *testing.T) {
 
 func TestParsePgbench(t *testing.T) {
 	// pgbench 15 -S -c 4 -j 2 -T 2.
-	r, err := parsePgbench(readFixture(t, "pgbench.txt"))
+	r, err := ParsePgbench(readFixture(t, "pgbench.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Requests != 62200 || r.Throughput != 31190.874613 || !near(r.Seconds, 62200/31190.874613) || r.Errors != 0 {
 		t.Errorf("got %+v", r)
 	}
-	if _, err := parsePgbench([]byte("pgbench: error: connection refused\n")); err == nil {
+	if _, err := ParsePgbench([]byte("pgbench: error: connection refused\n")); err == nil {
 		t.Error("an error output parsed")
 	}
 	// Two log files, as pgbench -j 2 writes: 40 transactions of a real
@@ -104,7 +104,7 @@ func TestParsePgbench(t *testing.T) {
 	if err := os.WriteFile(prefix+".1.1", []byte("0 1 5000 0 1795458137 74216\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p99, err := pgbenchP99(prefix)
+	p99, err := PgbenchP99(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestParsePgbench(t *testing.T) {
 	if left, _ := filepath.Glob(prefix + ".*"); len(left) != 0 {
 		t.Errorf("log files left: %v", left)
 	}
-	if _, err := pgbenchP99(prefix); err == nil {
+	if _, err := PgbenchP99(prefix); err == nil {
 		t.Error("no log files: no error")
 	}
 	if _, err := parsePgbenchLog(strings.NewReader("0 1 x 0 1 2\n"), nil); err == nil {
@@ -126,7 +126,7 @@ func TestParsePgbench(t *testing.T) {
 func TestQuantile(t *testing.T) {
 	v := []float64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}
 	for q, want := range map[float64]float64{0.5: 5, 0.99: 10, 0.1: 1, 0.91: 10, 0.9: 9} {
-		if got := quantile(v, q); got != want {
+		if got := Quantile(v, q); got != want {
 			t.Errorf("q%v = %v, want %v", q, got, want)
 		}
 	}
@@ -179,26 +179,16 @@ func TestRedisInfo(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-func TestParseHeapAlloc(t *testing.T) {
-	page := "heap profile: 1: 2 [3: 4] @ heap/1048576\n\n# runtime.MemStats\n# Alloc = 123\n# HeapAlloc = 8675309\n# HeapSys = 1\n"
-	if n, err := parseHeapAlloc([]byte(page)); err != nil || n != 8675309 {
-		t.Errorf("got %d, %v", n, err)
-	}
-	if _, err := parseHeapAlloc([]byte("# Alloc = 1\n")); err == nil {
-		t.Error("no HeapAlloc: parsed")
-	}
-}
-
 func TestParseMemcslap(t *testing.T) {
 	// memcslap (libmemcached 1.1.4) -c 32 -t get -e 20000.
-	r, err := parseMemcslap(readFixture(t, "memcslap.txt"))
+	r, err := ParseMemcslap(readFixture(t, "memcslap.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Requests != 623980+20000 || r.Seconds != 11.4 || !near(r.Throughput, 623980/11.4) || r.HasP99 {
 		t.Errorf("got %+v", r)
 	}
-	if _, err := parseMemcslap([]byte("Time total: 1.0 seconds.\n")); err == nil {
+	if _, err := ParseMemcslap([]byte("Time total: 1.0 seconds.\n")); err == nil {
 		t.Error("no get phase: parsed")
 	}
 }
@@ -216,5 +206,19 @@ func TestReadMemcachedStats(t *testing.T) {
 		if _, _, err := readMemcachedStats(bufio.NewReader(strings.NewReader(bad))); err == nil {
 			t.Errorf("%q read", bad)
 		}
+	}
+}
+
+func TestParseCommandStats(t *testing.T) {
+	info, err := parseRedisInfo([]byte("# Commandstats\r\ncmdstat_set:calls=20000,usec=9000,usec_per_call=0.45,rejected_calls=0,failed_calls=0\r\ncmdstat_get:calls=7,usec=1,usec_per_call=0.1,rejected_calls=0,failed_calls=0\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseCommandStats(info)
+	if err != nil || len(got) != 2 || got["set"] != 20000 || got["get"] != 7 {
+		t.Errorf("got %v, %v", got, err)
+	}
+	if _, err := parseCommandStats(map[string]string{"cmdstat_x": "calls=z"}); err == nil {
+		t.Error("bad calls parsed")
 	}
 }
