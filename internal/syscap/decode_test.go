@@ -69,7 +69,7 @@ func TestSpec(t *testing.T) {
 		fmaps["next_id"] = bpfspec.Map{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1}
 		fmaps["scratch"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: uint32(dataHdrSize + 2*CaptureMax), MaxEntries: 1}
 		fmaps["head_buf"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 64, MaxEntries: 1}
-		fmaps["ssl_calls"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16384}
+		fmaps["ssl_calls"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 40, MaxEntries: 16384}
 		fmaps["ssl_fds"] = bpfspec.Map{Type: ebpf.LRUHash, KeySize: 16, ValueSize: 16, MaxEntries: 65536}
 		fmaps["go_tls_calls"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 16, ValueSize: 24, MaxEntries: 16384}
 		bpfspec.Maps(t, spec, fmaps)

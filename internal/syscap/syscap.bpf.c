@@ -595,6 +595,7 @@ struct bufs {
 	const struct iovec *iov;
 	__u32 iovcnt;
 	const struct sockaddr *peer; /* datagram address (recvfrom/recvmsg/sendto/sendmsg), may be NULL */
+	__u64 ts; /* when the data moved, if not now (a TLS write: its entry) */
 };
 
 /* first_bytes copies up to INFER_BYTES of the data into out. */
@@ -986,7 +987,7 @@ __noinline int on_data(__u32 fd, const struct bufs *b, __u64 size, __u8 dir, boo
 	}
 	if (st == SYSCAP_IGNORE || st == SYSCAP_TLS)
 		return 0;
-	ts = bpf_ktime_get_ns();
+	ts = b->ts ? b->ts : bpf_ktime_get_ns();
 	if (st == SYSCAP_INFER && !stream_infer(tgid, fd, c, sk, b, size, dir, ts, plaintext))
 		return 0;
 	cap = c->dir == dir ? syscap_cont_cap : syscap_cap;
@@ -1063,6 +1064,7 @@ struct ssl_call {
 	__u64 ssl;     /* SSL * */
 	__u64 buf;     /* user buffer */
 	__u64 out_len; /* _ex: size_t * of the bytes moved; 0 otherwise */
+	__u64 ts;      /* entry time: a write's data is timed from its call */
 	__s32 fd;      /* fd of a syscall made during the call, -1 if none */
 	__u8 dir;      /* enum syscap_dir */
 	__u8 _pad[3];
@@ -1157,6 +1159,8 @@ static __always_inline int ssl_enter(void *ssl, const void *buf, void *out_len, 
 	call.out_len = (__u64)out_len;
 	call.fd = -1;
 	call.dir = dir;
+	if (dir == SYSCAP_EGRESS)
+		call.ts = bpf_ktime_get_ns();
 	bpf_map_update_elem(&ssl_calls, &id, &call, BPF_ANY);
 	return 0;
 }
@@ -1188,6 +1192,7 @@ static __always_inline int ssl_exit(long ret)
 	if (n > 0 && call->dir != SSL_HANDSHAKE) {
 		if (fd >= 0) {
 			b.buf = (const void *)call->buf;
+			b.ts = call->ts;
 			on_data(fd, &b, n, call->dir, true);
 		} else {
 			__u32 zero = 0;

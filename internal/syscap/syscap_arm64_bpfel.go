@@ -33,6 +33,7 @@ type syscapSslCall struct {
 	Ssl    uint64
 	Buf    uint64
 	OutLen uint64
+	Ts     uint64
 	Fd     int32
 	Dir    uint8
 	Pad    [3]uint8

@@ -64,8 +64,11 @@ func (c *Capture) AttachOpenSSL(path string) (attached bool, err error) {
 		}
 		enter, err := ex.Uprobe(p.symbol, p.prog(&c.objs), nil)
 		if err != nil {
-			if errors.Is(err, link.ErrNoSymbol) || errors.Is(err, os.ErrNotExist) {
-				continue // e.g. no _ex variants before 1.1.1
+			if errors.Is(err, link.ErrNoSymbol) || errors.Is(err, os.ErrNotExist) || errors.Is(err, link.ErrNotSupported) {
+				// No _ex variants before 1.1.1; an executable that only
+				// imports SSL_write (undefined here, in libssl) is not
+				// OpenSSL itself: its libssl is attached on its own.
+				continue
 			}
 			closeAll(links)
 			return false, fmt.Errorf("uprobe %s:%s: %w", path, p.symbol, err)
