@@ -94,7 +94,9 @@ var networkChecks = []Check{
 		Match: map[string]string{"role": "client", "server_port": "{port}"}, Truth: bytesOut},
 }
 
-func requests(c realsrv.Counters) (float64, float64, bool) { return float64(c.Requests), 0, c.HasRequests }
+func requests(c realsrv.Counters) (float64, float64, bool) {
+	return float64(c.Requests), 0, c.HasRequests
+}
 
 // l7Checks: every request the server handled is counted on its side
 // (l7_rpc req_count, server rows). Servers whose counter is not in the

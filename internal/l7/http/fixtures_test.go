@@ -104,7 +104,7 @@ var fixtures = []fixture{
 		// hides a header end is taken as the message's end, which is right
 		// here, and each such guess is counted.
 		truncated: map[int]truncWant{
-			64:   {desyncs: 14, exact: true},
+			64: {desyncs: 14, exact: true},
 			// big.txt's last chunk is in the gap: its response is counted
 			// and the next message resumes parsing, so no desync.
 			256:  {desyncs: 0, exact: true},
