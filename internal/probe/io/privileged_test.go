@@ -1,0 +1,444 @@
+package ioprobe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/event"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/table"
+)
+
+// testPeriod is the report period of the privileged tests.
+const testPeriod = 200 * time.Millisecond
+
+// privileged gates the privileged tests on root and every hook of the
+// hooks table (a missing one leaves fields unset, which must fail here).
+func privileged(t *testing.T) {
+	t.Helper()
+	checks := []error{}
+	for _, h := range hooks {
+		checks = append(checks, bpfrt.HaveTPBTF(h.target))
+	}
+	probetest.RequireHooks(t, checks...)
+}
+
+// loopDev is a loop device over a file, attached with LOOP_CONFIGURE and
+// detached at cleanup; node is a device node for it in the test's
+// directory (no udev here to make /dev entries for new loop devices).
+type loopDev struct {
+	name string
+	dev  Dev
+	node string
+}
+
+func newLoop(t *testing.T, backing string, size int64) *loopDev {
+	t.Helper()
+	f, err := os.OpenFile(backing, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("loop-control: %v", err)
+	}
+	defer unix.Close(ctl)
+	dir := t.TempDir()
+	// Another test may take the free device between GET_FREE and
+	// CONFIGURE: then CONFIGURE fails with EBUSY and we ask again.
+	for try := 0; try < 20; try++ {
+		n, err := unix.IoctlRetInt(ctl, unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			t.Fatalf("LOOP_CTL_GET_FREE: %v", err)
+		}
+		name := fmt.Sprintf("loop%d", n)
+		dev, err := readDev(filepath.Join("/sys/class/block", name, "dev"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := filepath.Join(dir, name)
+		if err := unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(dev.Major, dev.Minor))); err != nil {
+			t.Fatalf("mknod %s: %v", node, err)
+		}
+		lfd, err := unix.Open(node, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatalf("open %s: %v", node, err)
+		}
+		cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		copy(cfg.Info.File_name[:], "galago-io-test")
+		err = unix.IoctlLoopConfigure(lfd, &cfg)
+		if errors.Is(err, unix.EBUSY) {
+			unix.Close(lfd)
+			os.Remove(node)
+			continue
+		}
+		if err != nil {
+			unix.Close(lfd)
+			t.Fatalf("LOOP_CONFIGURE %s: %v", name, err)
+		}
+		// AUTOCLEAR detaches the device when its last opener closes:
+		// this descriptor, at cleanup.
+		t.Cleanup(func() { unix.Close(lfd) })
+		return &loopDev{name: name, dev: dev, node: node}
+	}
+	t.Fatal("no free loop device after 20 tries")
+	return nil
+}
+
+// alignedBuf is a page-aligned buffer for O_DIRECT.
+func alignedBuf(t *testing.T, n int, fill byte) []byte {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Munmap(b) })
+	for i := range b {
+		b[i] = fill
+	}
+	return b
+}
+
+// directIO does writes then reads of size bytes each with O_DIRECT, at
+// distinct offsets; it returns how many of each completed without error
+// and the errno of each write that failed with an I/O error (EIO, or what
+// the backing file returned: the loop driver passes ENOSPC on).
+func directIO(t *testing.T, node string, writes, reads, size int) (okW, okR int, failed []unix.Errno) {
+	t.Helper()
+	fd, err := unix.Open(node, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	buf := alignedBuf(t, size, 0x5a)
+	for i := 0; i < writes; i++ {
+		n, err := unix.Pwrite(fd, buf, int64(i*size))
+		switch {
+		case errors.Is(err, unix.EIO) || errors.Is(err, unix.ENOSPC):
+			var errno unix.Errno
+			errors.As(err, &errno)
+			failed = append(failed, errno)
+		case err != nil:
+			t.Fatalf("write %d: %v", i, err)
+		case n != size:
+			t.Fatalf("write %d: %d bytes", i, n)
+		default:
+			okW++
+		}
+	}
+	for i := 0; i < reads; i++ {
+		n, err := unix.Pread(fd, buf, int64(i*size))
+		if err != nil || n != size {
+			t.Fatalf("read %d: %d bytes, %v", i, n, err)
+		}
+		okR++
+	}
+	return okW, okR, failed
+}
+
+func isDev(r *table.Record, d Dev) bool {
+	return r.Str("major") == fmt.Sprint(d.Major) && r.Str("first_minor") == fmt.Sprint(d.Minor)
+}
+
+// sum adds field over the records of tbl for device d.
+func sum(recs []*table.Record, tbl *table.Table, d Dev, field string) (float64, int) {
+	i := tbl.MustIndex(field)
+	var s float64
+	n := 0
+	for _, r := range recs {
+		if r.Table == tbl && isDev(r, d) && r.Values[i].Set {
+			s += r.Values[i].Num
+			n++
+		}
+	}
+	return s, n
+}
+
+func startProbe(t *testing.T, sub uint32, params probe.Params) (*Probe, *probetest.Runtime) {
+	t.Helper()
+	rt := probetest.NewRuntime(t)
+	p := New(withInterval(testPeriod))
+	if err := p.Start(rt.Context(), probe.Config{SubItems: sub, Params: params}, rt); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Shutdown(t, p) })
+	return p, rt
+}
+
+// settle waits a few periods so that every record of the I/O done so far
+// is published, then returns everything published.
+func settle(rt *probetest.Runtime) []*table.Record {
+	time.Sleep(5 * testPeriod)
+	return rt.Records()
+}
+
+// TestDirectIOPrivileged: O_DIRECT requests of a known size on a loop
+// device the test owns, one request per syscall. io_count must hold exactly
+// the bytes written and read, io_latency exactly one completed request per
+// syscall in every stage, each stage's max ≥ its last, and the loop's names.
+func TestDirectIOPrivileged(t *testing.T) {
+	privileged(t)
+	ld := newLoop(t, filepath.Join(t.TempDir(), "backing"), 64<<20)
+	params := probe.DefaultParams()
+	params.DevName = ld.name
+	_, rt := startProbe(t, bitTrace|bitErr|bitCount, params)
+
+	const writes, reads, size = 40, 25, 16 << 10
+	okW, okR, _ := directIO(t, ld.node, writes, reads, size)
+	if okW != writes || okR != reads {
+		t.Fatalf("%d writes, %d reads completed", okW, okR)
+	}
+	rt.WaitRecords(t, "all requests", func(recs []*table.Record) bool {
+		n, _ := sum(recs, table.IoLatency, ld.dev, "count_latency_req")
+		return n >= writes+reads
+	})
+	recs := settle(rt)
+	for _, c := range []struct {
+		tbl   *table.Table
+		field string
+		want  float64
+	}{
+		{table.IoCount, "write_bytes", writes * size},
+		{table.IoCount, "read_bytes", reads * size},
+		{table.IoLatency, "count_latency_req", writes + reads},
+		{table.IoLatency, "count_latency_driver", writes + reads},
+		{table.IoLatency, "count_latency_device", writes + reads},
+	} {
+		if got, _ := sum(recs, c.tbl, ld.dev, c.field); got != c.want {
+			t.Errorf("%s %s = %v, want %v", c.tbl.Name, c.field, got, c.want)
+		}
+	}
+	for _, r := range recs {
+		if !isDev(r, ld.dev) {
+			t.Errorf("dev_name %s: record of another device: %s %s:%s", ld.name, r.Table.Name, r.Str("major"), r.Str("first_minor"))
+			continue
+		}
+		if r.Str("blk_name") != ld.name || r.Str("disk_name") != ld.name {
+			t.Errorf("%s names %q/%q, want %s", r.Table.Name, r.Str("blk_name"), r.Str("disk_name"), ld.name)
+		}
+		if r.Table == table.IoErr {
+			t.Errorf("io_err row without errors: %+v", r.Values)
+		}
+		if r.Table != table.IoLatency {
+			continue
+		}
+		for _, st := range []string{"req", "driver", "device"} {
+			mx := r.Values[table.IoLatency.MustIndex("latency_"+st+"_max")].Num
+			last := r.Values[table.IoLatency.MustIndex("latency_"+st+"_last")].Num
+			s := r.Values[table.IoLatency.MustIndex("latency_"+st+"_sum")].Num
+			n := r.Values[table.IoLatency.MustIndex("count_latency_"+st)].Num
+			if mx <= 0 || last > mx || s < mx || s > mx*n {
+				t.Errorf("stage %s: max %v last %v sum %v count %v", st, mx, last, s, n)
+			}
+		}
+		// The request stage covers the other two.
+		req := r.Values[table.IoLatency.MustIndex("latency_req_sum")].Num
+		drv := r.Values[table.IoLatency.MustIndex("latency_driver_sum")].Num
+		dev := r.Values[table.IoLatency.MustIndex("latency_device_sum")].Num
+		if drv+dev != req {
+			t.Errorf("driver %v + device %v != request %v", drv, dev, req)
+		}
+	}
+	if lost := rt.LostCount(); lost != 0 {
+		t.Errorf("%d events lost", lost)
+	}
+}
+
+// TestDevNameFilterPrivileged: with two loop devices busy, dev_name selects
+// one; a reconfiguration moves the selection to the other.
+func TestDevNameFilterPrivileged(t *testing.T) {
+	privileged(t)
+	dir := t.TempDir()
+	a := newLoop(t, filepath.Join(dir, "a"), 16<<20)
+	b := newLoop(t, filepath.Join(dir, "b"), 16<<20)
+	params := probe.DefaultParams()
+	params.DevName = a.name
+	p, rt := startProbe(t, bitTrace|bitCount, params)
+
+	const n, size = 10, 8 << 10
+	directIO(t, a.node, n, 0, size)
+	directIO(t, b.node, n, 0, size)
+	rt.WaitTable(t, table.IoCount, 1, func(r *table.Record) bool { return isDev(r, a.dev) })
+	recs := settle(rt)
+	if got, _ := sum(recs, table.IoCount, a.dev, "write_bytes"); got != n*size {
+		t.Errorf("%s write_bytes %v, want %v", a.name, got, n*size)
+	}
+	if got, _ := sum(recs, table.IoLatency, a.dev, "count_latency_req"); got != n {
+		t.Errorf("%s count_latency_req %v, want %v", a.name, got, n)
+	}
+	for _, r := range recs {
+		if !isDev(r, a.dev) {
+			t.Errorf("dev_name %s: %s row of %s:%s", a.name, r.Table.Name, r.Str("major"), r.Str("first_minor"))
+		}
+	}
+
+	params.DevName = b.name
+	if err := p.Reconfigure(probe.Config{SubItems: bitTrace | bitCount, Params: params}); err != nil {
+		t.Fatal(err)
+	}
+	rt.Take()
+	directIO(t, a.node, n, 0, size)
+	directIO(t, b.node, 2*n, 0, size)
+	rt.WaitTable(t, table.IoCount, 1, func(r *table.Record) bool { return isDev(r, b.dev) })
+	recs = settle(rt)
+	if got, _ := sum(recs, table.IoCount, b.dev, "write_bytes"); got != 2*n*size {
+		t.Errorf("%s write_bytes %v, want %v", b.name, got, 2*n*size)
+	}
+	for _, r := range recs {
+		if !isDev(r, b.dev) {
+			t.Errorf("dev_name %s: %s row of %s:%s", b.name, r.Table.Name, r.Str("major"), r.Str("first_minor"))
+		}
+	}
+}
+
+// TestIOErrorPrivileged: a loop device over a file on a tmpfs too small for
+// it; O_DIRECT writes past the tmpfs's size fail in the backing file and
+// the loop driver completes those requests with the backing file's error
+// as a blk_status_t. Every write that failed must be one error event with
+// the reference's message naming the status of that errno, and the io_err
+// rows must carry the negative errno.
+func TestIOErrorPrivileged(t *testing.T) {
+	privileged(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	ld := newLoop(t, filepath.Join(dir, "backing"), 16<<20)
+	params := probe.DefaultParams()
+	params.DevName = ld.name
+	params.ReportEvent = 1
+	_, rt := startProbe(t, bitErr|bitCount, params)
+
+	const writes, size = 40, 16 << 10
+	okW, _, failed := directIO(t, ld.node, writes, 0, size)
+	eio := len(failed)
+	if eio == 0 || okW == 0 {
+		t.Fatalf("%d writes ok, %d failed: want both (tmpfs of 256k, %d bytes written)", okW, eio, writes*size)
+	}
+	// The status each errno comes from (blk_status_to_errno is one to one
+	// on these).
+	statusFor := func(e unix.Errno) (uint8, blkStatus) {
+		for s, st := range blkStatuses {
+			if st.errno == -int(e) {
+				return s, st
+			}
+		}
+		t.Fatalf("no blk_status_t for %v", e)
+		return 0, blkStatus{}
+	}
+	probetest.WaitFor(t, "error events", func() bool { return len(rt.Events()) >= eio })
+	recs := settle(rt)
+	evs := rt.Events()
+	if len(evs) != eio {
+		t.Errorf("%d error events, want %d (writes that returned EIO)", len(evs), eio)
+	}
+	prefix := fmt.Sprintf("IO errors occurred.(Disk %s(%d:%d), COMM ", ld.name, ld.dev.Major, ld.dev.Minor)
+	for i, e := range evs {
+		want := event.Event{Entity: "block", EntityID: ld.dev.String(), Metric: "err_code", Device: ld.name, Severity: event.SeverityWarn}
+		got := event.Event{Entity: e.Entity, EntityID: e.EntityID, Metric: e.Metric, Device: e.Device, Severity: e.Severity}
+		if got != want {
+			t.Errorf("event %+v, want %+v", got, want)
+		}
+		if i >= eio {
+			break
+		}
+		// O_DIRECT writes are synchronous: REQ_SYNC, rwbs "WS".
+		code, st := statusFor(failed[i])
+		if !strings.HasPrefix(e.Message, prefix) || !strings.Contains(e.Message, fmt.Sprintf(", op: WS, datalen %d, blk_err(%d) '%s', scsi_err(0) 'UNKNOW', timestamp ", size, code, st.desc)) {
+			t.Errorf("message %q", e.Message)
+		}
+		if e.PID != os.Getpid() {
+			t.Errorf("event pid %d, want the test's %d", e.PID, os.Getpid())
+		}
+	}
+	_, last := statusFor(failed[eio-1])
+	var lastCode float64
+	rows := 0
+	for _, r := range recs {
+		if r.Table == table.IoErr && isDev(r, ld.dev) {
+			lastCode = r.Values[errCode].Num
+			rows++
+		}
+	}
+	if rows == 0 || lastCode != float64(last.errno) {
+		t.Errorf("io_err: %d rows, last err_code %v, want %d", rows, lastCode, last.errno)
+	}
+	// Failed bios were submitted too: io_count counts what was asked.
+	if got, _ := sum(recs, table.IoCount, ld.dev, "write_bytes"); got != writes*size {
+		t.Errorf("write_bytes %v, want %v", got, writes*size)
+	}
+}
+
+// TestPageCachePrivileged: buffered I/O on the loop device's own page
+// cache with readahead off: reading N separate pages and writing M other
+// whole pages inserts exactly N+M pages into the cache; the writes dirty
+// exactly M pages and M buffers (4 KiB blocks: one buffer per page).
+func TestPageCachePrivileged(t *testing.T) {
+	privileged(t)
+	ld := newLoop(t, filepath.Join(t.TempDir(), "backing"), 16<<20)
+	params := probe.DefaultParams()
+	params.DevName = ld.name
+	_, rt := startProbe(t, bitPage, params)
+
+	fd, err := unix.Open(ld.node, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM); err != nil {
+		t.Fatal(err)
+	}
+	const reads, writes, stride = 8, 6, 64 << 10
+	page := make([]byte, os.Getpagesize())
+	for i := 0; i < reads; i++ {
+		if _, err := unix.Pread(fd, page, int64(i*stride)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < writes; i++ {
+		if _, err := unix.Pwrite(fd, page, int64((reads+i)*stride)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Fsync(fd); err != nil {
+		t.Fatal(err)
+	}
+	rt.WaitTable(t, table.IoPagecache, 1, func(r *table.Record) bool { return isDev(r, ld.dev) })
+	recs := settle(rt)
+	for _, c := range []struct {
+		field string
+		want  float64
+	}{
+		{"load_page_cache", reads + writes},
+		{"mark_page_dirty", writes},
+		{"mark_buffer_dirty", writes},
+	} {
+		if got, _ := sum(recs, table.IoPagecache, ld.dev, c.field); got != c.want {
+			t.Errorf("%s = %v, want %v", c.field, got, c.want)
+		}
+	}
+	i := table.IoPagecache.MustIndex("access_pagecache")
+	for _, r := range recs {
+		if r.Values[i].Set {
+			t.Errorf("access_pagecache set (not measured): %v", r.Values[i].Num)
+		}
+	}
+	if !strings.Contains(rt.Logs(), "mark_page_accessed") {
+		t.Errorf("no log line about access_pagecache: %s", rt.Logs())
+	}
+}

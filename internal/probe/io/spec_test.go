@@ -1,0 +1,51 @@
+package ioprobe
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/galago-project/galago/internal/bpfrt/bpfspec"
+)
+
+// TestSpec checks both architectures' objects without loading them: every
+// program of the hooks table with its attach point, the bounded maps, the
+// run-time variables and the record layout DecodeRequest reads.
+func TestSpec(t *testing.T) {
+	bpfspec.Objects(t, _IoBytes, []string{"io_x86_bpfel.o", "io_arm64_bpfel.o"}, checkSpec)
+	var rec ioIoRec
+	if got := unsafe.Sizeof(rec); got != recSize {
+		t.Errorf("ioIoRec is %d bytes, recSize %d", got, recSize)
+	}
+	if got := unsafe.Offsetof(rec.Comm); got != recSize-16 {
+		t.Errorf("io_rec.comm at %d", got)
+	}
+}
+
+func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
+	progs := map[string]bpfspec.Program{}
+	for _, h := range hooks {
+		progs[h.prog] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: h.target}
+	}
+	if len(progs) != len(hooks) {
+		t.Errorf("hooks table names %d programs, %d distinct", len(hooks), len(progs))
+	}
+	bpfspec.Programs(t, spec, progs)
+	bpfspec.Maps(t, spec, map[string]bpfspec.Map{
+		"events":      {Type: ebpf.RingBuf, MaxEntries: 1 << 20},
+		"lost_events": {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
+		"rq_inflight": {Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16384},
+		"dev_counts":  {Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: 40, MaxEntries: 1024},
+		"dev_filter":  {Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: 256},
+		"io_drops":    {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(ioIoDropIO_DROP_MAX)},
+	})
+	bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
+		"galago_rb_wakeup_bytes": {Size: 8, Constant: true},
+		"dev_filter_on":          {Size: 4},
+		"io_flags":               {Size: 4},
+	})
+	bpfspec.StructSize(t, spec, "io_rec", recSize)
+	bpfspec.StructSize(t, spec, "io_counts", 40)
+	bpfspec.StructSize(t, spec, "io_inflight", 32)
+}
