@@ -10,86 +10,92 @@ import (
 	"github.com/galago-project/galago/internal/table"
 )
 
-// maxErrorsPerPeriod bounds the failed requests kept for events per
-// period (the event de-duplication keeps one per disk and window anyway).
+// maxErrorsPerPeriod bounds the failed requests kept for events per disk
+// and period (the event de-duplication keeps one per disk and window
+// anyway).
 const maxErrorsPerPeriod = 256
 
 // stage is one latency stage of one disk over one period, in ns, with
-// gala-gopher's definitions: jitter is the largest difference between two
-// consecutive samples (0 with one sample).
+// gala-gopher's definitions: max, last, sum, count, and jitter, the largest
+// difference between two consecutive samples (0 with one sample).
 type stage struct {
 	max, last, sum, jitter, count uint64
+	lastNs                        uint64 // when last was taken
 }
 
-func (s *stage) add(v uint64) {
-	if s.count == 0 {
-		*s = stage{max: v, last: v, sum: v, count: 1}
-		return
-	}
-	s.max = max(s.max, v)
-	s.sum += v
-	d := v - s.last
-	if v < s.last {
-		d = s.last - v
-	}
-	s.jitter = max(s.jitter, d)
-	s.last = v
-	s.count++
+// latStats is one disk's latency over one period, all CPUs merged.
+type latStats struct {
+	stages [3]stage // request, driver, device
+	// The slowest request (whole-request latency): the latency event
+	// names it.
+	slowNs            uint64
+	slowPID, slowLen  uint32
+	slowOp, slowFlags uint8
+	slowComm          string
 }
 
-// diskAgg is one disk's requests over one period.
-type diskAgg struct {
-	req, driver, device stage
-	// slow is the request with the largest whole-request latency: the
-	// latency event names it.
-	slow    Request
-	slowLat uint64
-	errs    []Request // failed completions, in order, at most maxErrorsPerPeriod
-	errN    int       // failed completions, all of them
-	lastErr Request
-}
-
-// aggregator collects requests between two report ticks. Not safe for
-// concurrent use: the probe holds its lock around it.
-type aggregator struct {
-	disks map[Dev]*diskAgg
-}
-
-func newAggregator() *aggregator { return &aggregator{disks: map[Dev]*diskAgg{}} }
-
-func (a *aggregator) add(r Request) {
-	d := a.disks[r.Disk]
-	if d == nil {
-		d = &diskAgg{}
-		a.disks[r.Disk] = d
-	}
-	if r.Latency {
-		if v, ok := r.reqLatency(); ok {
-			d.req.add(v)
-			if d.req.count == 1 || v > d.slowLat {
-				d.slow, d.slowLat = r, v
+// mergeLat merges one disk's per-CPU statistics. Counts, sums and maxima
+// are exact; last is the newest sample of any CPU; jitter is the largest
+// of the CPUs' (consecutive samples on one CPU: the kernel keeps no order
+// across CPUs).
+func mergeLat(per []ioIoLat) latStats {
+	var l latStats
+	slowSeen := false
+	for _, c := range per {
+		for i := range l.stages {
+			src, dst := c.Stage[i], &l.stages[i]
+			if src.Count == 0 {
+				continue
+			}
+			dst.count += src.Count
+			dst.sum += src.Sum
+			dst.max = max(dst.max, src.Max)
+			dst.jitter = max(dst.jitter, src.Jitter)
+			if src.LastNs >= dst.lastNs {
+				dst.last, dst.lastNs = src.Last, src.LastNs
 			}
 		}
-		if v, ok := r.driverLatency(); ok {
-			d.driver.add(v)
-		}
-		if v, ok := r.deviceLatency(); ok {
-			d.device.add(v)
+		if c.Stage[ioIoStageIdIO_STAGE_REQ].Count > 0 && (!slowSeen || c.SlowNs > l.slowNs) {
+			slowSeen = true
+			l.slowNs, l.slowPID, l.slowLen = c.SlowNs, c.SlowPid, c.SlowLen
+			l.slowOp, l.slowFlags, l.slowComm = c.SlowOp, c.SlowFlags, cString(c.SlowComm[:])
 		}
 	}
-	if r.Error {
-		d.errN++
-		d.lastErr = r
-		if len(d.errs) < maxErrorsPerPeriod {
-			d.errs = append(d.errs, r)
-		}
+	return l
+}
+
+// errAgg is one disk's failed completions over one period.
+type errAgg struct {
+	errs []Failure // in order, at most maxErrorsPerPeriod
+	n    int       // all of them
+	last Failure
+}
+
+// failures collects failed completions between two report ticks. Not safe
+// for concurrent use: the probe holds its lock around it.
+type failures struct {
+	disks map[Dev]*errAgg
+}
+
+func newFailures() *failures { return &failures{disks: map[Dev]*errAgg{}} }
+
+func (f *failures) add(r Failure) {
+	d := f.disks[r.Disk]
+	if d == nil {
+		d = &errAgg{}
+		f.disks[r.Disk] = d
+	}
+	d.n++
+	d.last = r
+	if len(d.errs) < maxErrorsPerPeriod {
+		d.errs = append(d.errs, r)
 	}
 }
 
 // take returns the period's disks and starts a new period.
-func (a *aggregator) take() map[Dev]*diskAgg {
-	out := a.disks
-	a.disks = map[Dev]*diskAgg{}
+func (f *failures) take() map[Dev]*errAgg {
+	out := f.disks
+	f.disks = map[Dev]*errAgg{}
 	return out
 }
 
@@ -183,10 +189,9 @@ func setKeys(r *table.Record, d Dev, n names, major, minor, blk, disk int) {
 // latencyRecord renders one io_latency row; nil when no request of the
 // disk completed in the period. A stage without samples is left unset
 // (not measured), never zero.
-func latencyRecord(d Dev, n names, a *diskAgg, end time.Time, period time.Duration) *table.Record {
-	stages := [3]*stage{&a.req, &a.driver, &a.device}
+func latencyRecord(d Dev, n names, l latStats, end time.Time, period time.Duration) *table.Record {
 	any := false
-	for _, s := range stages {
+	for _, s := range l.stages {
 		any = any || s.count > 0
 	}
 	if !any {
@@ -194,7 +199,7 @@ func latencyRecord(d Dev, n names, a *diskAgg, end time.Time, period time.Durati
 	}
 	r := table.IoLatency.NewRecord(end, period)
 	setKeys(r, d, n, latMajor, latMinor, latBlk, latDisk)
-	for i, s := range stages {
+	for i, s := range l.stages {
 		if s.count == 0 {
 			continue
 		}
@@ -211,13 +216,13 @@ func latencyRecord(d Dev, n names, a *diskAgg, end time.Time, period time.Durati
 // errRecord renders one io_err row: the errno of the period's last failed
 // completion (negative, as the kernel's block_rq_complete prints it); nil
 // without failures.
-func errRecord(d Dev, n names, a *diskAgg, end time.Time, period time.Duration) *table.Record {
-	if a.errN == 0 {
+func errRecord(d Dev, n names, a *errAgg, end time.Time, period time.Duration) *table.Record {
+	if a == nil || a.n == 0 {
 		return nil
 	}
 	r := table.IoErr.NewRecord(end, period)
 	setKeys(r, d, n, errMajor, errMinor, errBlk, errDisk)
-	r.SetNum(errCode, float64(statusOf(a.lastErr.Status).errno))
+	r.SetNum(errCode, float64(statusOf(a.last.Status).errno))
 	return r
 }
 
@@ -253,27 +258,30 @@ var Entity = table.IoLatency.Entity
 // latencyEvent is gala-gopher's "IO latency occurred" event: the period's
 // slowest request took at least latency_thr ms (galago compares like
 // units; see the package doc). nil below the threshold.
-func latencyEvent(d Dev, n names, a *diskAgg, p probe.Params, now time.Time) *event.Event {
-	if p.LatencyThr <= 0 || a.req.count == 0 {
+func latencyEvent(d Dev, n names, l latStats, p probe.Params, now time.Time) *event.Event {
+	req := l.stages[ioIoStageIdIO_STAGE_REQ]
+	if p.LatencyThr <= 0 || req.count == 0 {
 		return nil
 	}
-	thr := uint64(p.LatencyThr) * uint64(time.Millisecond)
-	if a.req.max < thr {
+	if req.max < uint64(p.LatencyThr)*uint64(time.Millisecond) {
 		return nil
 	}
-	s := a.slow
 	msg := fmt.Sprintf("IO latency occurred.(Disk %s(%d:%d), COMM %s, PID %d, op: %s, datalen %d, drv_latency %d, dev_latency %d)",
-		n.disk, d.Major, d.Minor, s.Comm, s.PID, Rwbs(s.Op, s.Flags), s.DataLen, a.driver.max, a.device.max)
+		n.disk, d.Major, d.Minor, l.slowComm, l.slowPID, Rwbs(l.slowOp, l.slowFlags), l.slowLen,
+		l.stages[ioIoStageIdIO_STAGE_DRIVER].max, l.stages[ioIoStageIdIO_STAGE_DEVICE].max)
 	return &event.Event{
 		Time: now, Entity: Entity, EntityID: d.String(), Metric: "latency_req_max",
-		PID: int(s.PID), Comm: s.Comm, Device: n.disk, Severity: event.SeverityWarn, Message: msg,
+		PID: int(l.slowPID), Comm: l.slowComm, Device: n.disk, Severity: event.SeverityWarn, Message: msg,
 	}
 }
 
 // errorEvents are gala-gopher's "IO errors occurred" events, one per failed
 // completion kept. scsi_err is what gala-gopher prints for a device without
 // a SCSI error recorded: the SCSI dispatch tracepoints are not hooked.
-func errorEvents(d Dev, n names, a *diskAgg, now time.Time) []event.Event {
+func errorEvents(d Dev, n names, a *errAgg, now time.Time) []event.Event {
+	if a == nil {
+		return nil
+	}
 	out := make([]event.Event, 0, len(a.errs))
 	for _, r := range a.errs {
 		st := statusOf(r.Status)

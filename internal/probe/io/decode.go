@@ -3,12 +3,14 @@ package ioprobe
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 )
 
-// recSize is sizeof(struct io_rec), checked against the object by TestSpec.
-const recSize = 56
+// recSize is sizeof(struct io_err_rec), checked against the object by
+// TestSpec.
+const recSize = 40
 
 // minorBits is the kernel's dev_t split (MINORBITS): major << 20 | minor.
 const minorBits = 20
@@ -23,67 +25,48 @@ func (d Dev) kernel() uint32 { return d.Major<<minorBits | d.Minor }
 // String is gala-gopher's entity id of a block device: <major>_<minor>.
 func (d Dev) String() string { return fmt.Sprintf("%d_%d", d.Major, d.Minor) }
 
-// Request is one decoded struct io_rec: a completed request (Latency), a
-// failed completion (Error), or both.
-type Request struct {
+// Failure is one decoded struct io_err_rec: a failed completion.
+type Failure struct {
 	Disk    Dev
-	StartNs uint64 // the kernel's allocation stamp; 0 when it did not take one
-	IssueNs uint64 // block_rq_issue; 0 when not seen
-	DoneNs  uint64 // block_rq_complete
+	DoneNs  uint64 // block_rq_complete, CLOCK_MONOTONIC ns
 	PID     uint32
 	Comm    string
 	DataLen uint32
-	Latency bool
-	Error   bool
 	Op      uint8
 	Flags   uint8
-	Status  uint8 // blk_status_t of a failed completion
+	Status  uint8 // blk_status_t
 }
 
-// Stage latencies in ns; ok is false when the stage was not measured for
-// this request.
-func (r Request) reqLatency() (uint64, bool) {
-	return r.DoneNs - r.StartNs, r.StartNs != 0 && r.DoneNs >= r.StartNs
-}
-
-func (r Request) driverLatency() (uint64, bool) {
-	return r.IssueNs - r.StartNs, r.StartNs != 0 && r.IssueNs != 0 && r.IssueNs >= r.StartNs
-}
-
-func (r Request) deviceLatency() (uint64, bool) {
-	return r.DoneNs - r.IssueNs, r.IssueNs != 0 && r.DoneNs >= r.IssueNs
-}
-
-// DecodeRequest parses one ring buffer record.
-func DecodeRequest(raw []byte) (Request, error) {
-	if len(raw) < recSize {
-		return Request{}, fmt.Errorf("io: record of %d bytes, want %d", len(raw), recSize)
-	}
-	var rec ioIoRec
-	if _, err := binary.Decode(raw[:recSize], binary.LittleEndian, &rec); err != nil {
-		return Request{}, fmt.Errorf("io: %w", err)
-	}
-	kind := ioIoRecKind(rec.Kind)
-	if kind == 0 || kind&^(ioIoRecKindIO_REC_LATENCY|ioIoRecKindIO_REC_ERROR) != 0 {
-		return Request{}, fmt.Errorf("io: unknown record kind %#x", rec.Kind)
-	}
-	comm := make([]byte, 0, len(rec.Comm))
-	for _, c := range rec.Comm {
+// cString is a NUL-terminated kernel string (a comm) as valid UTF-8.
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
 		if c == 0 {
 			break
 		}
-		comm = append(comm, byte(c))
+		out = append(out, byte(c))
 	}
-	return Request{
+	return string(bytes.ToValidUTF8(out, []byte("?")))
+}
+
+// DecodeFailure parses one ring buffer record.
+func DecodeFailure(raw []byte) (Failure, error) {
+	if len(raw) < recSize {
+		return Failure{}, fmt.Errorf("io: record of %d bytes, want %d", len(raw), recSize)
+	}
+	var rec ioIoErrRec
+	if _, err := binary.Decode(raw[:recSize], binary.LittleEndian, &rec); err != nil {
+		return Failure{}, fmt.Errorf("io: %w", err)
+	}
+	if rec.Status == 0 {
+		return Failure{}, errors.New("io: failure record without an error status")
+	}
+	return Failure{
 		Disk:    devOf(rec.Dev),
-		StartNs: rec.StartNs,
-		IssueNs: rec.IssueNs,
 		DoneNs:  rec.DoneNs,
 		PID:     rec.Pid,
-		Comm:    string(bytes.ToValidUTF8(comm, []byte("?"))),
+		Comm:    cString(rec.Comm[:]),
 		DataLen: rec.DataLen,
-		Latency: kind&ioIoRecKindIO_REC_LATENCY != 0,
-		Error:   kind&ioIoRecKindIO_REC_ERROR != 0,
 		Op:      rec.Op,
 		Flags:   rec.Flags,
 		Status:  rec.Status,

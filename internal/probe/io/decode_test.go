@@ -14,74 +14,58 @@ import (
 	"github.com/galago-project/galago/internal/table"
 )
 
-// rawRec lays out one struct io_rec by hand, byte by byte, as the kernel
-// writes it (little endian).
-func rawRec(start, issue, done uint64, dev, pid, dataLen uint32, kind, op, flags, status uint8, comm string) []byte {
+// rawRec lays out one struct io_err_rec by hand, byte by byte, as the
+// kernel writes it (little endian).
+func rawRec(done uint64, dev, pid, dataLen uint32, op, flags, status uint8, comm string) []byte {
 	b := make([]byte, recSize)
 	le := binary.LittleEndian
-	le.PutUint64(b[0:], start)
-	le.PutUint64(b[8:], issue)
-	le.PutUint64(b[16:], done)
-	le.PutUint32(b[24:], dev)
-	le.PutUint32(b[28:], pid)
-	le.PutUint32(b[32:], dataLen)
-	b[36], b[37], b[38], b[39] = kind, op, flags, status
-	copy(b[40:], comm)
+	le.PutUint64(b[0:], done)
+	le.PutUint32(b[8:], dev)
+	le.PutUint32(b[12:], pid)
+	le.PutUint32(b[16:], dataLen)
+	b[20], b[21], b[22] = op, flags, status
+	copy(b[24:], comm)
 	return b
 }
 
-func TestDecodeRequest(t *testing.T) {
-	raw := rawRec(1000, 1500, 4000, 7<<20|3, 42, 16384, 3, opWrite, uint8(ioIoReqFlagIO_F_SYNC), 10, "dd")
-	r, err := DecodeRequest(raw)
+func TestDecodeFailure(t *testing.T) {
+	raw := rawRec(4000, 7<<20|3, 42, 16384, opWrite, uint8(ioIoReqFlagIO_F_SYNC), 10, "dd")
+	r, err := DecodeFailure(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Request{Disk: Dev{7, 3}, StartNs: 1000, IssueNs: 1500, DoneNs: 4000, PID: 42, Comm: "dd", DataLen: 16384,
-		Latency: true, Error: true, Op: opWrite, Flags: uint8(ioIoReqFlagIO_F_SYNC), Status: 10}
+	want := Failure{Disk: Dev{7, 3}, DoneNs: 4000, PID: 42, Comm: "dd", DataLen: 16384, Op: opWrite, Flags: uint8(ioIoReqFlagIO_F_SYNC), Status: 10}
 	if r != want {
 		t.Fatalf("got %+v\nwant %+v", r, want)
 	}
-	if v, ok := r.reqLatency(); !ok || v != 3000 {
-		t.Errorf("request stage %d %v", v, ok)
+	full := rawRec(1, 1, 1, 1, 0, 0, 1, "0123456789abcdef")
+	if r, err := DecodeFailure(full); err != nil || r.Comm != "0123456789abcdef" {
+		t.Errorf("16-byte comm: %q, %v", r.Comm, err)
 	}
-	if v, ok := r.driverLatency(); !ok || v != 500 {
-		t.Errorf("driver stage %d %v", v, ok)
-	}
-	if v, ok := r.deviceLatency(); !ok || v != 2500 {
-		t.Errorf("device stage %d %v", v, ok)
-	}
-	// No start stamp: only the device stage is measured.
-	r.StartNs = 0
-	if _, ok := r.reqLatency(); ok {
-		t.Error("request stage without a start")
-	}
-	if _, ok := r.driverLatency(); ok {
-		t.Error("driver stage without a start")
-	}
-	for _, bad := range [][]byte{raw[:recSize-1], rawRec(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ""), rawRec(0, 0, 0, 0, 0, 0, 4, 0, 0, 0, "")} {
-		if _, err := DecodeRequest(bad); err == nil {
+	for _, bad := range [][]byte{raw[:recSize-1], rawRec(1, 1, 1, 1, 0, 0, 0, "")} {
+		if _, err := DecodeFailure(bad); err == nil {
 			t.Errorf("no error for %x", bad)
 		}
 	}
 }
 
-func FuzzDecodeRequest(f *testing.F) {
-	f.Add(rawRec(1, 2, 3, 8<<20, 1, 4096, 1, opRead, 0, 0, "fio"))
-	f.Add(rawRec(0, 0, 9, 253<<20|16, 0, 0, 2, opFlush, 31, 3, "kworker/u8:2\xff"))
+func FuzzDecodeFailure(f *testing.F) {
+	f.Add(rawRec(3, 8<<20, 1, 4096, opRead, 0, 10, "fio"))
+	f.Add(rawRec(9, 253<<20|16, 0, 0, opFlush, 31, 200, "kworker/u8:2\xff"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		r, err := DecodeRequest(raw)
+		r, err := DecodeFailure(raw)
 		if err != nil {
 			return
 		}
-		if !r.Latency && !r.Error {
-			t.Fatal("record of no kind accepted")
+		if r.Status == 0 {
+			t.Fatal("failure without status accepted")
 		}
-		_ = Rwbs(r.Op, r.Flags)
-		a := newAggregator()
-		a.add(r)
-		for d, agg := range a.take() {
-			_ = latencyRecord(d, names{}, agg, time.Unix(0, 0), time.Second)
-			_ = errorEvents(d, names{}, agg, time.Unix(0, 0))
+		fs := newFailures()
+		fs.add(r)
+		for d, a := range fs.take() {
+			if errRecord(d, names{}, a, time.Unix(0, 0), time.Second) == nil || len(errorEvents(d, names{}, a, time.Unix(0, 0))) != 1 {
+				t.Fatal("a failure without its row and event")
+			}
 		}
 	})
 }
@@ -108,85 +92,132 @@ func TestRwbs(t *testing.T) {
 	}
 }
 
-func TestStage(t *testing.T) {
-	var s stage
-	for _, v := range []uint64{100, 400, 150, 160} {
-		s.add(v)
+// cpuLat is one CPU's struct io_lat with the given request-stage samples
+// (the BPF side's arithmetic, redone here) and fixed driver and device
+// samples.
+func cpuLat(samples []uint64, at []uint64, slowComm string) ioIoLat {
+	var l ioIoLat
+	for i, v := range samples {
+		for _, st := range []int{int(ioIoStageIdIO_STAGE_REQ), int(ioIoStageIdIO_STAGE_DRIVER), int(ioIoStageIdIO_STAGE_DEVICE)} {
+			s := &l.Stage[st]
+			x := v
+			if st == int(ioIoStageIdIO_STAGE_DRIVER) {
+				x = v / 10
+			} else if st == int(ioIoStageIdIO_STAGE_DEVICE) {
+				x = v - v/10
+			}
+			if s.Count == 0 {
+				s.Max, s.Sum = x, x
+			} else {
+				s.Max = max(s.Max, x)
+				s.Sum += x
+				d := x - s.Last
+				if x < s.Last {
+					d = s.Last - x
+				}
+				s.Jitter = max(s.Jitter, d)
+			}
+			s.Last, s.LastNs = x, at[i]
+			s.Count++
+		}
+		if i == 0 || v > l.SlowNs {
+			l.SlowNs, l.SlowPid, l.SlowLen = v, uint32(100+i), 4096
+			copy(l.SlowComm[:], toInt8(slowComm))
+		}
 	}
-	// jitter: largest |difference| between consecutive samples (300).
-	want := stage{max: 400, last: 160, sum: 810, jitter: 300, count: 4}
-	if s != want {
-		t.Errorf("got %+v, want %+v", s, want)
-	}
+	return l
 }
 
-func req(dev Dev, start, issue, done uint64, pid uint32, comm string) Request {
-	return Request{Disk: dev, StartNs: start, IssueNs: issue, DoneNs: done, PID: pid, Comm: comm, DataLen: 4096, Latency: true, Op: opRead}
+func toInt8(s string) []int8 {
+	out := make([]int8, len(s))
+	for i := range s {
+		out[i] = int8(s[i])
+	}
+	return out
+}
+
+func TestMergeLat(t *testing.T) {
+	ms := uint64(time.Millisecond)
+	per := []ioIoLat{
+		cpuLat([]uint64{10 * ms, 40 * ms, 15 * ms}, []uint64{1, 2, 9}, "a"),
+		{}, // an idle CPU
+		cpuLat([]uint64{20 * ms, 16 * ms}, []uint64{3, 4}, "b"),
+	}
+	l := mergeLat(per)
+	req := l.stages[ioIoStageIdIO_STAGE_REQ]
+	want := stage{max: 40 * ms, last: 15 * ms, lastNs: 9, sum: 101 * ms, jitter: 30 * ms, count: 5}
+	if req != want {
+		t.Errorf("request stage %+v, want %+v", req, want)
+	}
+	if drv := l.stages[ioIoStageIdIO_STAGE_DRIVER]; drv.count != 5 || drv.max != 4*ms || drv.sum != 10100*uint64(time.Microsecond) {
+		t.Errorf("driver stage %+v", drv)
+	}
+	if l.slowNs != 40*ms || l.slowComm != "a" || l.slowPID != 101 {
+		t.Errorf("slowest %d %q %d", l.slowNs, l.slowComm, l.slowPID)
+	}
 }
 
 func TestLatencyRecordAndEvent(t *testing.T) {
 	d := Dev{8, 0}
 	n := names{blk: "sda", disk: "sda"}
-	a := newAggregator()
 	ms := uint64(time.Millisecond)
-	a.add(req(d, 0, 5, 7, 1, "a"))                    // device stage only
-	a.add(req(d, 10*ms, 11*ms, 30*ms, 2, "slow"))     // 20 ms
-	a.add(req(d, 100*ms, 101*ms, 103*ms, 3, "quick")) // 3 ms
-	a.add(Request{Disk: d, Error: true, Status: 1})   // errors do not count as latency
-	got := a.take()[d]
+	l := mergeLat([]ioIoLat{cpuLat([]uint64{20 * ms, 3 * ms}, []uint64{1, 2}, "slow")})
+	l.slowOp = opRead
 	end := time.Unix(100, 0)
-	r := latencyRecord(d, n, got, end, time.Second)
+	r := latencyRecord(d, n, l, end, time.Second)
 	val := func(f string) float64 { return r.Values[table.IoLatency.MustIndex(f)].Num }
-	if val("count_latency_req") != 2 || val("count_latency_driver") != 2 || val("count_latency_device") != 3 {
+	if val("count_latency_req") != 2 || val("count_latency_driver") != 2 || val("count_latency_device") != 2 {
 		t.Errorf("counts %v %v %v", val("count_latency_req"), val("count_latency_driver"), val("count_latency_device"))
 	}
-	if val("latency_req_max") != float64(20*ms) || val("latency_req_last") != float64(3*ms) || val("latency_req_sum") != float64(23*ms) {
-		t.Errorf("request stage %v %v %v", val("latency_req_max"), val("latency_req_last"), val("latency_req_sum"))
-	}
-	if val("latency_device_max") != float64(19*ms) || val("latency_driver_max") != float64(ms) {
-		t.Errorf("driver max %v device max %v", val("latency_driver_max"), val("latency_device_max"))
+	if val("latency_req_max") != float64(20*ms) || val("latency_req_last") != float64(3*ms) || val("latency_req_sum") != float64(23*ms) || val("latency_req_jitter") != float64(17*ms) {
+		t.Errorf("request stage %v %v %v %v", val("latency_req_max"), val("latency_req_last"), val("latency_req_sum"), val("latency_req_jitter"))
 	}
 
 	p := probe.DefaultParams()
-	if e := latencyEvent(d, n, got, p, end); e != nil {
+	if e := latencyEvent(d, n, l, p, end); e != nil {
 		t.Errorf("event without latency_thr: %+v", e)
 	}
 	p.LatencyThr = 21
-	if e := latencyEvent(d, n, got, p, end); e != nil {
+	if e := latencyEvent(d, n, l, p, end); e != nil {
 		t.Errorf("event under the threshold: %+v", e)
 	}
 	p.LatencyThr = 20
-	e := latencyEvent(d, n, got, p, end)
+	e := latencyEvent(d, n, l, p, end)
 	if e == nil {
 		t.Fatal("no event at the threshold")
 	}
-	wantMsg := "IO latency occurred.(Disk sda(8:0), COMM slow, PID 2, op: R, datalen 4096, drv_latency 1000000, dev_latency 19000000)"
-	want := event.Event{Time: end, Entity: "block", EntityID: "8_0", Metric: "latency_req_max", PID: 2, Comm: "slow", Device: "sda", Severity: event.SeverityWarn, Message: wantMsg}
+	wantMsg := "IO latency occurred.(Disk sda(8:0), COMM slow, PID 100, op: R, datalen 4096, drv_latency 2000000, dev_latency 18000000)"
+	want := event.Event{Time: end, Entity: "block", EntityID: "8_0", Metric: "latency_req_max", PID: 100, Comm: "slow", Device: "sda", Severity: event.SeverityWarn, Message: wantMsg}
 	if *e != want {
 		t.Errorf("got %+v\nwant %+v", *e, want)
 	}
 
-	// A disk with only device-stage samples: request and driver fields unset.
-	a.add(req(d, 0, 5, 9, 1, "a"))
-	r = latencyRecord(d, n, a.take()[d], end, time.Second)
+	// A disk with only device-stage samples (no start stamp): request and
+	// driver fields unset, never 0.
+	var dev ioIoLat
+	dev.Stage[ioIoStageIdIO_STAGE_DEVICE] = ioIoStage{Max: 5, Last: 5, Sum: 5, Count: 1}
+	r = latencyRecord(d, n, mergeLat([]ioIoLat{dev}), end, time.Second)
 	for i, f := range table.IoLatency.Fields {
 		isDev := strings.Contains(f.Name, "device")
 		if f.Kind.IsMetric() && r.Values[i].Set != isDev {
 			t.Errorf("%s set=%v", f.Name, r.Values[i].Set)
 		}
 	}
-	if latencyRecord(d, n, &diskAgg{}, end, time.Second) != nil {
+	if latencyRecord(d, n, latStats{}, end, time.Second) != nil {
 		t.Error("row for a disk without requests")
+	}
+	if e := latencyEvent(d, n, mergeLat([]ioIoLat{dev}), p, end); e != nil {
+		t.Error("latency event without request-stage samples")
 	}
 }
 
 func TestErrors(t *testing.T) {
 	d := Dev{7, 1}
 	n := names{blk: "loop1", disk: "loop1"}
-	a := newAggregator()
-	a.add(Request{Disk: d, Error: true, Status: 10, PID: 9, Comm: "dd", DataLen: 512, Op: opWrite, DoneNs: 1500000})
-	a.add(Request{Disk: d, Error: true, Status: 3, PID: 9, Comm: "dd", DataLen: 512, Op: opWrite, DoneNs: 2500000})
-	agg := a.take()[d]
+	fs := newFailures()
+	fs.add(Failure{Disk: d, Status: 10, PID: 9, Comm: "dd", DataLen: 512, Op: opWrite, DoneNs: 1500000})
+	fs.add(Failure{Disk: d, Status: 3, PID: 9, Comm: "dd", DataLen: 512, Op: opWrite, DoneNs: 2500000})
+	agg := fs.take()[d]
 	end := time.Unix(5, 0)
 	r := errRecord(d, n, agg, end, time.Second)
 	if got := r.Values[errCode].Num; got != -28 {
@@ -204,14 +235,17 @@ func TestErrors(t *testing.T) {
 	if !slices.Equal(msgs, want) {
 		t.Errorf("got %q\nwant %q", msgs, want)
 	}
-	if errRecord(d, n, &diskAgg{}, end, time.Second) != nil {
-		t.Error("io_err row without failures")
+	if errRecord(d, n, nil, end, time.Second) != nil || errorEvents(d, n, nil, end) != nil {
+		t.Error("io_err row or events without failures")
 	}
 	for i := 0; i < 2*maxErrorsPerPeriod; i++ {
-		a.add(Request{Disk: d, Error: true, Status: 10})
+		fs.add(Failure{Disk: d, Status: 10})
 	}
-	if agg := a.take()[d]; len(agg.errs) != maxErrorsPerPeriod || agg.errN != 2*maxErrorsPerPeriod {
-		t.Errorf("kept %d of %d errors", len(agg.errs), agg.errN)
+	if agg := fs.take()[d]; len(agg.errs) != maxErrorsPerPeriod || agg.n != 2*maxErrorsPerPeriod {
+		t.Errorf("kept %d of %d errors", len(agg.errs), agg.n)
+	}
+	if st := statusOf(250); st.errno != -5 {
+		t.Errorf("unknown status: %+v", st)
 	}
 }
 

@@ -14,7 +14,9 @@
 //     stamp, which gala-gopher uses too, in place of block_getrq);
 //     driver = block_rq_issue − start; device = block_rq_complete −
 //     block_rq_issue. max, last, sum, jitter (largest difference between
-//     consecutive samples) and count per stage, as gala-gopher defines them.
+//     consecutive samples) and count per stage, as gala-gopher defines
+//     them; the kernel aggregates them per disk and CPU, so jitter is
+//     taken between consecutive completions on one CPU.
 //     A request whose start the kernel did not stamp (no I/O accounting,
 //     no scheduler, no blk stats on its queue) counts in the device stage
 //     only; a stage without samples in a period is left out of the row,
@@ -67,10 +69,16 @@
 // period, so a disk that appears later is picked up. gala-gopher accepts
 // dev_name but ignores it (its filter is unimplemented).
 //
-// Limits: one ring buffer record (56 bytes) per completed request when
-// io_trace is on (per failed completion for io_err), read in batches; at
-// very high request rates a full ring drops records, counted as lost
-// events. rq_inflight (16384 requests), dev_counts (1024 devices) and
-// dev_filter (256 devices) are bounded; what a full map refuses is counted
-// as lost events too.
+// Collection: latency is aggregated in the kernel, per disk and CPU, in
+// one of two maps user space swaps at every report (a map-in-map update
+// returns after an RCU grace period, so the map read is no longer written):
+// no request is lost or split between periods, and no record per request
+// crosses to user space. Bytes and page cache counters are per-CPU
+// counters that only grow; each period reports their growth. Failed
+// completions are ring buffer records (40 bytes each).
+//
+// Limits: rq_inflight (16384 requests in flight), the latency maps and
+// dev_counts (1024 devices each) and dev_filter (256 devices) are bounded;
+// what a full map refuses, and failure records a full ring drops, are
+// counted as lost events.
 package ioprobe

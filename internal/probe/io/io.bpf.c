@@ -9,10 +9,12 @@
  *       issue time, submitter pid/comm and length are kept in rq_inflight
  *       under the request's address (for latency and for error attribution)
  *   tp_btf/block_rq_complete       the request's final completion (the
- *       completion whose nr_bytes covers what is left): one struct io_rec
- *       with start (rq->start_time_ns, the kernel's own allocation stamp),
- *       issue and completion times; a failed completion (any, partial or
- *       final) also yields a record with the blk_status_t
+ *       completion whose nr_bytes covers what is left) adds it to its disk's
+ *       per-CPU stage statistics (struct io_lat in the map lat_active[0]):
+ *       request = completion - rq->start_time_ns (the kernel's own
+ *       allocation stamp), driver = issue - start, device = completion -
+ *       issue; a failed completion (partial or final) is one struct
+ *       io_err_rec in the ring buffer
  *   tp_btf/block_bio_queue         bytes read / written per bdev (the bio's
  *       block device: a partition when the I/O targets one), once per bio
  *       (the kernel traces a split bio's remainder no second time)
@@ -21,13 +23,14 @@
  *       block device's page cache (load_page_cache)
  *   tp_btf/writeback_dirty_folio   pages newly accounted dirty
  *       (folio_account_dirtied: mark_page_dirty)
- * Output: per-request records (struct io_rec) through the ring buffer
- *   "events"; byte and page cache counters per device and CPU in the
- *   per-CPU hash dev_counts, which only grow (user space reports the growth
- *   per period, so no update races a reset).
+ * Output: per-disk, per-CPU latency statistics, swapped out by user space
+ *   once per period (lat_active); failed completions through the ring
+ *   buffer "events"; byte and page cache counters per device and CPU in
+ *   the per-CPU hash dev_counts, which only grow (user space reports the
+ *   growth per period, so no update races a reset).
  * Filter: dev_filter (dev_t set) when dev_filter_on is set (params.dev_name).
- * Losses: a full ring (lost_events), a full rq_inflight or dev_counts
- *   (io_drops): all reported as the probe's lost events.
+ * Losses: a full ring (lost_events), a full rq_inflight, latency map or
+ *   dev_counts (io_drops): all reported as the probe's lost events.
  * Kernel: 5.16+ (folio tracepoints), BTF. Not measured here (no tracepoint):
  *   mark_page_accessed (access_pagecache); the driver/device split of SCSI
  *   (scsi_dispatch_cmd_*) and NVMe (nvme_setup_cmd) beyond block_rq_issue.
@@ -42,12 +45,6 @@
 #define MINORBITS 20
 #define S_IFMT 00170000
 #define S_IFBLK 0060000
-
-/* Record kinds (bit set: a failed final completion is both). */
-enum io_rec_kind {
-	IO_REC_LATENCY = 1,
-	IO_REC_ERROR = 2,
-};
 
 /* Normalised request flags (the kernel's REQ_* bits move between releases;
  * these are resolved with CO-RE and carried in a stable form). */
@@ -65,18 +62,47 @@ enum io_flag {
 	IO_ERR_ON = 2,
 };
 
-/* One completed (or failed) request. */
-struct io_rec {
-	__u64 start_ns; /* rq->start_time_ns; 0 when the kernel did not stamp it */
-	__u64 issue_ns; /* block_rq_issue; 0 when not seen */
-	__u64 done_ns;  /* block_rq_complete */
+/* Latency stages (gala-gopher's order). */
+enum io_stage_id {
+	IO_STAGE_REQ = 0,    /* start -> completion */
+	IO_STAGE_DRIVER = 1, /* start -> issue */
+	IO_STAGE_DEVICE = 2, /* issue -> completion */
+	IO_STAGES = 3,
+};
+
+/* One stage of one disk on one CPU over one period, ns. */
+struct io_stage {
+	__u64 max;
+	__u64 last;
+	__u64 last_ns; /* when last was taken: the newest CPU's last wins */
+	__u64 sum;
+	__u64 jitter;  /* largest |difference| of consecutive samples (this CPU) */
+	__u64 count;
+};
+
+/* One disk's requests on one CPU over one period, with the slowest
+ * request (whole-request latency) for the latency event. */
+struct io_lat {
+	struct io_stage stage[IO_STAGES];
+	__u64 slow_ns;
+	__u32 slow_pid;
+	__u32 slow_len;
+	__u8 slow_op;
+	__u8 slow_flags;
+	__u8 _pad[6];
+	char slow_comm[GALAGO_TASK_COMM_LEN];
+};
+
+/* One failed completion. */
+struct io_err_rec {
+	__u64 done_ns;  /* bpf_ktime_get_ns at block_rq_complete */
 	__u32 dev;      /* disk: major << 20 | first_minor */
 	__u32 pid;      /* submitter's tgid (at issue, else at completion) */
 	__u32 data_len; /* bytes of the request at issue (at completion without issue) */
-	__u8 kind;      /* enum io_rec_kind */
 	__u8 op;        /* REQ_OP_* (cmd_flags & REQ_OP_MASK) */
 	__u8 flags;     /* enum io_req_flag */
-	__u8 status;    /* blk_status_t of an error record */
+	__u8 status;    /* blk_status_t */
+	__u8 _pad;
 	char comm[GALAGO_TASK_COMM_LEN];
 };
 
@@ -101,20 +127,42 @@ struct io_counts {
 enum io_drop {
 	IO_DROP_INFLIGHT = 0, /* rq_inflight full: a request's latency is not measured */
 	IO_DROP_DEVS = 1,     /* dev_counts full: a device's counters are not kept */
-	IO_DROP_MAX = 2,
+	IO_DROP_LAT = 2,      /* latency map full: a request's latency is not kept */
+	IO_DROP_MAX = 3,
 };
 
-GALAGO_EXPORT_TYPE(struct io_rec, io_rec);
+GALAGO_EXPORT_TYPE(struct io_err_rec, io_err_rec);
+GALAGO_EXPORT_TYPE(struct io_lat, io_lat);
 GALAGO_EXPORT_TYPE(struct io_counts, io_counts);
-GALAGO_EXPORT_TYPE(enum io_rec_kind, io_rec_kind);
+GALAGO_EXPORT_TYPE(enum io_stage_id, io_stage_id);
 GALAGO_EXPORT_TYPE(enum io_req_flag, io_req_flag);
 GALAGO_EXPORT_TYPE(enum io_flag, io_flag);
 GALAGO_EXPORT_TYPE(enum io_drop, io_drop);
 
+/* Failed completions only: rare, and each one is an event. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1024 * 1024);
+	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
+
+/* Latency per disk and CPU for the current period. User space keeps two
+ * such maps and swaps them in lat_active[0] at every report: the update
+ * of a map-in-map returns only after an RCU grace period, when no program
+ * still holds the previous map, which user space then reads and empties
+ * undisturbed. No sample is lost or split between periods. */
+struct io_lat_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, IO_MAX_DEVS);
+	__type(key, __u32); /* disk dev_t, kernel encoding */
+	__type(value, struct io_lat);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct io_lat_map);
+} lat_active SEC(".maps");
 
 /* Requests between issue and completion, by address. Request structures
  * are preallocated per tag, so the set of keys is bounded by the tags of
@@ -219,49 +267,113 @@ int BPF_PROG(io_rq_issue, struct request *rq)
 	return 0;
 }
 
+static __always_inline void stage_add(struct io_stage *st, __u64 v, __u64 now)
+{
+	__u64 d;
+
+	if (st->count == 0) {
+		st->max = v;
+		st->sum = v;
+		st->jitter = 0;
+	} else {
+		if (v > st->max)
+			st->max = v;
+		st->sum += v;
+		d = v > st->last ? v - st->last : st->last - v;
+		if (d > st->jitter)
+			st->jitter = d;
+	}
+	st->last = v;
+	st->last_ns = now;
+	st->count++;
+}
+
+/* lat_add adds one completed request to its disk's per-CPU stats. */
+static __always_inline void lat_add(__u32 dev, struct request *rq, struct io_inflight *in, __u64 now, __u64 opf)
+{
+	static const struct io_lat zero;
+	__u32 key0 = 0;
+	struct io_lat *l;
+	__u64 start;
+	void *m;
+
+	m = bpf_map_lookup_elem(&lat_active, &key0);
+	if (!m)
+		return;
+	l = bpf_map_lookup_elem(m, &dev);
+	if (!l) {
+		if (bpf_map_update_elem(m, &dev, &zero, BPF_NOEXIST) && !bpf_map_lookup_elem(m, &dev)) {
+			count_drop(IO_DROP_LAT);
+			return;
+		}
+		l = bpf_map_lookup_elem(m, &dev);
+		if (!l)
+			return;
+	}
+	/* The kernel stamps start_time_ns when the queue does I/O
+	 * accounting, has a scheduler or collects blk stats; without it only
+	 * the device stage is known. */
+	start = rq->start_time_ns;
+	if (in->issue_ns && now >= in->issue_ns)
+		stage_add(&l->stage[IO_STAGE_DEVICE], now - in->issue_ns, now);
+	if (!start)
+		return;
+	if (in->issue_ns >= start)
+		stage_add(&l->stage[IO_STAGE_DRIVER], in->issue_ns - start, now);
+	if (now >= start) {
+		__u64 v = now - start;
+
+		stage_add(&l->stage[IO_STAGE_REQ], v, now);
+		if (l->stage[IO_STAGE_REQ].count == 1 || v > l->slow_ns) {
+			l->slow_ns = v;
+			l->slow_pid = in->pid;
+			l->slow_len = in->data_len;
+			l->slow_op = opf & REQ_OP_MASK_IO;
+			l->slow_flags = req_flags(opf);
+			__builtin_memcpy(l->slow_comm, in->comm, sizeof(l->slow_comm));
+		}
+	}
+}
+
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(io_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq;
 	struct io_inflight *in;
-	struct io_rec *rec;
-	bool final, traced;
-	__u8 kind = 0;
+	struct io_err_rec *rec;
+	__u64 now, opf;
+	bool final;
 	__u32 dev;
-	__u64 opf;
 
 	/* blk_update_request traces before it consumes nr_bytes: the request is
 	 * done when they cover what is left. */
 	final = nr_bytes >= rq->__data_len;
 	in = bpf_map_lookup_elem(&rq_inflight, &key);
-	traced = in && final && (io_flags & IO_TRACE_ON);
-	if (traced)
-		kind |= IO_REC_LATENCY;
-	if (error && (io_flags & IO_ERR_ON))
-		kind |= IO_REC_ERROR;
-	if (!kind)
-		goto out;
+	if (!in && !(error && (io_flags & IO_ERR_ON)))
+		return 0;
 	dev = rq_disk_dev(rq);
 	if (!dev || !dev_selected(dev))
 		goto out;
-	rec = GALAGO_RB_RESERVE(&events, struct io_rec);
+	now = bpf_ktime_get_ns();
+	opf = rq->cmd_flags;
+	if (in && final && (io_flags & IO_TRACE_ON))
+		lat_add(dev, rq, in, now, opf);
+	if (!error || !(io_flags & IO_ERR_ON))
+		goto out;
+	rec = GALAGO_RB_RESERVE(&events, struct io_err_rec);
 	if (!rec)
 		goto out;
-	opf = rq->cmd_flags;
-	rec->done_ns = bpf_ktime_get_ns();
-	rec->start_ns = rq->start_time_ns;
+	rec->done_ns = now;
 	rec->dev = dev;
-	rec->kind = kind;
 	rec->op = opf & REQ_OP_MASK_IO;
 	rec->flags = req_flags(opf);
 	rec->status = error;
+	rec->_pad = 0;
 	if (in) {
-		rec->issue_ns = in->issue_ns;
 		rec->pid = in->pid;
 		rec->data_len = in->data_len;
 		__builtin_memcpy(rec->comm, in->comm, sizeof(rec->comm));
 	} else {
-		rec->issue_ns = 0;
 		rec->pid = bpf_get_current_pid_tgid() >> 32;
 		rec->data_len = rq->__data_len;
 		bpf_get_current_comm(rec->comm, sizeof(rec->comm));

@@ -27,8 +27,22 @@ type ioIoDrop uint32
 const (
 	ioIoDropIO_DROP_INFLIGHT ioIoDrop = 0
 	ioIoDropIO_DROP_DEVS     ioIoDrop = 1
-	ioIoDropIO_DROP_MAX      ioIoDrop = 2
+	ioIoDropIO_DROP_LAT      ioIoDrop = 2
+	ioIoDropIO_DROP_MAX      ioIoDrop = 3
 )
+
+type ioIoErrRec struct {
+	_       structs.HostLayout
+	DoneNs  uint64
+	Dev     uint32
+	Pid     uint32
+	DataLen uint32
+	Op      uint8
+	Flags   uint8
+	Status  uint8
+	Pad     uint8
+	Comm    [16]int8
+}
 
 type ioIoFlag uint32
 
@@ -45,27 +59,17 @@ type ioIoInflight struct {
 	Comm    [16]int8
 }
 
-type ioIoRec struct {
-	_       structs.HostLayout
-	StartNs uint64
-	IssueNs uint64
-	DoneNs  uint64
-	Dev     uint32
-	Pid     uint32
-	DataLen uint32
-	Kind    uint8
-	Op      uint8
-	Flags   uint8
-	Status  uint8
-	Comm    [16]int8
+type ioIoLat struct {
+	_         structs.HostLayout
+	Stage     [3]ioIoStage
+	SlowNs    uint64
+	SlowPid   uint32
+	SlowLen   uint32
+	SlowOp    uint8
+	SlowFlags uint8
+	Pad       [6]uint8
+	SlowComm  [16]int8
 }
-
-type ioIoRecKind uint32
-
-const (
-	ioIoRecKindIO_REC_LATENCY ioIoRecKind = 1
-	ioIoRecKindIO_REC_ERROR   ioIoRecKind = 2
-)
 
 type ioIoReqFlag uint32
 
@@ -77,6 +81,25 @@ const (
 	ioIoReqFlagIO_F_PREFLUSH ioIoReqFlag = 16
 )
 
+type ioIoStage struct {
+	_      structs.HostLayout
+	Max    uint64
+	Last   uint64
+	LastNs uint64
+	Sum    uint64
+	Jitter uint64
+	Count  uint64
+}
+
+type ioIoStageId uint32
+
+const (
+	ioIoStageIdIO_STAGE_REQ    ioIoStageId = 0
+	ioIoStageIdIO_STAGE_DRIVER ioIoStageId = 1
+	ioIoStageIdIO_STAGE_DEVICE ioIoStageId = 2
+	ioIoStageIdIO_STAGES       ioIoStageId = 3
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -85,6 +108,7 @@ const (
 	ioMapDevFilter             = "dev_filter"
 	ioMapEvents                = "events"
 	ioMapIoDrops               = "io_drops"
+	ioMapLatActive             = "lat_active"
 	ioMapLostEvents            = "lost_events"
 	ioMapRqInflight            = "rq_inflight"
 	ioProgIoBioQueue           = "io_bio_queue"
@@ -95,10 +119,11 @@ const (
 	ioProgIoRqIssue            = "io_rq_issue"
 	ioVarGalagoExportIoCounts  = "__galago_export_io_counts"
 	ioVarGalagoExportIoDrop    = "__galago_export_io_drop"
+	ioVarGalagoExportIoErrRec  = "__galago_export_io_err_rec"
 	ioVarGalagoExportIoFlag    = "__galago_export_io_flag"
-	ioVarGalagoExportIoRec     = "__galago_export_io_rec"
-	ioVarGalagoExportIoRecKind = "__galago_export_io_rec_kind"
+	ioVarGalagoExportIoLat     = "__galago_export_io_lat"
 	ioVarGalagoExportIoReqFlag = "__galago_export_io_req_flag"
+	ioVarGalagoExportIoStageId = "__galago_export_io_stage_id"
 	ioVarDevFilterOn           = "dev_filter_on"
 	ioVarGalagoRbWakeupBytes   = "galago_rb_wakeup_bytes"
 	ioVarIoFlags               = "io_flags"
@@ -162,6 +187,7 @@ type ioMapSpecs struct {
 	DevFilter  *ebpf.MapSpec `ebpf:"dev_filter"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	IoDrops    *ebpf.MapSpec `ebpf:"io_drops"`
+	LatActive  *ebpf.MapSpec `ebpf:"lat_active"`
 	LostEvents *ebpf.MapSpec `ebpf:"lost_events"`
 	RqInflight *ebpf.MapSpec `ebpf:"rq_inflight"`
 }
@@ -172,10 +198,11 @@ type ioMapSpecs struct {
 type ioVariableSpecs struct {
 	GalagoExportIoCounts  *ebpf.VariableSpec `ebpf:"__galago_export_io_counts"`
 	GalagoExportIoDrop    *ebpf.VariableSpec `ebpf:"__galago_export_io_drop"`
+	GalagoExportIoErrRec  *ebpf.VariableSpec `ebpf:"__galago_export_io_err_rec"`
 	GalagoExportIoFlag    *ebpf.VariableSpec `ebpf:"__galago_export_io_flag"`
-	GalagoExportIoRec     *ebpf.VariableSpec `ebpf:"__galago_export_io_rec"`
-	GalagoExportIoRecKind *ebpf.VariableSpec `ebpf:"__galago_export_io_rec_kind"`
+	GalagoExportIoLat     *ebpf.VariableSpec `ebpf:"__galago_export_io_lat"`
 	GalagoExportIoReqFlag *ebpf.VariableSpec `ebpf:"__galago_export_io_req_flag"`
+	GalagoExportIoStageId *ebpf.VariableSpec `ebpf:"__galago_export_io_stage_id"`
 	DevFilterOn           *ebpf.VariableSpec `ebpf:"dev_filter_on"`
 	GalagoRbWakeupBytes   *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
 	IoFlags               *ebpf.VariableSpec `ebpf:"io_flags"`
@@ -205,6 +232,7 @@ type ioMaps struct {
 	DevFilter  *ebpf.Map `ebpf:"dev_filter"`
 	Events     *ebpf.Map `ebpf:"events"`
 	IoDrops    *ebpf.Map `ebpf:"io_drops"`
+	LatActive  *ebpf.Map `ebpf:"lat_active"`
 	LostEvents *ebpf.Map `ebpf:"lost_events"`
 	RqInflight *ebpf.Map `ebpf:"rq_inflight"`
 }
@@ -215,6 +243,7 @@ func (m *ioMaps) Close() error {
 		m.DevFilter,
 		m.Events,
 		m.IoDrops,
+		m.LatActive,
 		m.LostEvents,
 		m.RqInflight,
 	)
@@ -226,10 +255,11 @@ func (m *ioMaps) Close() error {
 type ioVariables struct {
 	GalagoExportIoCounts  *ebpf.Variable `ebpf:"__galago_export_io_counts"`
 	GalagoExportIoDrop    *ebpf.Variable `ebpf:"__galago_export_io_drop"`
+	GalagoExportIoErrRec  *ebpf.Variable `ebpf:"__galago_export_io_err_rec"`
 	GalagoExportIoFlag    *ebpf.Variable `ebpf:"__galago_export_io_flag"`
-	GalagoExportIoRec     *ebpf.Variable `ebpf:"__galago_export_io_rec"`
-	GalagoExportIoRecKind *ebpf.Variable `ebpf:"__galago_export_io_rec_kind"`
+	GalagoExportIoLat     *ebpf.Variable `ebpf:"__galago_export_io_lat"`
 	GalagoExportIoReqFlag *ebpf.Variable `ebpf:"__galago_export_io_req_flag"`
+	GalagoExportIoStageId *ebpf.Variable `ebpf:"__galago_export_io_stage_id"`
 	DevFilterOn           *ebpf.Variable `ebpf:"dev_filter_on"`
 	GalagoRbWakeupBytes   *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
 	IoFlags               *ebpf.Variable `ebpf:"io_flags"`

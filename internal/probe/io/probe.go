@@ -78,8 +78,13 @@ type Probe struct {
 	filterErr string         // last resolution error logged
 	stopOnce  sync.Once
 
-	aggMu sync.Mutex // the reader goroutine adds, the report loop takes
-	agg   *aggregator
+	// lat are the two per-disk latency maps: lat[active] is in
+	// lat_active[0], the other is empty and waits for the next swap.
+	lat    [2]*ebpf.Map
+	active int
+
+	failMu sync.Mutex // the reader goroutine adds, the report loop takes
+	fails  *failures
 }
 
 var (
@@ -147,7 +152,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.Join(err, p.closeLocked())
 	}
 	p.cfg, p.rt = cfg, rt
-	p.agg = newAggregator()
+	p.fails = newFailures()
 	p.prev = map[Dev]counts{}
 	p.kick = make(chan struct{}, 1)
 	if err := p.apply(cfg); err != nil {
@@ -169,7 +174,7 @@ func (p *Probe) load() error {
 	if err != nil {
 		return fmt.Errorf("io: %w", err)
 	}
-	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 256, RecordSize: recSize, FillPercent: 25}); err != nil {
+	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: recSize, FillPercent: 25}); err != nil {
 		return fmt.Errorf("io: %w", err)
 	}
 	p.absent = map[string]bool{}
@@ -183,9 +188,19 @@ func (p *Probe) load() error {
 	if len(p.absent) == len(hooks) {
 		return fmt.Errorf("io: no usable hook: %w", probe.ErrNotSupported)
 	}
+	inner := spec.Maps["lat_active"].InnerMap
 	p.coll, err = ebpf.NewCollection(spec)
 	if err != nil {
 		return fmt.Errorf("io: load: %w", err)
+	}
+	for i := range p.lat {
+		if p.lat[i], err = ebpf.NewMap(inner); err != nil {
+			return fmt.Errorf("io: latency map: %w", err)
+		}
+	}
+	p.active = 0
+	if err := p.coll.Maps["lat_active"].Put(uint32(0), p.lat[0]); err != nil {
+		return fmt.Errorf("io: latency map: %w", err)
 	}
 	p.links = map[string]link.Link{}
 	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
@@ -358,18 +373,24 @@ func (p *Probe) closeLocked() error {
 		p.coll.Close()
 		p.coll = nil
 	}
+	for i, m := range p.lat {
+		if m != nil {
+			errs = append(errs, m.Close())
+			p.lat[i] = nil
+		}
+	}
 	return errors.Join(errs...)
 }
 
 // handle takes one ring buffer record.
 func (p *Probe) handle(raw []byte) error {
-	r, err := DecodeRequest(raw)
+	r, err := DecodeFailure(raw)
 	if err != nil {
 		return err
 	}
-	p.aggMu.Lock()
-	p.agg.add(r)
-	p.aggMu.Unlock()
+	p.failMu.Lock()
+	p.fails.add(r)
+	p.failMu.Unlock()
 	return nil
 }
 
@@ -415,6 +436,36 @@ func (p *Probe) readCounts() (map[Dev]counts, error) {
 	return out, nil
 }
 
+// swapLatency puts the empty latency map in place of the active one and
+// returns what the active one held, emptied. The map-in-map update
+// returns after an RCU grace period: no program still adds to the old map
+// when it is read.
+func (p *Probe) swapLatency() (map[Dev]latStats, error) {
+	old, spare := p.lat[p.active], p.lat[1-p.active]
+	if err := p.coll.Maps["lat_active"].Put(uint32(0), spare); err != nil {
+		return nil, fmt.Errorf("io: swap latency maps: %w", err)
+	}
+	p.active = 1 - p.active
+	out := map[Dev]latStats{}
+	var key uint32
+	var per []ioIoLat
+	var keys []uint32
+	it := old.Iterate()
+	for it.Next(&key, &per) {
+		out[devOf(key)] = mergeLat(per)
+		keys = append(keys, key)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("io: read latency: %w", err)
+	}
+	for _, k := range keys {
+		if err := old.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil, fmt.Errorf("io: empty latency map: %w", err)
+		}
+	}
+	return out, nil
+}
+
 // readDrops sums io_drops over CPUs and slots.
 func (p *Probe) readDrops() (uint64, error) {
 	var total uint64
@@ -442,9 +493,13 @@ func (p *Probe) report(now time.Time) error {
 	if err := p.syncFilter(cfg.Params.DevName); err != nil {
 		return err
 	}
-	p.aggMu.Lock()
-	disks := p.agg.take()
-	p.aggMu.Unlock()
+	p.failMu.Lock()
+	fails := p.fails.take()
+	p.failMu.Unlock()
+	lat, err := p.swapLatency()
+	if err != nil {
+		return err
+	}
 	cur, err := p.readCounts()
 	if err != nil {
 		return err
@@ -465,29 +520,29 @@ func (p *Probe) report(now time.Time) error {
 		}
 		return n
 	}
-	for _, d := range sortedDevs(disks) {
-		if !selected(d) {
+	for _, d := range sortedDevs(lat) {
+		if !selected(d) || !cfg.Has(bitTrace) {
 			continue
 		}
-		a := disks[d]
-		if cfg.Has(bitTrace) {
-			if r := latencyRecord(d, nm(d), a, now, period); r != nil {
-				p.rt.Record(r)
-			}
-			if cfg.Params.ReportEvent == 1 {
-				if e := latencyEvent(d, nm(d), a, cfg.Params, now); e != nil {
-					p.rt.Event(*e)
-				}
+		if r := latencyRecord(d, nm(d), lat[d], now, period); r != nil {
+			p.rt.Record(r)
+		}
+		if cfg.Params.ReportEvent == 1 {
+			if e := latencyEvent(d, nm(d), lat[d], cfg.Params, now); e != nil {
+				p.rt.Event(*e)
 			}
 		}
-		if cfg.Has(bitErr) {
-			if r := errRecord(d, nm(d), a, now, period); r != nil {
-				p.rt.Record(r)
-			}
-			if cfg.Params.ReportEvent == 1 {
-				for _, e := range errorEvents(d, nm(d), a, now) {
-					p.rt.Event(e)
-				}
+	}
+	for _, d := range sortedDevs(fails) {
+		if !selected(d) || !cfg.Has(bitErr) {
+			continue
+		}
+		if r := errRecord(d, nm(d), fails[d], now, period); r != nil {
+			p.rt.Record(r)
+		}
+		if cfg.Params.ReportEvent == 1 {
+			for _, e := range errorEvents(d, nm(d), fails[d], now) {
+				p.rt.Event(e)
 			}
 		}
 	}

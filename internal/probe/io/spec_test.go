@@ -14,14 +14,22 @@ import (
 // run-time variables and the record layout DecodeRequest reads.
 func TestSpec(t *testing.T) {
 	bpfspec.Objects(t, _IoBytes, []string{"io_x86_bpfel.o", "io_arm64_bpfel.o"}, checkSpec)
-	var rec ioIoRec
+	var rec ioIoErrRec
 	if got := unsafe.Sizeof(rec); got != recSize {
-		t.Errorf("ioIoRec is %d bytes, recSize %d", got, recSize)
+		t.Errorf("ioIoErrRec is %d bytes, recSize %d", got, recSize)
 	}
 	if got := unsafe.Offsetof(rec.Comm); got != recSize-16 {
-		t.Errorf("io_rec.comm at %d", got)
+		t.Errorf("io_err_rec.comm at %d", got)
+	}
+	var l ioIoLat
+	if len(l.Stage) != len(stageFields) || int(ioIoStageIdIO_STAGES) != len(stageFields) {
+		t.Errorf("%d stages in io_lat, %d in io_latency", len(l.Stage), len(stageFields))
 	}
 }
+
+// latSize is sizeof(struct io_lat): three stages of six u64, the slowest
+// request's latency, pid, length, op, flags (padded) and comm.
+const latSize = 3*48 + 8 + 4 + 4 + 8 + 16
 
 func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 	progs := map[string]bpfspec.Program{}
@@ -33,7 +41,8 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 	}
 	bpfspec.Programs(t, spec, progs)
 	bpfspec.Maps(t, spec, map[string]bpfspec.Map{
-		"events":      {Type: ebpf.RingBuf, MaxEntries: 1 << 20},
+		"events":      {Type: ebpf.RingBuf, MaxEntries: 256 << 10},
+		"lat_active":  {Type: ebpf.ArrayOfMaps, KeySize: 4, ValueSize: 4, MaxEntries: 1},
 		"lost_events": {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
 		"rq_inflight": {Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16384},
 		"dev_counts":  {Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: 40, MaxEntries: 1024},
@@ -45,7 +54,13 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 		"dev_filter_on":          {Size: 4},
 		"io_flags":               {Size: 4},
 	})
-	bpfspec.StructSize(t, spec, "io_rec", recSize)
+	bpfspec.StructSize(t, spec, "io_err_rec", recSize)
+	bpfspec.StructSize(t, spec, "io_lat", latSize)
+	// The latency maps user space makes and swaps in.
+	inner := spec.Maps["lat_active"].InnerMap
+	if inner == nil || inner.Type != ebpf.PerCPUHash || inner.KeySize != 4 || inner.ValueSize != latSize || inner.MaxEntries != 1024 {
+		t.Errorf("lat_active inner map %+v, want a per-CPU hash of 1024 disks, %d-byte values", inner, latSize)
+	}
 	bpfspec.StructSize(t, spec, "io_counts", 40)
 	bpfspec.StructSize(t, spec, "io_inflight", 32)
 }
