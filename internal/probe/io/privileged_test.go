@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -440,5 +441,111 @@ func TestPageCachePrivileged(t *testing.T) {
 	}
 	if !strings.Contains(rt.Logs(), "mark_page_accessed") {
 		t.Errorf("no log line about access_pagecache: %s", rt.Logs())
+	}
+}
+
+// FIFREEZE and FITHAW (include/uapi/linux/fs.h: _IOWR('X', 119/120, int)),
+// which x/sys/unix does not define.
+const (
+	fifreeze = 0xc0045877
+	fithaw   = 0xc0045878
+)
+
+// TestLatencyEventPrivileged makes one request slow for real: loop device
+// A's backing file lives on an ext4 file system on loop device B, which the
+// test freezes (FIFREEZE) before an O_DIRECT write to A and thaws 150 ms
+// later. The loop driver's write to the backing file waits for the thaw,
+// so A's request takes at least that long after it was issued. latency_thr
+// is 10 ms: exactly one latency event must name the test's write, and the
+// io_latency row must hold that one request, no longer than the write
+// syscall took.
+func TestLatencyEventPrivileged(t *testing.T) {
+	privileged(t)
+	probetest.RequireTools(t, "mkfs.ext4")
+	dir := t.TempDir()
+	b := newLoop(t, filepath.Join(dir, "b"), 64<<20)
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", b.node).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(b.node, mnt, "ext4", 0, ""); err != nil {
+		t.Fatalf("mount: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	a := newLoop(t, filepath.Join(mnt, "a"), 16<<20)
+
+	params := probe.DefaultParams()
+	params.DevName = a.name
+	params.ReportEvent = 1
+	params.LatencyThr = 10
+	_, rt := startProbe(t, bitTrace, params)
+
+	fsfd, err := unix.Open(mnt, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fsfd)
+	if err := unix.IoctlSetInt(fsfd, fifreeze, 0); err != nil {
+		t.Fatalf("FIFREEZE: %v", err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := unix.IoctlSetInt(fsfd, fithaw, 0); err != nil {
+				t.Errorf("FITHAW: %v", err)
+			}
+		}
+	}
+	defer thaw()
+	const size = 16 << 10
+	buf := alignedBuf(t, size, 0x33)
+	took := make(chan time.Duration, 1)
+	go func() {
+		fd, err := unix.Open(a.node, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+		if err != nil {
+			took <- -1
+			return
+		}
+		defer unix.Close(fd)
+		start := time.Now()
+		if _, err := unix.Pwrite(fd, buf, 0); err != nil {
+			took <- -1
+			return
+		}
+		took <- time.Since(start)
+	}()
+	const frozen = 150 * time.Millisecond
+	time.Sleep(frozen)
+	thaw()
+	d := <-took
+	if d < 0 {
+		t.Fatal("the write failed")
+	}
+	probetest.WaitFor(t, "a latency event", func() bool { return len(rt.Events()) > 0 })
+	recs := settle(rt)
+	evs := rt.Events()
+	if len(evs) != 1 {
+		t.Fatalf("%d events, want 1: %+v", len(evs), evs)
+	}
+	e := evs[0]
+	prefix := fmt.Sprintf("IO latency occurred.(Disk %s(%d:%d), COMM %s, PID %d, op: WS, datalen %d, drv_latency ", a.name, a.dev.Major, a.dev.Minor, e.Comm, os.Getpid(), size)
+	if e.EntityID != a.dev.String() || e.Metric != "latency_req_max" || e.PID != os.Getpid() || !strings.HasPrefix(e.Message, prefix) {
+		t.Errorf("event %+v\nwant message prefix %q", e, prefix)
+	}
+	if n, _ := sum(recs, table.IoLatency, a.dev, "count_latency_req"); n != 1 {
+		t.Errorf("count_latency_req %v, want 1", n)
+	}
+	mx, _ := sum(recs, table.IoLatency, a.dev, "latency_req_max")
+	dev, _ := sum(recs, table.IoLatency, a.dev, "latency_device_max")
+	t.Logf("%s; latency_req_max %v ns, device %v ns, write syscall %v", e.Message, mx, dev, d)
+	// Issued after the freeze, completed after the thaw: at least most of
+	// the frozen time (the goroutine needs a moment to issue it), and never
+	// longer than the syscall around it.
+	if mx < float64(frozen*2/3) || mx > float64(d) || dev > mx || dev < float64(frozen*2/3) {
+		t.Errorf("latency_req_max %v ns, device %v ns; frozen %v, write took %v", mx, dev, frozen, d)
 	}
 }
