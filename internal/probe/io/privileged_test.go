@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/bpfrt"
@@ -548,4 +549,63 @@ func TestLatencyEventPrivileged(t *testing.T) {
 	if mx < float64(frozen*2/3) || mx > float64(d) || dev > mx || dev < float64(frozen*2/3) {
 		t.Errorf("latency_req_max %v ns, device %v ns; frozen %v, write took %v", mx, dev, frozen, d)
 	}
+}
+
+// TestFullMapsPrivileged: with the per-device maps shrunk to one entry and
+// that entry taken by a device that does no I/O, every bio and every
+// completed request of the test's device is refused by a full map, and
+// each refusal is one lost event: exactly 2 per O_DIRECT write.
+func TestFullMapsPrivileged(t *testing.T) {
+	privileged(t)
+	ld := newLoop(t, filepath.Join(t.TempDir(), "backing"), 16<<20)
+	params := probe.DefaultParams()
+	params.DevName = ld.name
+	rt := probetest.NewRuntime(t)
+	// The ghost entry of a latency map is emptied with it at the first
+	// swap that takes that map out, and the map comes back with room at
+	// the second: a long period keeps the writes well before that.
+	const period = time.Second
+	p := New(withInterval(period), withMaxDevs(1))
+	if err := p.Start(rt.Context(), probe.Config{SubItems: bitTrace | bitCount, Params: params}, rt); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Shutdown(t, p) })
+	// A device number no disk has (major 4095, minor 1048575).
+	ghost := uint32(1<<32 - 1)
+	p.mu.Lock()
+	perCPU := make([]ioIoCounts, ebpfPossibleCPUs(t))
+	err := p.coll.Maps["dev_counts"].Put(ghost, perCPU)
+	for _, m := range p.lat {
+		if err == nil {
+			err = m.Put(ghost, make([]ioIoLat, len(perCPU)))
+		}
+	}
+	p.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writes, size = 12, 8 << 10
+	if okW, _, _ := directIO(t, ld.node, writes, 0, size); okW != writes {
+		t.Fatalf("%d of %d writes", okW, writes)
+	}
+	probetest.WaitFor(t, "lost events", func() bool { return rt.LostCount() >= 2*writes })
+	time.Sleep(period + period/5)
+	recs := rt.Records()
+	if lost := rt.LostCount(); lost != 2*writes {
+		t.Errorf("%d lost events, want %d (one per bio, one per request)", lost, 2*writes)
+	}
+	for _, r := range recs {
+		if isDev(r, ld.dev) {
+			t.Errorf("%s row for a device the full maps refused", r.Table.Name)
+		}
+	}
+}
+
+func ebpfPossibleCPUs(t *testing.T) int {
+	t.Helper()
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -60,6 +60,7 @@ type Probe struct {
 	missing  *bpfrt.MissingHooks
 	sys      sysBlock
 	interval time.Duration // replaces report_period when set (tests)
+	maxDevs  uint32        // replaces the device maps' size when set (tests)
 	now      func() time.Time
 
 	mu        sync.Mutex
@@ -108,6 +109,9 @@ func WithHostPath(root string) Option { return func(p *Probe) { p.sys = sysBlock
 
 // withInterval replaces report_period (tests use sub-second periods).
 func withInterval(d time.Duration) Option { return func(p *Probe) { p.interval = d } }
+
+// withMaxDevs replaces the size of the per-device maps (tests fill them).
+func withMaxDevs(n uint32) Option { return func(p *Probe) { p.maxDevs = n } }
 
 // New returns a stopped io probe.
 func New(opts ...Option) *Probe {
@@ -189,6 +193,10 @@ func (p *Probe) load() error {
 		return fmt.Errorf("io: no usable hook: %w", probe.ErrNotSupported)
 	}
 	inner := spec.Maps["lat_active"].InnerMap
+	if p.maxDevs > 0 {
+		inner.MaxEntries = p.maxDevs
+		spec.Maps["dev_counts"].MaxEntries = p.maxDevs
+	}
 	p.coll, err = ebpf.NewCollection(spec)
 	if err != nil {
 		return fmt.Errorf("io: load: %w", err)
