@@ -58,10 +58,18 @@ func mergeLat(per []ioIoLat) latStats {
 		if c.Stage[ioIoStageIdIO_STAGE_REQ].Count > 0 && (!slowSeen || c.SlowNs > l.slowNs) {
 			slowSeen = true
 			l.slowNs, l.slowPID, l.slowLen = c.SlowNs, c.SlowPid, c.SlowLen
-			l.slowOp, l.slowFlags, l.slowComm = c.SlowOp, c.SlowFlags, cString(c.SlowComm[:])
+			l.slowOp, l.slowFlags, l.slowComm = c.SlowOp, c.SlowFlags, commString(c.SlowComm)
 		}
 	}
 	return l
+}
+
+func commString(c [16]int8) string {
+	b := make([]byte, len(c))
+	for i, v := range c {
+		b[i] = byte(v)
+	}
+	return cString(b)
 }
 
 // errAgg is one disk's failed completions over one period.

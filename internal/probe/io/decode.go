@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // recSize is sizeof(struct io_err_rec), checked against the object by
@@ -37,16 +38,29 @@ type Failure struct {
 	Status  uint8 // blk_status_t
 }
 
+// Offsets of struct io_err_rec's fields, checked against the generated
+// type by TestSpec.
+const (
+	offDone    = 0
+	offDev     = 8
+	offPid     = 12
+	offDataLen = 16
+	offOp      = 20
+	offFlags   = 21
+	offStatus  = 22
+	offComm    = 24
+	commLen    = 16
+)
+
 // cString is a NUL-terminated kernel string (a comm) as valid UTF-8.
-func cString(b []int8) string {
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		out = append(out, byte(c))
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
 	}
-	return string(bytes.ToValidUTF8(out, []byte("?")))
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return string(bytes.ToValidUTF8(b, []byte("?")))
 }
 
 // DecodeFailure parses one ring buffer record.
@@ -54,23 +68,21 @@ func DecodeFailure(raw []byte) (Failure, error) {
 	if len(raw) < recSize {
 		return Failure{}, fmt.Errorf("io: record of %d bytes, want %d", len(raw), recSize)
 	}
-	var rec ioIoErrRec
-	if _, err := binary.Decode(raw[:recSize], binary.LittleEndian, &rec); err != nil {
-		return Failure{}, fmt.Errorf("io: %w", err)
+	le := binary.LittleEndian
+	f := Failure{
+		Disk:    devOf(le.Uint32(raw[offDev:])),
+		DoneNs:  le.Uint64(raw[offDone:]),
+		PID:     le.Uint32(raw[offPid:]),
+		DataLen: le.Uint32(raw[offDataLen:]),
+		Op:      raw[offOp],
+		Flags:   raw[offFlags],
+		Status:  raw[offStatus],
 	}
-	if rec.Status == 0 {
+	if f.Status == 0 {
 		return Failure{}, errors.New("io: failure record without an error status")
 	}
-	return Failure{
-		Disk:    devOf(rec.Dev),
-		DoneNs:  rec.DoneNs,
-		PID:     rec.Pid,
-		Comm:    cString(rec.Comm[:]),
-		DataLen: rec.DataLen,
-		Op:      rec.Op,
-		Flags:   rec.Flags,
-		Status:  rec.Status,
-	}, nil
+	f.Comm = cString(raw[offComm : offComm+commLen])
+	return f, nil
 }
 
 // REQ_OP_* values (include/linux/blk_types.h; stable kernel ABI of the

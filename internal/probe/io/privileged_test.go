@@ -43,7 +43,7 @@ type loopDev struct {
 	node string
 }
 
-func newLoop(t *testing.T, backing string, size int64) *loopDev {
+func newLoop(t testing.TB, backing string, size int64) *loopDev {
 	t.Helper()
 	f, err := os.OpenFile(backing, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -102,7 +102,7 @@ func newLoop(t *testing.T, backing string, size int64) *loopDev {
 }
 
 // alignedBuf is a page-aligned buffer for O_DIRECT.
-func alignedBuf(t *testing.T, n int, fill byte) []byte {
+func alignedBuf(t testing.TB, n int, fill byte) []byte {
 	t.Helper()
 	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {

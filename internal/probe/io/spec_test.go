@@ -18,8 +18,22 @@ func TestSpec(t *testing.T) {
 	if got := unsafe.Sizeof(rec); got != recSize {
 		t.Errorf("ioIoErrRec is %d bytes, recSize %d", got, recSize)
 	}
-	if got := unsafe.Offsetof(rec.Comm); got != recSize-16 {
-		t.Errorf("io_err_rec.comm at %d", got)
+	for name, c := range map[string][2]uintptr{
+		"done_ns":  {unsafe.Offsetof(rec.DoneNs), offDone},
+		"dev":      {unsafe.Offsetof(rec.Dev), offDev},
+		"pid":      {unsafe.Offsetof(rec.Pid), offPid},
+		"data_len": {unsafe.Offsetof(rec.DataLen), offDataLen},
+		"op":       {unsafe.Offsetof(rec.Op), offOp},
+		"flags":    {unsafe.Offsetof(rec.Flags), offFlags},
+		"status":   {unsafe.Offsetof(rec.Status), offStatus},
+		"comm":     {unsafe.Offsetof(rec.Comm), offComm},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("io_err_rec.%s at %d, the decoder reads %d", name, c[0], c[1])
+		}
+	}
+	if len(rec.Comm) != commLen {
+		t.Errorf("comm of %d bytes", len(rec.Comm))
 	}
 	var l ioIoLat
 	if len(l.Stage) != len(stageFields) || int(ioIoStageIdIO_STAGES) != len(stageFields) {
