@@ -35,7 +35,8 @@
 //     mark_page_dirty = pages newly accounted dirty (writeback_dirty_folio,
 //     in folio_account_dirtied), mark_buffer_dirty = mark_buffer_dirty
 //     calls (block_dirty_buffer). Pages, not folios: a large folio counts
-//     its pages.
+//     its pages. File systems whose device number is not a block device
+//     (btrfs, overlayfs, tmpfs, NFS) are not attributed.
 //
 // Not measured on a kernel without kprobes, and therefore absent (never
 // zero): access_pagecache (gala-gopher counts mark_page_accessed with a

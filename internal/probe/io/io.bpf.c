@@ -314,12 +314,16 @@ static __always_inline void lat_add(__u32 dev, struct request *rq, struct io_inf
 	 * accounting, has a scheduler or collects blk stats; without it only
 	 * the device stage is known. */
 	start = rq->start_time_ns;
+	/* An issue time older than the request's own start belongs to an
+	 * earlier request at the same address whose completion was not seen
+	 * (hooks detached in between): this request's issue is unknown. */
+	if (start && in->issue_ns < start)
+		return;
 	if (in->issue_ns && now >= in->issue_ns)
 		stage_add(&l->stage[IO_STAGE_DEVICE], now - in->issue_ns, now);
 	if (!start)
 		return;
-	if (in->issue_ns >= start)
-		stage_add(&l->stage[IO_STAGE_DRIVER], in->issue_ns - start, now);
+	stage_add(&l->stage[IO_STAGE_DRIVER], in->issue_ns - start, now);
 	if (now >= start) {
 		__u64 v = now - start;
 

@@ -609,3 +609,64 @@ func ebpfPossibleCPUs(t *testing.T) int {
 	}
 	return n
 }
+
+// TestSubItemTogglePrivileged: io_trace off detaches the request hooks and
+// forgets the requests in flight (a planted one included); on again, exactly the requests after it
+// are counted, while io_count counted every phase.
+func TestSubItemTogglePrivileged(t *testing.T) {
+	privileged(t)
+	ld := newLoop(t, filepath.Join(t.TempDir(), "backing"), 16<<20)
+	params := probe.DefaultParams()
+	params.DevName = ld.name
+	p, rt := startProbe(t, bitTrace|bitCount, params)
+	const n, size = 7, 4 << 10
+	phase := func(sub uint32, writes int) []*table.Record {
+		t.Helper()
+		if err := p.Reconfigure(probe.Config{SubItems: sub, Params: params}); err != nil {
+			t.Fatal(err)
+		}
+		settle(rt)
+		rt.Take()
+		directIO(t, ld.node, writes, 0, size)
+		rt.WaitTable(t, table.IoCount, 1, func(r *table.Record) bool { return isDev(r, ld.dev) })
+		return settle(rt)
+	}
+	recs := phase(bitTrace|bitCount, n)
+	if got, _ := sum(recs, table.IoLatency, ld.dev, "count_latency_req"); got != n {
+		t.Errorf("phase 1: %v requests, want %d", got, n)
+	}
+	// A request whose completion was never seen (an address no request
+	// has): turning io_trace off must forget it.
+	p.mu.Lock()
+	err := p.coll.Maps["rq_inflight"].Put(uint64(0xdead0000), ioIoInflight{IssueNs: 1})
+	p.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = phase(bitCount, 2*n)
+	if _, rows := sum(recs, table.IoLatency, ld.dev, "count_latency_req"); rows != 0 {
+		t.Errorf("phase 2: %d io_latency rows with io_trace off", rows)
+	}
+	if got, _ := sum(recs, table.IoCount, ld.dev, "write_bytes"); got != 2*n*size {
+		t.Errorf("phase 2: write_bytes %v, want %v", got, 2*n*size)
+	}
+	p.mu.Lock()
+	var key uint64
+	var v []byte
+	left := 0
+	it := p.coll.Maps["rq_inflight"].Iterate()
+	for it.Next(&key, &v) {
+		left++
+	}
+	p.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d requests still in rq_inflight after io_trace was turned off", left)
+	}
+	recs = phase(bitTrace|bitCount, 3*n)
+	if got, _ := sum(recs, table.IoLatency, ld.dev, "count_latency_req"); got != 3*n {
+		t.Errorf("phase 3: %v requests, want %d", got, 3*n)
+	}
+	if got, _ := sum(recs, table.IoCount, ld.dev, "write_bytes"); got != 3*n*size {
+		t.Errorf("phase 3: write_bytes %v, want %v", got, 3*n*size)
+	}
+}

@@ -280,6 +280,34 @@ func (p *Probe) syncLinks(sub uint32) error {
 				return fmt.Errorf("io: detach %s: %w", h.prog, err)
 			}
 			delete(p.links, h.prog)
+			if h.prog == "io_rq_issue" {
+				if err := p.clearInflight(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// clearInflight forgets the requests in flight once issues are no longer
+// seen: their completions may not be seen either, and a stale entry would
+// otherwise meet a later request at the same address.
+func (p *Probe) clearInflight() error {
+	m := p.coll.Maps["rq_inflight"]
+	var key uint64
+	var keys []uint64
+	it := m.Iterate()
+	var v []byte
+	for it.Next(&key, &v) {
+		keys = append(keys, key)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("io: clear rq_inflight: %w", err)
+	}
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("io: clear rq_inflight: %w", err)
 		}
 	}
 	return nil
