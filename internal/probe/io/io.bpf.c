@@ -31,7 +31,9 @@
  * Filter: dev_filter (dev_t set) when dev_filter_on is set (params.dev_name).
  * Losses: a full ring (lost_events), a full rq_inflight, latency map or
  *   dev_counts (io_drops): all reported as the probe's lost events.
- * Kernel: 5.16+ (folio tracepoints), BTF. Not measured here (no tracepoint):
+ * Kernel: 5.18+ (writeback_dirty_folio; request_queue.disk, bio.bi_bdev),
+ *   BTF; a missing tracepoint disables only what it measures. Not measured
+ *   here (no tracepoint):
  *   mark_page_accessed (access_pagecache); the driver/device split of SCSI
  *   (scsi_dispatch_cmd_*) and NVMe (nvme_setup_cmd) beyond block_rq_issue.
  */
