@@ -6,9 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -44,6 +46,13 @@ type loopDev struct {
 }
 
 func newLoop(t testing.TB, backing string, size int64) *loopDev {
+	t.Helper()
+	return newLoopWith(t, backing, size, false)
+}
+
+// newLoopWith is newLoop, with partitions allowed on the device when
+// partitions is set (LO_FLAGS_PARTSCAN).
+func newLoopWith(t testing.TB, backing string, size int64, partitions bool) *loopDev {
 	t.Helper()
 	f, err := os.OpenFile(backing, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -81,6 +90,9 @@ func newLoop(t testing.TB, backing string, size int64) *loopDev {
 		}
 		cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
 		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		if partitions {
+			cfg.Info.Flags |= unix.LO_FLAGS_PARTSCAN
+		}
 		copy(cfg.Info.File_name[:], "galago-io-test")
 		err = unix.IoctlLoopConfigure(lfd, &cfg)
 		if errors.Is(err, unix.EBUSY) {
@@ -668,5 +680,90 @@ func TestSubItemTogglePrivileged(t *testing.T) {
 	}
 	if got, _ := sum(recs, table.IoCount, ld.dev, "write_bytes"); got != 3*n*size {
 		t.Errorf("phase 3: write_bytes %v, want %v", got, 3*n*size)
+	}
+}
+
+// addPartition adds partition 1 of length bytes at start to the device
+// with BLKPG (this kernel has no partition table parsers).
+func addPartition(t *testing.T, node string, start, length int64) {
+	t.Helper()
+	fd, err := unix.Open(node, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	part := unix.BlkpgPartition{Start: start, Length: length, Pno: 1}
+	arg := unix.BlkpgIoctlArg{Op: unix.BLKPG_ADD_PARTITION, Datalen: int32(unsafe.Sizeof(part)), Data: (*byte)(unsafe.Pointer(&part))}
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKPG, uintptr(unsafe.Pointer(&arg)))
+	runtime.KeepAlive(&part)
+	if errno != 0 {
+		t.Fatalf("BLKPG_ADD_PARTITION: %v", errno)
+	}
+}
+
+// TestPartitionPrivileged: a partitioned loop device. I/O on the partition
+// is counted (io_count) under the partition, named with its disk, and its
+// requests under the disk (io_latency); dev_name naming the disk selects
+// both, naming the partition selects its io_count only.
+func TestPartitionPrivileged(t *testing.T) {
+	privileged(t)
+	ld := newLoopWith(t, filepath.Join(t.TempDir(), "backing"), 32<<20, true)
+	addPartition(t, ld.node, 1<<20, 8<<20)
+	part := ld.name + "p1"
+	var pdev Dev
+	probetest.WaitFor(t, "the partition in sysfs", func() bool {
+		d, err := readDev(filepath.Join("/sys/class/block", part, "dev"))
+		pdev = d
+		return err == nil
+	})
+	pnode := filepath.Join(filepath.Dir(ld.node), part)
+	if err := unix.Mknod(pnode, unix.S_IFBLK|0o600, int(unix.Mkdev(pdev.Major, pdev.Minor))); err != nil {
+		t.Fatal(err)
+	}
+	params := probe.DefaultParams()
+	params.DevName = ld.name
+	p, rt := startProbe(t, bitTrace|bitCount, params)
+	const n, size = 9, 8 << 10
+	directIO(t, pnode, n, 0, size)
+	rt.WaitTable(t, table.IoCount, 1, func(r *table.Record) bool { return isDev(r, pdev) })
+	recs := settle(rt)
+	if got, _ := sum(recs, table.IoCount, pdev, "write_bytes"); got != n*size {
+		t.Errorf("%s write_bytes %v, want %v", part, got, n*size)
+	}
+	if got, _ := sum(recs, table.IoLatency, ld.dev, "count_latency_req"); got != n {
+		t.Errorf("%s count_latency_req %v, want %v", ld.name, got, n)
+	}
+	for _, r := range recs {
+		want := [2]string{ld.name, ld.name}
+		if isDev(r, pdev) {
+			want[0] = part
+		} else if !isDev(r, ld.dev) {
+			t.Errorf("%s row of %s:%s", r.Table.Name, r.Str("major"), r.Str("first_minor"))
+			continue
+		}
+		if got := [2]string{r.Str("blk_name"), r.Str("disk_name")}; got != want {
+			t.Errorf("%s names %v, want %v", r.Table.Name, got, want)
+		}
+		if r.Table == table.IoCount && !isDev(r, pdev) {
+			t.Errorf("io_count row of the disk itself: %v", r.Values)
+		}
+	}
+
+	params.DevName = part
+	if err := p.Reconfigure(probe.Config{SubItems: bitTrace | bitCount, Params: params}); err != nil {
+		t.Fatal(err)
+	}
+	settle(rt)
+	rt.Take()
+	directIO(t, pnode, n, 0, size)
+	rt.WaitTable(t, table.IoCount, 1, func(r *table.Record) bool { return isDev(r, pdev) })
+	recs = settle(rt)
+	if got, _ := sum(recs, table.IoCount, pdev, "write_bytes"); got != n*size {
+		t.Errorf("dev_name %s: write_bytes %v, want %v", part, got, n*size)
+	}
+	for _, r := range recs {
+		if !isDev(r, pdev) {
+			t.Errorf("dev_name %s: %s row of %s:%s", part, r.Table.Name, r.Str("major"), r.Str("first_minor"))
+		}
 	}
 }
