@@ -220,11 +220,13 @@ static __always_inline bool dev_selected(__u32 dev)
 
 static __always_inline __u32 rq_disk_dev(struct request *rq)
 {
-	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+	/* tp_btf arguments are BTF pointers: plain loads (relocated with
+	 * CO-RE), no helper call per field. */
+	struct gendisk *disk = rq->q->disk;
 
 	if (!disk)
 		return 0;
-	return ((__u32)BPF_CORE_READ(disk, major) << MINORBITS) | (__u32)BPF_CORE_READ(disk, first_minor);
+	return ((__u32)disk->major << MINORBITS) | (__u32)disk->first_minor;
 }
 
 static __always_inline __u8 req_flags(__u64 opf)
@@ -421,7 +423,7 @@ int BPF_PROG(io_bio_queue, struct bio *bio)
 	size = bio->bi_iter.bi_size;
 	if (!size)
 		return 0;
-	c = counts_of(BPF_CORE_READ(bio, bi_bdev, bd_dev));
+	c = counts_of(bio->bi_bdev->bd_dev);
 	if (!c)
 		return 0;
 	if (op == REQ_OP_READ)
@@ -434,7 +436,7 @@ int BPF_PROG(io_bio_queue, struct bio *bio)
 SEC("tp_btf/block_dirty_buffer")
 int BPF_PROG(io_dirty_buffer, struct buffer_head *bh)
 {
-	struct io_counts *c = counts_of(BPF_CORE_READ(bh, b_bdev, bd_dev));
+	struct io_counts *c = counts_of(bh->b_bdev->bd_dev);
 
 	if (c)
 		c->mark_buffer_dirty += 1;
@@ -451,13 +453,13 @@ static __always_inline __u32 mapping_dev(struct address_space *mapping)
 
 	if (!mapping)
 		return 0;
-	host = BPF_CORE_READ(mapping, host);
+	host = mapping->host;
 	if (!host)
 		return 0;
-	if ((BPF_CORE_READ(host, i_mode) & S_IFMT) == S_IFBLK)
-		dev = BPF_CORE_READ(host, i_rdev);
+	if ((host->i_mode & S_IFMT) == S_IFBLK)
+		dev = host->i_rdev;
 	else
-		dev = BPF_CORE_READ(host, i_sb, s_dev);
+		dev = host->i_sb->s_dev;
 	if ((dev >> MINORBITS) == 0)
 		return 0;
 	return dev;
@@ -476,13 +478,13 @@ static __always_inline __u64 folio_pages(struct folio *folio)
 		return 1;
 	if (!bpf_core_field_exists(folio->_flags_1))
 		return 1;
-	return 1ULL << (BPF_CORE_READ(folio, _flags_1) & 0xff);
+	return 1ULL << (folio->_flags_1 & 0xff);
 }
 
 SEC("tp_btf/mm_filemap_add_to_page_cache")
 int BPF_PROG(io_page_add, struct folio *folio)
 {
-	struct io_counts *c = counts_of(mapping_dev(BPF_CORE_READ(folio, mapping)));
+	struct io_counts *c = counts_of(mapping_dev(folio->mapping));
 
 	if (c)
 		c->load_page_cache += folio_pages(folio);
