@@ -27,6 +27,7 @@ import (
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/baseinfo"
 	"github.com/galago-project/galago/internal/probe/custom"
+	ioprobe "github.com/galago-project/galago/internal/probe/io"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
@@ -100,6 +101,9 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(tcp.Name, func() probe.Probe { return tcp.New(tcp.WithStats(bpfStats), tcp.WithMissingHooks(missing)) })
 	mgr.Register(socket.Name, func() probe.Probe {
 		return socket.New(socket.WithStats(bpfStats), socket.WithMissingHooks(missing))
+	})
+	mgr.Register(ioprobe.Name, func() probe.Probe {
+		return ioprobe.New(ioprobe.WithStats(bpfStats), ioprobe.WithMissingHooks(missing), ioprobe.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(l7probe.Name, func() probe.Probe {
 		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath))
