@@ -10,7 +10,8 @@
 // a command line. Conntrack is per network namespace, so a lookup runs on a
 // netlink socket opened inside the socket's namespace, entered through
 // /proc/<pid>/ns/net of a process of the connection (or of one of its
-// threads, for a process whose threads live in several namespaces). One
+// threads, for a process whose threads live in several namespaces; when
+// that process is gone, through any process in the namespace). One
 // socket is kept per namespace, closed after it idles (it would otherwise
 // keep a dead pod's namespace alive).
 //
@@ -123,17 +124,19 @@ type nsTable struct {
 
 // Resolver answers Backend. Safe for concurrent use.
 type Resolver struct {
-	o       Options
-	selfNS  uint32
-	mu      sync.Mutex
-	lru     *list.List // of *cacheEntry, most recent first
-	byKey   map[cacheKey]*list.Element
-	tables  map[uint32]*nsTable
-	absent  bool
-	checked time.Time
-	stats   Stats
-	closed  bool
-	mode    int // the cluster_ip_backend value (ForParam)
+	o      Options
+	selfNS uint32
+	mu     sync.Mutex
+	lru    *list.List // of *cacheEntry, most recent first
+	byKey  map[cacheKey]*list.Element
+	tables map[uint32]*nsTable
+	// noHolder: namespaces no process was found in, and when.
+	noHolder map[uint32]time.Time
+	absent   bool
+	checked  time.Time
+	stats    Stats
+	closed   bool
+	mode     int // the cluster_ip_backend value (ForParam)
 }
 
 // New returns a Resolver. It opens nothing until the first lookup.
@@ -162,7 +165,7 @@ func New(o Options) *Resolver {
 	if o.present == nil {
 		o.present = modulePresent
 	}
-	r := &Resolver{o: o, lru: list.New(), byKey: map[cacheKey]*list.Element{}, tables: map[uint32]*nsTable{}}
+	r := &Resolver{o: o, lru: list.New(), byKey: map[cacheKey]*list.Element{}, tables: map[uint32]*nsTable{}, noHolder: map[uint32]time.Time{}}
 	// The agent's own namespace, for sockets without a process: /proc/self
 	// is the agent's even under GOPHER_HOST_PATH.
 	if ino, err := nsInode("/proc/self/ns/net"); err == nil {
@@ -323,10 +326,13 @@ func (r *Resolver) openLocked(t Tuple) (table, error) {
 	return r.o.dial(int(f.Fd()))
 }
 
-// openNetns opens the namespace file of inode netns through process pid or
-// one of its threads, or the agent's own; the inode is checked so that a
-// reused pid cannot lead to another namespace. Even the agent's namespace
-// is entered through its file: the calling thread's may differ.
+// openNetns opens the namespace file of inode netns: through process pid
+// or one of its threads, else the agent's own, else through any process
+// in it (a short-lived client may be gone by the time its connection is
+// looked up; a pod's namespace keeps its pause process). The inode is
+// checked so that a reused pid cannot lead to another namespace. Even the
+// agent's namespace is entered through its file: the calling thread's may
+// differ.
 func (r *Resolver) openNetns(netns, pid uint32) (*os.File, error) {
 	var paths []string
 	if pid != 0 {
@@ -342,17 +348,54 @@ func (r *Resolver) openNetns(netns, pid uint32) (*os.File, error) {
 		paths = append(paths, "/proc/self/ns/net")
 	}
 	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &st); err == nil && st.Ino == uint64(netns) {
+		if f := openIfNetns(p, netns); f != nil {
 			return f, nil
 		}
-		f.Close()
 	}
-	return nil, fmt.Errorf("netns %d: not the namespace of process %d or its threads", netns, pid)
+	if f := r.scanNetns(netns); f != nil {
+		return f, nil
+	}
+	return nil, fmt.Errorf("netns %d: no process in it (process %d gone or elsewhere)", netns, pid)
+}
+
+// scanNetns looks for a process in namespace netns through all of /proc.
+// A namespace found empty is not scanned again for absentRecheck.
+func (r *Resolver) scanNetns(netns uint32) *os.File {
+	now := r.o.now()
+	if at, ok := r.noHolder[netns]; ok && now.Sub(at) < absentRecheck {
+		return nil
+	}
+	ents, err := os.ReadDir(r.o.ProcRoot)
+	if err == nil {
+		for _, e := range ents {
+			if _, err := strconv.ParseUint(e.Name(), 10, 32); err != nil {
+				continue
+			}
+			if f := openIfNetns(filepath.Join(r.o.ProcRoot, e.Name(), "ns", "net"), netns); f != nil {
+				delete(r.noHolder, netns)
+				return f
+			}
+		}
+	}
+	if len(r.noHolder) >= maxNetns {
+		clear(r.noHolder)
+	}
+	r.noHolder[netns] = now
+	return nil
+}
+
+// openIfNetns opens path if it is the namespace of inode netns.
+func openIfNetns(path string, netns uint32) *os.File {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err == nil && st.Ino == uint64(netns) {
+		return f
+	}
+	f.Close()
+	return nil
 }
 
 func (r *Resolver) sweepTablesLocked(now time.Time) {

@@ -317,3 +317,40 @@ func TestForParam(t *testing.T) {
 		t.Fatal("a closed resolver looked up")
 	}
 }
+
+func TestScanNetnsFindsAnyProcess(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"77/ns", "self/ns", "88/ns"} {
+		if err := os.MkdirAll(root+"/"+d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 88 is in another namespace (a regular file, never an nsfs inode).
+	if err := os.WriteFile(root+"/88/ns/net", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/proc/self/ns/net", root+"/77/ns/net"); err != nil {
+		t.Fatal(err)
+	}
+	r, _, c, _ := newFake(t, Options{ProcRoot: root})
+	f := r.scanNetns(r.selfNS)
+	if f == nil {
+		t.Fatal("the process of the namespace was not found")
+	}
+	f.Close()
+	if f := r.scanNetns(r.selfNS + 1); f != nil {
+		t.Fatal("a namespace without process was found")
+	}
+	// Found empty: not scanned again before absentRecheck, even once a
+	// process is in it.
+	if err := os.Remove(root + "/77/ns/net"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.noHolder[r.selfNS+1]; !ok {
+		t.Fatal("the empty namespace was not remembered")
+	}
+	c.t = c.t.Add(absentRecheck)
+	if f := r.scanNetns(r.selfNS); f != nil {
+		t.Fatal("a removed process was found")
+	}
+}

@@ -8,29 +8,14 @@ import (
 	"os/exec"
 	"runtime"
 	"testing"
-	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/galago-project/galago/internal/conntrack/conntracktest"
 	"github.com/galago-project/galago/internal/probe/probetest"
 )
 
-// ServiceNetns is a network namespace with a Kubernetes-like ClusterIP:
-// Service (10.96.0.10:80) is DNAT'd by an iptables nat OUTPUT rule to a
-// TCP server on Backend (127.0.0.1) that the test process listens on from
-// inside the namespace. Exported to the probes' tests through
-// NewServiceNetns.
-type ServiceNetns struct {
-	Name    string
-	Inode   uint32
-	Service netip.AddrPort
-	Backend netip.AddrPort
-	fd      int
-}
-
 func TestLookupDNATPrivileged(t *testing.T) {
 	probetest.RequireTools(t, "ip", "iptables", "sleep")
-	ns := newServiceNetns(t)
+	ns := conntracktest.NewServiceNetns(t, nil)
 
 	// A process living in the namespace, as a pod's would: the resolver
 	// enters the namespace through its /proc/<pid>/ns/net.
@@ -107,6 +92,18 @@ func TestLookupDNATPrivileged(t *testing.T) {
 		t.Fatalf("stats %+v, errors %d", st, errs)
 	}
 
+	// A client gone by the time of its lookup: the namespace is found
+	// through another process in it (the holder).
+	gone := exec.Command("ip", "netns", "exec", ns.Name, "true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	r4 := New(Options{})
+	defer r4.Close()
+	if got := r4.Backend(tuple(svcConn, gone.Process.Pid)); got != ns.Backend {
+		t.Fatalf("Backend for an exited client = %v, want %v", got, ns.Backend)
+	}
+
 	// A process whose namespace is another thread's: found through
 	// /proc/<pid>/task. The lookup runs while this thread is still in it.
 	r2 := New(Options{})
@@ -119,73 +116,4 @@ func TestLookupDNATPrivileged(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// newServiceNetns makes the namespace, its rule and its backend server
-// (which accepts and holds connections until the test ends).
-func newServiceNetns(t *testing.T) *ServiceNetns {
-	t.Helper()
-	ns := &ServiceNetns{
-		Name:    fmt.Sprintf("galago-ct-%d-%d", os.Getpid(), time.Now().UnixNano()%100000),
-		Service: netip.MustParseAddrPort("10.96.0.10:80"),
-	}
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-	}
-	run("ip", "netns", "add", ns.Name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns.Name).Run() })
-	run("ip", "-n", ns.Name, "link", "set", "lo", "up")
-	run("ip", "-n", ns.Name, "addr", "add", ns.Service.Addr().String()+"/32", "dev", "lo")
-	fd, err := unix.Open("/var/run/netns/"+ns.Name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	ns.fd = fd
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		t.Fatal(err)
-	}
-	ns.Inode = uint32(st.Ino)
-
-	var ln net.Listener
-	if err := ns.Do(func() (err error) {
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	ns.Backend = ln.Addr().(*net.TCPAddr).AddrPort()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
-	run("ip", "netns", "exec", ns.Name, "iptables", "-t", "nat", "-A", "OUTPUT",
-		"-d", ns.Service.Addr().String()+"/32", "-p", "tcp", "--dport", fmt.Sprint(ns.Service.Port()),
-		"-j", "DNAT", "--to-destination", ns.Backend.String())
-	return ns
-}
-
-// Do runs fn on a thread inside the namespace; sockets made there stay in
-// it. The thread is discarded afterwards (never unlocked).
-func (ns *ServiceNetns) Do(fn func() error) error {
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := unix.Setns(ns.fd, unix.CLONE_NEWNET); err != nil {
-			ch <- err
-			return
-		}
-		ch <- fn()
-	}()
-	return <-ch
 }
