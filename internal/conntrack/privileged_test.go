@@ -73,9 +73,9 @@ func TestLookupDNATPrivileged(t *testing.T) {
 	if got := r.Backend(none); got != ns.Service {
 		t.Fatalf("Backend(unknown tuple) = %v, want the service address kept", got)
 	}
-	// Conntrack is per namespace: the test's own has no such entry. (Not
-	// r.selfNS: a thread that ran ns.Do may have been the main thread, which
-	// the runtime parks instead of ending, and /proc/self/ns/net follows it.)
+	// Conntrack is per namespace: the test's own has no such entry (the
+	// namespace of this thread: /proc/self/ns/net is the main thread's,
+	// which another test of the binary may have moved).
 	host := tuple(svcConn, os.Getpid())
 	runtime.LockOSThread()
 	hostNS, err := nsInode("/proc/thread-self/ns/net")

@@ -102,16 +102,33 @@ func holdConns(ln net.Listener) {
 }
 
 // Do runs fn on a thread inside the namespace; sockets made there stay in
-// it. The thread is discarded afterwards (never unlocked).
+// it. The thread goes back to its namespace afterwards (a thread left in
+// the namespace could be the main thread, which the runtime parks instead
+// of ending: /proc/<pid>/ns/net would then name the test's namespace);
+// if it cannot, it stays locked and ends with the goroutine.
 func (ns *ServiceNetns) Do(fn func() error) error {
 	ch := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := unix.Setns(ns.fd, unix.CLONE_NEWNET); err != nil {
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
 			ch <- err
 			return
 		}
-		ch <- fn()
+		defer self.Close()
+		if err := unix.Setns(ns.fd, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- err
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- fmt.Errorf("back from the namespace: %w", err)
+			return
+		}
+		runtime.UnlockOSThread()
+		ch <- ferr
 	}()
 	return <-ch
 }
