@@ -193,6 +193,9 @@ func (r *Resolver) Backend(t Tuple) netip.AddrPort {
 		if now.Before(e.expires) {
 			r.stats.Hits++
 			r.lru.MoveToFront(el)
+			if e.backend == dst {
+				return t.Dst
+			}
 			return e.backend
 		}
 		r.lru.Remove(el)
