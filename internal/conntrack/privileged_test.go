@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/galago-project/galago/internal/conntrack/conntracktest"
 	"github.com/galago-project/galago/internal/probe/probetest"
@@ -116,4 +117,58 @@ func TestLookupDNATPrivileged(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkLookupPrivileged: the cost of one uncached lookup (a ctnetlink
+// GET on the namespace's open socket) and of a cached answer.
+func BenchmarkLookupPrivileged(b *testing.B) {
+	probetest.RequireTools(b, "ip", "iptables")
+	ns := conntracktest.NewServiceNetns(b, nil)
+	var c net.Conn
+	if err := ns.Do(func() (err error) {
+		c, err = net.Dial("tcp", ns.Service.String())
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	tp := Tuple{
+		Netns: ns.Inode, PID: uint32(os.Getpid()),
+		Src: c.LocalAddr().(*net.TCPAddr).AddrPort(), Dst: c.RemoteAddr().(*net.TCPAddr).AddrPort(),
+	}
+	b.Run("uncached", func(b *testing.B) {
+		r := New(Options{TTL: time.Nanosecond})
+		defer r.Close()
+		// The namespace's socket is opened through a thread in it.
+		if err := ns.Do(func() error {
+			if got := r.Backend(tp); got != ns.Backend {
+				return fmt.Errorf("Backend = %v, want %v", got, ns.Backend)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for range b.N {
+			r.Backend(tp)
+		}
+		b.StopTimer()
+		if st := r.Stats(); st.NATed != uint64(b.N)+1 || st.Hits != 0 {
+			b.Fatalf("stats %+v after %d lookups", st, b.N+1)
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		r := New(Options{})
+		defer r.Close()
+		if err := ns.Do(func() error {
+			r.Backend(tp)
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for range b.N {
+			r.Backend(tp)
+		}
+	})
 }
