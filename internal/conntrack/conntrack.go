@@ -220,8 +220,10 @@ func (r *Resolver) Backend(t Tuple) netip.AddrPort {
 		return t.Dst
 	case err != nil:
 		r.stats.Failures++
-		r.o.Log.Debug("conntrack: lookup failed: the service address is kept",
-			"netns", t.Netns, "pid", t.PID, "src", src, "dst", dst, "err", err, "failures", r.stats.Failures)
+		if logworthy(r.stats.Failures) {
+			r.o.Log.Debug("conntrack: lookup failed: the service address is kept",
+				"netns", t.Netns, "pid", t.PID, "src", src, "dst", dst, "err", err, "failures", r.stats.Failures)
+		}
 		if r.o.OnError != nil {
 			r.o.OnError()
 		}
@@ -293,7 +295,9 @@ func (r *Resolver) storeLocked(k cacheKey, backend netip.AddrPort, now time.Time
 		delete(r.byKey, e.key)
 		if now.Before(e.expires) {
 			r.stats.Evictions++
-			r.o.Log.Debug("conntrack: cache full: answer evicted", "max", r.o.MaxEntries, "evictions", r.stats.Evictions)
+			if logworthy(r.stats.Evictions) {
+				r.o.Log.Debug("conntrack: cache full: answer evicted", "max", r.o.MaxEntries, "evictions", r.stats.Evictions)
+			}
 		}
 	}
 	r.byKey[k] = r.lru.PushFront(&cacheEntry{key: k, backend: backend, expires: now.Add(r.o.TTL)})
@@ -429,6 +433,10 @@ func (r *Resolver) closeOldestLocked() {
 		delete(r.tables, oldest)
 	}
 }
+
+// logworthy: the 1st, 2nd, 4th, 8th, ... occurrence is logged (with the
+// count), so a storm cannot flood the log.
+func logworthy(n uint64) bool { return n&(n-1) == 0 }
 
 func unmap(a netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())

@@ -3,6 +3,7 @@ package conntrack
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -354,5 +355,17 @@ func TestScanNetnsFindsAnyProcess(t *testing.T) {
 	c.t = c.t.Add(absentRecheck)
 	if f := r.scanNetns(r.selfNS); f != nil {
 		t.Fatal("a removed process was found")
+	}
+}
+
+func TestLogworthy(t *testing.T) {
+	var got []uint64
+	for n := uint64(1); n <= 20; n++ {
+		if logworthy(n) {
+			got = append(got, n)
+		}
+	}
+	if fmt.Sprint(got) != "[1 2 4 8 16]" {
+		t.Fatalf("logged occurrences %v", got)
 	}
 }
