@@ -8,6 +8,7 @@ import (
 
 	"github.com/galago-project/galago/internal/conntrack/conntracktest"
 	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -25,7 +26,11 @@ func TestPrivilegedClusterIPBackend(t *testing.T) {
 	ns := conntracktest.NewServiceNetns(t, func(ln net.Listener) { ln.Close() })
 	srv := startHelper(t, ns.Name, "hold-server", ns.Backend.String(), 0, 3)
 	srv.expect(ns.Backend.String())
+	// Only the test's clients are observed: the rest of the machine's
+	// connections stay out of the ring buffer.
+	targets := probetest.NewTargets(snoop.Whitelist)
 	cfg := defaultCfg()
+	cfg.Targets = targets
 	p, rt := startProbe(t, cfg)
 	for _, tc := range []struct {
 		param    int
@@ -41,6 +46,9 @@ func TestPrivilegedClusterIPBackend(t *testing.T) {
 		}
 		cli := startHelper(t, ns.Name, "client", ns.Service.String(), 1000, 0)
 		cli.expect("done")
+		// Observed from now on: the next snapshot sees the open connection
+		// (with its counters since it started).
+		targets.Set(cli.pid)
 		var client []*table.Record
 		probetest.WaitFor(t, "the client's bytes reported", func() bool {
 			client = client[:0]
