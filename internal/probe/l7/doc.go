@@ -29,6 +29,17 @@
 // Which responses are errors, and whose fault, is each protocol's own
 // (its package documentation).
 //
+// cluster_ip_backend 1: a TCP client connection's rows name the server its
+// packets really reach: when the address it connected to was DNAT'd (a
+// Kubernetes ClusterIP), server_ip and server_port are the backend's (the
+// reply tuple's source in conntrack) instead of the service's. Cost: one
+// ctnetlink GET by tuple, in the connection's network namespace, per new
+// client connection (internal/conntrack; answers cached per tuple). No
+// entry (not NATed), conntrack absent from the kernel or a failed lookup
+// (counted in the probe's errors): the address is kept. Server rows and
+// UDP are not changed. 2 (gala-gopher's flowtracer map) is served as 1,
+// said once in the log; 0, the default, looks nothing up.
+//
 // Bounds: at most DefaultMaxAPIs distinct api values per service (process,
 // server address and port, protocol, role); requests beyond fold into
 // api="__overflow__". A parser that loses the message boundaries (bytes the

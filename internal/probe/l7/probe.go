@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/conntrack"
 	"github.com/galago-project/galago/internal/l7"
 	"github.com/galago-project/galago/internal/l7/kafka"
 	"github.com/galago-project/galago/internal/probe"
@@ -50,6 +52,9 @@ type Probe struct {
 	kick     chan struct{}
 	tlsKick  chan struct{}
 	lastSeen time.Time
+	// backends replaces service addresses of client connections by their
+	// DNAT backend (cluster_ip_backend 1 or 2); nil for 0.
+	backends *conntrack.Resolver
 }
 
 var (
@@ -133,6 +138,13 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 
 // applyLocked sends the configuration to the capture.
 func (p *Probe) applyLocked() error {
+	root := p.hostPath
+	if root == "" {
+		root = "/"
+	}
+	p.backends = conntrack.ForParam(p.backends, p.cfg.Params.ClusterIPBackend, conntrack.Options{
+		Log: p.rt.Logger(), ProcRoot: filepath.Join(root, "proc"), OnError: p.rt.Error,
+	})
 	protos := p.protocolsLocked()
 	if err := p.capture.SetConfig(syscap.Config{Protocols: protos}); err != nil {
 		return fmt.Errorf("l7: %w", err)
@@ -209,6 +221,10 @@ func (p *Probe) closeLocked() {
 		_ = p.capture.Close()
 		p.capture = nil
 	}
+	if p.backends != nil {
+		_ = p.backends.Close()
+		p.backends = nil
+	}
 }
 
 func (p *Probe) period() time.Duration {
@@ -276,7 +292,7 @@ func (h handler) Conn(c *syscap.Conn) {
 	}
 	cn := &conn{info: *c, parser: mk(p.env(c))}
 	if c.Remote.IsValid() {
-		cn.key = rowKeyOf(c, c.Remote, c.SSL)
+		cn.key = rowKeyOf(c, p.serverOf(c), c.SSL)
 	}
 	p.conns[c.ID] = cn
 }
@@ -354,6 +370,16 @@ func (h handler) Close(c *syscap.Close) {
 		}
 		p.reportDesyncs(pc)
 	}
+}
+
+// serverOf is the remote address of connection c in its row: for a TCP
+// client with cluster_ip_backend set, the backend its service address was
+// DNAT'd to (one ctnetlink lookup per new connection).
+func (p *Probe) serverOf(c *syscap.Conn) netip.AddrPort {
+	if p.backends == nil || c.L4 != syscap.TCP || c.Role == l7.Server {
+		return c.Remote
+	}
+	return p.backends.Backend(conntrack.Tuple{Netns: c.Netns, PID: c.TGID, Src: c.Local, Dst: c.Remote})
 }
 
 // reportDesyncs reports what a parser could not account for as lost.

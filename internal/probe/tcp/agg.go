@@ -269,6 +269,9 @@ type aggregator struct {
 	// reportCport keeps client ports in the key (params report_cport).
 	reportCport bool
 	observed    func(tgid uint32) bool
+	// serverOf, when set (cluster_ip_backend), is the server of a client
+	// connection: its DNAT backend (backend.go).
+	serverOf serverFunc
 }
 
 func newAggregator() *aggregator {
@@ -308,6 +311,9 @@ func (a *aggregator) keyOf(c *conn, listeners map[listenKey]bool) (*keyEntry, bo
 	switch role {
 	case roleClient:
 		rk.serverPort = c.raw.Dport
+		if a.serverOf != nil {
+			server, rk.serverPort = a.serverOf(c)
+		}
 		if a.reportCport {
 			rk.clientPort = int32(c.raw.Sport)
 		}

@@ -198,6 +198,22 @@
 // lost_out and sacked_out above drops_thr, and syn_srtt_max above
 // latency_thr<<3 (µs against ms, as gala-gopher).
 //
+// # cluster_ip_backend
+//
+// With 1, a client connection's row names the server its packets really
+// reach: when the address it connected to was DNAT'd (a Kubernetes
+// ClusterIP by kube-proxy's iptables or nftables rules), server_ip and
+// server_port are the backend's (the reply tuple's source in conntrack)
+// instead of the service's. The lookup is one ctnetlink GET by the
+// connection's tuple in its network namespace (internal/conntrack), made
+// once, when the probe first sees the connection; answers are cached per
+// tuple. A connection without a conntrack entry (not NATed), or any
+// lookup while conntrack is absent from the kernel, keeps its address; a
+// failed lookup (its namespace gone) keeps it too and counts in the
+// probe's errors. Server rows are not changed. 2 (gala-gopher's flowtracer
+// map, a probe galago does not have) is served as 1, said once in the log.
+// With 0 (the default) nothing is looked up.
+//
 // # Memory
 //
 // The probe's memory is bounded whatever the connection rate. Per

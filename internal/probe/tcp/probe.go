@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/conntrack"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -73,6 +74,8 @@ type Probe struct {
 	warnedLate     bool
 	// cfgChanged wakes the loop to re-arm its timers and follow new targets.
 	cfgChanged chan struct{}
+	// backends: cluster_ip_backend's lookups (backend.go); nil for 0.
+	backends *conntrack.Resolver
 }
 
 var (
@@ -276,6 +279,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 
 func (p *Probe) applyCfgLocked() {
 	p.agg.reportCport = p.cfg.Params.ReportCport == 1
+	p.syncBackendsLocked()
 	t := p.cfg.Targets
 	if t == nil {
 		p.agg.observed = nil
@@ -346,6 +350,10 @@ func (p *Probe) closeLocked() {
 	if p.objs != nil {
 		_ = p.objs.Close()
 		p.objs = nil
+	}
+	if p.backends != nil {
+		_ = p.backends.Close()
+		p.backends = nil
 	}
 }
 
