@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -247,7 +248,7 @@ func kcat(t *testing.T, addr, topic string, n int) []string {
 		"-c", fmt.Sprint(n), "-e", "-q", "-f", "%s\n").Output()
 	if err != nil {
 		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			stderr = string(ee.Stderr)
 		}
 		t.Fatalf("kcat %s: %v\n%s", topic, err, stderr)
