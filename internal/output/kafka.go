@@ -189,6 +189,10 @@ func NewKafkaProducer(o KafkaOptions) (*KafkaProducer, error) {
 		// broker allows it; so does this one.
 		kgo.AllowAutoTopicCreation(),
 		kgo.WithLogger(kgoLogger{o.Log}),
+		// A broker back from an outage is found again within a second
+		// (franz-go's default waits 5 s between metadata loads;
+		// librdkafka refreshes every 250 ms while a leader is unknown).
+		kgo.MetadataMinAge(500 * time.Millisecond),
 	}
 	if o.TLS != nil {
 		opts = append(opts, kgo.DialTLSConfig(o.TLS))

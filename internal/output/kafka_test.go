@@ -468,9 +468,12 @@ func TestKafkaBrokerOutage(t *testing.T) {
 			t.Fatalf("/metrics during the outage lacks the records or the kafka self-metrics:\n%s", body)
 		}
 	}
+	// A sink that blocked once full would stop the writer at about what the
+	// queue and the client hold; the writer goes on at its own pace (its
+	// rate depends on the machine, so it is not asserted).
 	written := seq.Load() - seqAtKill
-	if written < 4000 {
-		t.Errorf("only %d records accepted in the 8 s outage: the pipeline stalled", written)
+	if written < 3*maxMsgs {
+		t.Errorf("only %d records accepted in the 8 s outage (queue limit %d): the pipeline stalled", written, maxMsgs)
 	}
 	if d := prod.Dropped(KafkaDropQueueFull); d == 0 {
 		t.Errorf("no queue_full drop after %d records with the broker down", written)
@@ -480,9 +483,12 @@ func TestKafkaBrokerOutage(t *testing.T) {
 		maxQueue.Load(), maxBytesSeen.Load(), time.Duration(slowest.Load()))
 
 	b.start()
+	restarted, sentAtRestart := time.Now(), prod.Sent()
 	restartSeq := seq.Load()
 	// Delivery resumes: a record written after the restart arrives.
 	waitFor("records written after the restart", 10*time.Second, func() bool { return seq.Load() > restartSeq+500 })
+	waitFor("delivery after the restart", 15*time.Second, func() bool { return prod.Sent() > sentAtRestart })
+	resumedAfter := time.Since(restarted)
 	target := seq.Load()
 	got := consumeUntil(t, b.addr, "gala_gopher", 20*time.Second, func(m []byte) bool {
 		var v struct{ Comm string }
@@ -512,7 +518,9 @@ func TestKafkaBrokerOutage(t *testing.T) {
 	if qb := maxBytesSeen.Load(); qb > maxBytes+1024 {
 		t.Errorf("queue reached %d bytes, limit %d", qb, maxBytes)
 	}
-	if s := time.Duration(slowest.Load()); s > 500*time.Millisecond {
+	// A blocking sink would hold a call for most of the outage; the bound is
+	// loose because a loaded CI machine can pause the writer for a moment.
+	if s := time.Duration(slowest.Load()); s > 2*time.Second {
 		t.Errorf("a Record call took %v: the kafka sink blocked the pipeline", s)
 	}
 	body := scrape()
@@ -525,8 +533,8 @@ func TestKafkaBrokerOutage(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	t.Logf("after restart: %d records consumed up to #%d; sent %d, dropped queue_full %d, delivery_failed %d",
-		len(got), target, prod.Sent(), prod.Dropped(KafkaDropQueueFull), prod.Dropped(KafkaDropDeliveryFailed))
+	t.Logf("after restart: delivery resumed within %v; %d records consumed up to #%d; sent %d, dropped queue_full %d, delivery_failed %d",
+		resumedAfter.Round(10*time.Millisecond), len(got), target, prod.Sent(), prod.Dropped(KafkaDropQueueFull), prod.Dropped(KafkaDropDeliveryFailed))
 }
 
 // TestKafkaSASLTLS delivers over TLS with SCRAM-SHA-512 to a broker that
