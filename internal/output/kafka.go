@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -468,51 +469,117 @@ func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 // machine id without gala-gopher's "-<ip>" suffix, as its kafka channel has
 // it; there is no table_name and no enrichment label, as in gala-gopher.
 func MarshalRecordKafka(r *table.Record, machineUUID string) ([]byte, error) {
-	out := make(object, 0, len(r.Table.Fields)+3)
-	out = append(out,
-		member{"timestamp", r.Time.UnixMilli()},
-		member{"machine_id", machineUUID},
-		member{"entity_name", r.Table.Entity})
+	// Written directly rather than through encoding/json: every value is a
+	// string and this runs on the probe path for every record (a third of
+	// the time, a tenth of the allocations).
+	b := make([]byte, 0, 64+32*len(r.Table.Fields))
+	b = append(b, `{"timestamp":`...)
+	b = strconv.AppendInt(b, r.Time.UnixMilli(), 10)
+	b = append(b, `,"machine_id":`...)
+	b = appendJSONString(b, machineUUID)
+	b = append(b, `,"entity_name":`...)
+	b = appendJSONString(b, r.Table.Entity)
 	for i, f := range r.Table.Fields {
+		b = append(b, ',')
+		b = appendJSONString(b, f.Name)
+		b = append(b, ':')
 		v := r.Values[i]
-		var s string
 		switch {
 		case !v.Set:
-			s = "(null)"
+			b = append(b, `"(null)"`...)
 		case f.Kind == table.KindKey || f.Kind == table.KindLabel:
-			s = v.Str
-			if !utf8.ValidString(s) {
-				s = strings.ToValidUTF8(s, "\uFFFD")
+			str := v.Str
+			if !utf8.ValidString(str) { // as exportLabels: one U+FFFD per invalid run
+				str = strings.ToValidUTF8(str, "\uFFFD")
 			}
+			b = appendJSONString(b, str)
 		case f.Kind == table.KindHistogram:
-			s = rawHistogram(v.Hist)
+			b = append(b, '"')
+			b = appendRawHistogram(b, v.Hist)
+			b = append(b, '"')
 		default:
-			s = formatValue(v.Num)
+			b = append(b, '"')
+			b = appendValue(b, v.Num)
+			b = append(b, '"')
 		}
-		out = append(out, member{f.Name, s})
 	}
-	return marshalCompact(out)
+	return append(b, '}'), nil
 }
 
-// rawHistogram is a histogram in gala-gopher's probe notation.
-func rawHistogram(h *table.Histogram) string {
-	if h == nil {
-		return "(null)"
+// appendJSONString appends s as a JSON string exactly as marshalCompact
+// writes it: no HTML escaping, invalid UTF-8 as \ufffd, U+2028 and U+2029
+// escaped.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
 	}
-	b := appendValue(nil, float64(len(h.Bounds)))
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// appendRawHistogram appends a histogram in gala-gopher's probe notation.
+func appendRawHistogram(b []byte, h *table.Histogram) []byte {
+	if h == nil {
+		return append(b, "(null)"...)
+	}
+	b = strconv.AppendInt(b, int64(len(h.Bounds)), 10)
 	var cum uint64
 	for j, bound := range h.Bounds {
 		cum += h.Counts[j]
 		b = append(b, ' ')
 		b = appendValue(b, bound)
 		b = append(b, ' ')
-		b = appendValue(b, float64(cum))
+		b = strconv.AppendUint(b, cum, 10)
 	}
 	b = append(b, ' ')
 	b = appendValue(b, h.Sum)
 	b = append(b, ' ')
-	b = appendValue(b, h.Max)
-	return string(b)
+	return appendValue(b, h.Max)
 }
 
 // MetricKafkaSink is the "kafka" metric channel: one MarshalRecordKafka

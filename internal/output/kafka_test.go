@@ -610,3 +610,20 @@ func TestKafkaSASLTLS(t *testing.T) {
 		t.Error("CA file without a certificate accepted")
 	}
 }
+
+// appendJSONString must write what encoding/json (marshalCompact) writes.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain", `q"uo\te`, "nl\n cr\r tab\t bs\b ff\f nul\x00 us\x1f del\x7f",
+		"<&>", "héllo 世界", "bad\xffutf8\xc3", "line\u2028sep\u2029", "\xed\xa0\x80", "emoji 😀"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := marshalCompact(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+			t.Errorf("%q: got %s, want %s", s, got, want)
+		}
+	})
+}
