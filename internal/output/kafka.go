@@ -140,9 +140,10 @@ type KafkaProducer struct {
 	done   chan struct{}
 	once   sync.Once
 
-	sent    atomic.Uint64
-	dropped map[string]*atomic.Uint64
-	lastLog atomic.Int64 // unix seconds of the last logged delivery error
+	sent        atomic.Uint64
+	dropped     map[string]*atomic.Uint64
+	lastLog     atomic.Int64 // unix seconds of the last logged delivery error
+	lastDropLog atomic.Int64 // unix seconds of the last logged queue_full drop
 
 	descSent, descDropped, descQueued, descQueuedBytes *prometheus.Desc
 }
@@ -258,7 +259,12 @@ func (p *KafkaProducer) Enqueue(topic string, value []byte) error {
 	p.compact()
 	p.mu.Unlock()
 	if dropped > 0 {
-		p.dropped[KafkaDropQueueFull].Add(dropped)
+		total := p.dropped[KafkaDropQueueFull].Add(dropped)
+		now := time.Now().Unix()
+		if last := p.lastDropLog.Load(); now-last >= 60 && p.lastDropLog.CompareAndSwap(last, now) {
+			p.log.Warn("kafka: the brokers do not keep up or are unreachable; the oldest queued messages are dropped",
+				"dropped", total, "queue_limit_messages", p.maxMsgs, "queue_limit_bytes", p.maxBytes)
+		}
 	}
 	select {
 	case p.wake <- struct{}{}:
