@@ -9,9 +9,9 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/ti-mo/conntrack v0.6.0
-	github.com/twmb/franz-go v1.22.2
+	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
-	github.com/twmb/franz-go/pkg/kmsg v1.15.0
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/vishvananda/netlink v1.3.1
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	golang.org/x/arch v0.32.0

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -83,8 +83,15 @@ func runDaemon(cfg *config.Config) error {
 		EventTimeout: time.Duration(cfg.Event.Timeout) * time.Second,
 		Log:          log,
 	})
-	if err := addSinks(cfg, pipe, host); err != nil {
+	kafka, err := addSinks(cfg, pipe, host, log)
+	if err != nil {
 		return err
+	}
+	if kafka != nil {
+		defer kafka.Close() // after the pipeline: it delivers what the last writes queued
+		if err := exporter.Register(kafka); err != nil {
+			return err
+		}
 	}
 	defer pipe.Close()
 
@@ -203,46 +210,89 @@ func (w watcher) Watch(sel snoop.Selectors, mode snoop.Mode) probe.WatchedTarget
 }
 
 // addSinks adds the metric, event and metadata channels of the config.
-// Kafka arrives with its own issue; until then a kafka channel is refused at
-// start rather than silently dropping data.
-func addSinks(cfg *config.Config, pipe *output.Pipeline, host output.Host) error {
+// The kafka channels share one producer, returned (nil when no channel is
+// kafka) so that its self-metrics are registered and it is closed after
+// the pipeline.
+func addSinks(cfg *config.Config, pipe *output.Pipeline, host output.Host, log *slog.Logger) (kafka *output.KafkaProducer, err error) {
+	defer func() {
+		if err != nil && kafka != nil {
+			kafka.Close()
+			kafka = nil
+		}
+	}()
+	if cfg.Metric.OutChannel == config.ChannelKafka || cfg.Event.OutChannel == config.ChannelKafka || cfg.Meta.OutChannel == config.ChannelKafka {
+		if kafka, err = newKafkaProducer(cfg.Kafka, log); err != nil {
+			return nil, err
+		}
+		log.Info("kafka producer started", "brokers", cfg.Kafka.Broker)
+	}
 	switch cfg.Metric.OutChannel {
 	case config.ChannelLogs:
 		s, err := output.NewMetricTextSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
 		if err != nil {
-			return err
+			return kafka, err
 		}
 		pipe.AddMetricSink("logs", s)
 	case config.ChannelJSON:
 		s, err := output.NewMetricJSONSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
 		if err != nil {
-			return err
+			return kafka, err
 		}
 		pipe.AddMetricSink("json", s)
 	case config.ChannelKafka:
-		return errors.New("metric.out_channel = \"kafka\": the Kafka channel is not supported in this version")
+		pipe.AddMetricSink("kafka", output.NewMetricKafkaSink(kafka, cfg.Metric.KafkaTopic, host.UUID))
 	}
 	switch cfg.Event.OutChannel {
 	case config.ChannelLogs:
 		s, err := output.NewEventLogSink(cfg.Logs.EventDir, host, time.Local)
 		if err != nil {
-			return err
+			return kafka, err
 		}
 		pipe.AddEventSink("logs", s)
 	case config.ChannelKafka:
-		return errors.New("event.out_channel = \"kafka\": the Kafka channel is not supported in this version")
+		pipe.AddEventSink("kafka", output.NewEventKafkaSink(kafka, cfg.Event.KafkaTopic, host, time.Local))
 	}
 	switch cfg.Meta.OutChannel {
 	case config.ChannelLogs:
 		s, err := output.NewMetaLogSink(cfg.Logs.MetaDir)
 		if err != nil {
-			return err
+			return kafka, err
 		}
 		pipe.AddMetaSink("logs", s)
 	case config.ChannelKafka:
-		return errors.New("meta.out_channel = \"kafka\": the Kafka channel is not supported in this version")
+		pipe.AddMetaSink("kafka", output.NewMetaKafkaSink(kafka, cfg.Meta.KafkaTopic))
 	}
-	return nil
+	return kafka, nil
+}
+
+// newKafkaProducer maps the kafka section and galago's Kafka TLS and SASL
+// settings to the producer.
+func newKafkaProducer(k config.Kafka, log *slog.Logger) (*output.KafkaProducer, error) {
+	var brokers []string
+	for _, b := range strings.Split(k.Broker, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			brokers = append(brokers, b)
+		}
+	}
+	o := output.KafkaOptions{
+		Brokers:          brokers,
+		Compression:      k.CompressionCodec,
+		BatchNumMessages: k.BatchNumMessages,
+		MaxMessages:      k.QueueBufferingMaxMessages,
+		MaxBytes:         int64(k.QueueBufferingMaxKbytes) * 1024,
+		Linger:           time.Duration(k.QueueBufferingMaxMs) * time.Millisecond,
+		Log:              log.With("sink", "kafka"),
+	}
+	var err error
+	if k.TLS {
+		if o.TLS, err = output.ClientTLSConfig(k.TLSCAFile, k.TLSCertFile, k.TLSKeyFile); err != nil {
+			return nil, fmt.Errorf("galago.kafka_tls: %w", err)
+		}
+	}
+	if o.SASL, err = output.KafkaSASL(k.SASLMechanism, k.SASLUsername, k.SASLPassword); err != nil {
+		return nil, fmt.Errorf("galago.kafka_sasl_mechanism: %w", err)
+	}
+	return output.NewKafkaProducer(o)
 }
 
 // addCustomProbes declares the third-party probes of gala-gopher-custom.json;

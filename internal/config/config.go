@@ -18,8 +18,9 @@
 //     meaning: a global section without rest_api_on turns the REST server off.
 //   - Unknown sections and keys are ignored, as in gala-gopher, but each one
 //     is reported by Warnings (log them at debug level).
-//   - Values gala-gopher silently mangles are rejected: a kafka_topic longer
-//     than 31 characters (gala-gopher cuts it), a log_level outside
+//   - Values gala-gopher silently mangles are kept or rejected: a kafka_topic
+//     longer than 31 characters is used as written up to Kafka's own limit
+//     of 249 (gala-gopher cuts it to 31), a log_level outside
 //     debug/info/warn/error (gala-gopher falls back to debug; we accept any
 //     case), an ssl_auth other than on/off, metric_total_size above 1024 MB
 //     (gala-gopher caps it). kafka_broker has no length limit (gala-gopher cuts
@@ -34,7 +35,10 @@
 // gala-gopher ignores, so one file serves both:
 //
 //	galago = { pid_file = "..."; cmd_socket = "..."; probes_init = "...";
-//	           custom_json = "..."; host_path = "/host"; };
+//	           custom_json = "..."; host_path = "/host";
+//	           kafka_tls = true; kafka_tls_ca_file = "..."; kafka_tls_cert_file = "...";
+//	           kafka_tls_key_file = "..."; kafka_sasl_mechanism = "SCRAM-SHA-512";
+//	           kafka_sasl_username = "..."; kafka_sasl_password = "..."; };
 package config
 
 import (
@@ -127,8 +131,9 @@ type HTTPServer struct {
 // TLS reports whether the server serves HTTPS.
 func (s HTTPServer) TLS() bool { return s.SSLAuth == "on" }
 
-// Kafka is the kafka section; the numbers map 1:1 to the librdkafka
-// producer settings named in the comments.
+// Kafka is the kafka section; the numbers are gala-gopher's librdkafka
+// producer settings named in the comments. The TLS and SASL settings are
+// galago's own, in the galago section (gala-gopher has none).
 type Kafka struct {
 	Broker                    string // kafka_broker: bootstrap.servers, comma-separated host:port
 	BatchNumMessages          int    // batch_num_messages: batch.num.messages
@@ -136,6 +141,14 @@ type Kafka struct {
 	QueueBufferingMaxMessages int    // queue_buffering_max_messages
 	QueueBufferingMaxKbytes   int    // queue_buffering_max_kbytes
 	QueueBufferingMaxMs       int    // queue_buffering_max_ms: linger.ms
+
+	TLS           bool   // galago.kafka_tls: connect to the brokers over TLS
+	TLSCAFile     string // galago.kafka_tls_ca_file: CAs that sign the brokers' certificates ("": the system's)
+	TLSCertFile   string // galago.kafka_tls_cert_file: client certificate, for brokers that require one
+	TLSKeyFile    string // galago.kafka_tls_key_file: its private key
+	SASLMechanism string // galago.kafka_sasl_mechanism: "", PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+	SASLUsername  string // galago.kafka_sasl_username
+	SASLPassword  string // galago.kafka_sasl_password
 }
 
 // Logs is the logs section.

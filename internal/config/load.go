@@ -73,6 +73,13 @@ var schema = []key{
 	{"galago", "probes_init", func(c *Config) any { return &c.ProbesInitFile }},
 	{"galago", "custom_json", func(c *Config) any { return &c.CustomJSONFile }},
 	{"galago", "host_path", func(c *Config) any { return &c.HostPath }},
+	{"galago", "kafka_tls", func(c *Config) any { return &c.Kafka.TLS }},
+	{"galago", "kafka_tls_ca_file", func(c *Config) any { return &c.Kafka.TLSCAFile }},
+	{"galago", "kafka_tls_cert_file", func(c *Config) any { return &c.Kafka.TLSCertFile }},
+	{"galago", "kafka_tls_key_file", func(c *Config) any { return &c.Kafka.TLSKeyFile }},
+	{"galago", "kafka_sasl_mechanism", func(c *Config) any { return &c.Kafka.SASLMechanism }},
+	{"galago", "kafka_sasl_username", func(c *Config) any { return &c.Kafka.SASLUsername }},
+	{"galago", "kafka_sasl_password", func(c *Config) any { return &c.Kafka.SASLPassword }},
 }
 
 // Load reads the config file at path. An empty path means DefaultPath, and

@@ -11,9 +11,9 @@ import (
 	"strings"
 )
 
-// maxKafkaTopic is gala-gopher's buffer for a topic name (32 bytes with the
-// terminator); it cuts longer names, we refuse them.
-const maxKafkaTopic = 31
+// maxKafkaTopic is Kafka's limit on a topic name. gala-gopher cuts names to
+// 31 characters (its 32-byte buffer); galago uses them as written.
+const maxKafkaTopic = 249
 
 // maxSocketPath is the longest AF_UNIX path Linux accepts (sun_path is 108
 // bytes with the terminator).
@@ -64,6 +64,7 @@ func (c *Config) Validate() error {
 		v.intRange("kafka.queue_buffering_max_messages", c.Kafka.QueueBufferingMaxMessages, 1, math.MaxInt32)
 		v.intRange("kafka.queue_buffering_max_kbytes", c.Kafka.QueueBufferingMaxKbytes, 1, math.MaxInt32)
 		v.intRange("kafka.queue_buffering_max_ms", c.Kafka.QueueBufferingMaxMs, 1, math.MaxInt32)
+		v.kafkaSecurity(c.Kafka)
 	}
 
 	v.intRange("logs.metric_total_size", c.Logs.MetricTotalSize, 1, 1024)
@@ -145,7 +146,9 @@ func (v *validator) topic(section string, ch Channel, topic string) {
 	case topic == "":
 		v.fail(key, "must not be empty when %s.out_channel is kafka", section)
 	case len(topic) > maxKafkaTopic:
-		v.fail(key, "%q is %d characters, longer than gala-gopher's limit of %d", topic, len(topic), maxKafkaTopic)
+		v.fail(key, "%q is %d characters, longer than Kafka's limit of %d", topic, len(topic), maxKafkaTopic)
+	case topic == "." || topic == "..":
+		v.fail(key, "%q is not a legal Kafka topic name", topic)
 	case strings.Trim(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "":
 		v.fail(key, "%q: a Kafka topic may only contain letters, digits, '.', '_' and '-'", topic)
 	}
@@ -197,6 +200,45 @@ func (v *validator) brokers(key, list string) {
 		if host == "" || err != nil || n < 1 || n > 65535 {
 			v.fail(key, "%q: want host:port with a port in [1, 65535]", b)
 		}
+	}
+}
+
+// SASLMechanisms are the values of galago.kafka_sasl_mechanism ("" is none).
+var SASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+// kafkaSecurity checks galago's Kafka TLS and SASL settings.
+func (v *validator) kafkaSecurity(k Kafka) {
+	if k.TLS {
+		v.tlsFile("galago.kafka_tls_ca_file", k.TLSCAFile)
+		v.tlsFile("galago.kafka_tls_cert_file", k.TLSCertFile)
+		v.tlsFile("galago.kafka_tls_key_file", k.TLSKeyFile)
+		if (k.TLSCertFile == "") != (k.TLSKeyFile == "") {
+			v.fail("galago.kafka_tls_cert_file", "kafka_tls_cert_file and kafka_tls_key_file go together: set both or neither")
+		}
+	} else if k.TLSCAFile != "" || k.TLSCertFile != "" || k.TLSKeyFile != "" {
+		v.fail("galago.kafka_tls", "kafka_tls_* files are set but kafka_tls is false")
+	}
+	if k.SASLMechanism == "" {
+		if k.SASLUsername != "" || k.SASLPassword != "" {
+			v.fail("galago.kafka_sasl_mechanism", "must be one of %s when a SASL username or password is set", strings.Join(SASLMechanisms, ", "))
+		}
+		return
+	}
+	v.oneOf("galago.kafka_sasl_mechanism", strings.ToUpper(k.SASLMechanism), k.SASLMechanism, SASLMechanisms...)
+	v.nonEmpty("galago.kafka_sasl_username", k.SASLUsername)
+}
+
+// tlsFile checks an optional file path: set, it must name a regular file.
+func (v *validator) tlsFile(key, path string) {
+	if path == "" {
+		return
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		v.fail(key, "%v", err)
+	case !fi.Mode().IsRegular():
+		v.fail(key, "%s is not a regular file", path)
 	}
 }
 

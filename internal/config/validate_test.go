@@ -33,8 +33,20 @@ func TestValidateRejects(t *testing.T) {
 			`f.conf:1: event.timeout: -1 out of range [0, 2147483647]`},
 		{"empty topic", `kafka = { kafka_broker = "k:9092"; }; event = { out_channel = "kafka"; kafka_topic = ""; };`,
 			`f.conf:1: event.kafka_topic: must not be empty when event.out_channel is kafka`},
-		{"long topic", `kafka = { kafka_broker = "k:9092"; }; metric = { out_channel = "kafka"; kafka_topic = "a_topic_name_of_thirty_two_chars"; };`,
-			`f.conf:1: metric.kafka_topic: "a_topic_name_of_thirty_two_chars" is 32 characters, longer than gala-gopher's limit of 31`},
+		{"long topic", `kafka = { kafka_broker = "k:9092"; }; metric = { out_channel = "kafka"; kafka_topic = "` + strings.Repeat("t", 250) + `"; };`,
+			`f.conf:1: metric.kafka_topic: "` + strings.Repeat("t", 250) + `" is 250 characters, longer than Kafka's limit of 249`},
+		{"dot topic", `kafka = { kafka_broker = "k:9092"; }; event = { out_channel = "kafka"; kafka_topic = ".."; };`,
+			`f.conf:1: event.kafka_topic: ".." is not a legal Kafka topic name`},
+		{"sasl mechanism", `kafka = { kafka_broker = "k:9092"; }; meta = { out_channel = "kafka"; }; galago = { kafka_sasl_mechanism = "GSSAPI"; kafka_sasl_username = "u"; };`,
+			`f.conf:1: galago.kafka_sasl_mechanism: "GSSAPI" is not one of "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"`},
+		{"sasl user", `kafka = { kafka_broker = "k:9092"; }; meta = { out_channel = "kafka"; }; galago = { kafka_sasl_mechanism = "PLAIN"; };`,
+			`galago.kafka_sasl_username: must not be empty`},
+		{"sasl without mechanism", `kafka = { kafka_broker = "k:9092"; }; meta = { out_channel = "kafka"; }; galago = { kafka_sasl_password = "p"; };`,
+			`galago.kafka_sasl_mechanism: must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 when a SASL username or password is set`},
+		{"tls files without tls", `kafka = { kafka_broker = "k:9092"; }; meta = { out_channel = "kafka"; }; galago = { kafka_tls_ca_file = "/etc/passwd"; };`,
+			`galago.kafka_tls: kafka_tls_* files are set but kafka_tls is false`},
+		{"tls missing ca", `kafka = { kafka_broker = "k:9092"; }; meta = { out_channel = "kafka"; }; galago = { kafka_tls = true; kafka_tls_ca_file = "/nonexistent/ca.pem"; };`,
+			`f.conf:1: galago.kafka_tls_ca_file: stat /nonexistent/ca.pem: no such file or directory`},
 		{"topic chars", `kafka = { kafka_broker = "k:9092"; }; meta = { out_channel = "kafka"; kafka_topic = "meta/data"; };`,
 			`f.conf:1: meta.kafka_topic: "meta/data": a Kafka topic may only contain letters, digits, '.', '_' and '-'`},
 		{"max tables", "imdb =\n{\n    max_tables_num = 5000;\n};",
@@ -127,7 +139,9 @@ func TestValidateAccepts(t *testing.T) {
 		"same port off":      `metric = { out_channel = "json"; }; rest_api_server = { port = 8888; };`,
 		"meta dir any chars": `logs = { meta_dir = "/var/log/m;x"; debug_dir = "/var/log/./d"; };`,
 		"kafka ok": `kafka = { kafka_broker = "k1:9092, [::1]:9093"; compression_codec = "zstd"; };
-			metric = { out_channel = "kafka"; kafka_topic = "a_topic_name_of_31_chars_exactl"; };`,
+			metric = { out_channel = "kafka"; kafka_topic = "a_topic_name_longer_than_gala_gophers_31_chars"; };`,
+		"kafka sasl tls": `kafka = { kafka_broker = "k1:9093"; }; event = { out_channel = "kafka"; };
+			galago = { kafka_tls = true; kafka_tls_ca_file = "` + key + `"; kafka_sasl_mechanism = "scram-sha-512"; kafka_sasl_username = "u"; kafka_sasl_password = "p"; };`,
 		"tls": `rest_api_server = { ssl_auth = "on"; private_key = "` + key + `"; cert_file = "` + key + `"; ca_file = "` + key + `"; };`,
 		"edges": `imdb = { max_tables_num = 4096; max_metrics_num = 128; max_records_num = 1; record_timeout = 1; };
 			web_server = { port = 65535; }; rest_api_server = { port = 1024; }; logs = { metric_total_size = 1024; };

@@ -1,13 +1,15 @@
 // Package output carries what probes produce to where users read it: the
 // Prometheus exporter (web_server), the logs and json metric files, the
-// event and metadata logs, and the Pipeline that fans records and events out
-// to them. Every destination is a MetricSink, EventSink or MetaSink, so a
-// new channel (Kafka) is one more implementation.
+// event and metadata logs, the Kafka topics, and the Pipeline that fans
+// records and events out to them. Every destination is a MetricSink,
+// EventSink or MetaSink.
 //
 // Limits: the file channels are append-only logs with one backup (.1); a
 // sink that fails is counted and logged, never retried (the next period
-// brings fresh data). The exporter never consumes data: every scrape sees
-// the store as it is.
+// brings fresh data). The Kafka channels queue in memory within the kafka
+// section's limits and drop the oldest message when full (KafkaProducer);
+// they never block the pipeline. The exporter never consumes data: every
+// scrape sees the store as it is.
 package output
 
 import (

@@ -2,9 +2,11 @@ package output
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/galago-project/galago/internal/table"
 )
@@ -105,4 +107,46 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// BenchmarkKafkaWriteRecord is the kafka metric channel's cost on the probe
+// path for one tcp_link-like record (benchTable): rendering gala-gopher's
+// kafka JSON and queueing it. The broker is down, so the queue is full and
+// every call also drops the oldest message: the worst case.
+func BenchmarkKafkaWriteRecord(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	prod, err := NewKafkaProducer(KafkaOptions{Brokers: []string{dead}, BatchNumMessages: 100,
+		MaxMessages: 10_000, MaxBytes: 64 << 20, CloseTimeout: time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prod.Close()
+	sink := NewMetricKafkaSink(prod, "gala_gopher", "2c1c455d-24a5-897c-ea11-bc08f2d510da")
+	r := benchTable.NewRecord(t0, period)
+	for i, v := range []string{"1234", "client", "10.1.2.3", "10.0.0.1", "8080", "java"} {
+		r.SetStr(i, v)
+	}
+	for f := 6; f <= 9; f++ {
+		r.SetNum(f, float64(1000*f))
+	}
+	h := table.NewHistogram(bounds)
+	h.Observe(42)
+	r.SetHist(10, h)
+	for range 10_000 {
+		_ = sink.WriteRecord(r)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sink.WriteRecord(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if prod.Dropped(KafkaDropQueueFull) == 0 {
+		b.Fatal("the queue never filled")
+	}
 }

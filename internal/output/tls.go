@@ -38,3 +38,30 @@ func ServerTLSConfig(certFile, keyFile, caFile string) (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// ClientTLSConfig is the TLS of galago's Kafka client (galago.kafka_tls):
+// TLS 1.2 or later (brokers commonly stop at 1.2), the brokers verified
+// against caFile or, when it is empty, the system's CAs, and a client
+// certificate from certFile/keyFile for brokers that require one.
+func ClientTLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("read kafka_tls_ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafka_tls_ca_file %s: no PEM certificate found", caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if certFile != "" || keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load kafka client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}

@@ -115,6 +115,9 @@ type daemonOpts struct {
 	webTLS     string // replaces ssl_auth = "off" in web_server
 	restTLS    string // replaces ssl_auth = "off" in rest_api_server
 	env        []string
+	// metricChannel, eventChannel and metaChannel replace the default
+	// out_channel of metric (web_server), event and meta (logs).
+	metricChannel, eventChannel, metaChannel string
 }
 
 // writeConfig writes a galago config whose every path lives in dir.
@@ -135,11 +138,17 @@ func writeConfig(t testing.TB, dir string, metricPort, restPort int, o daemonOpt
 	if restTLS == "" {
 		restTLS = `ssl_auth = "off";`
 	}
+	orDefault := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
 	conf := fmt.Sprintf(`
 global = { log_file_name = "gopher.log"; log_level = "debug"; rest_api_on = %s; };
-metric = { out_channel = "web_server"; kafka_topic = "gala_gopher"; };
-event = { out_channel = "logs"; kafka_topic = "gala_gopher_event"; timeout = 600; };
-meta = { out_channel = "logs"; kafka_topic = "gala_gopher_metadata"; };
+metric = { out_channel = "`+orDefault(o.metricChannel, "web_server")+`"; kafka_topic = "gala_gopher"; };
+event = { out_channel = "`+orDefault(o.eventChannel, "logs")+`"; kafka_topic = "gala_gopher_event"; timeout = 600; };
+meta = { out_channel = "`+orDefault(o.metaChannel, "logs")+`"; kafka_topic = "gala_gopher_metadata"; };
 imdb = { %s };
 web_server = { bind_addr = "127.0.0.1"; port = %[3]d; %[7]s };
 rest_api_server = { bind_addr = "127.0.0.1"; port = %[4]d; %[8]s };
