@@ -112,7 +112,7 @@ func isExceptionLine(s string, dotted bool) bool {
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if !(isLetter(c) || isDigit(c) || c == '_' || c == '.' || c == '$') {
+		if !isClassChar(c) {
 			return false
 		}
 	}
@@ -121,6 +121,11 @@ func isExceptionLine(s string, dotted bool) bool {
 	}
 	return strings.HasSuffix(name, "Exception") || strings.HasSuffix(name, "Error") ||
 		strings.HasSuffix(name, "Exit") || strings.HasSuffix(name, "Interrupt")
+}
+
+// isClassChar reports the characters of a Java or Python class name.
+func isClassChar(c byte) bool {
+	return isLetter(c) || isDigit(c) || c == '_' || c == '.' || c == '$'
 }
 
 // isGoFrame reports a Go stack frame's function line: pkg.Func(args) with

@@ -148,11 +148,15 @@ func isVariable(s string) bool {
 		if isDigit(c) {
 			return true
 		}
-		if hex && !(c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '-') {
+		if hex && !isHexOrDash(c) {
 			hex = false
 		}
 	}
 	return hex
+}
+
+func isHexOrDash(c byte) bool {
+	return c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c >= '0' && c <= '9' || c == '-'
 }
 
 // Sample cuts a message's first line to MaxSample bytes, on a rune
