@@ -36,6 +36,10 @@ const (
 	// maxReadPerFile and maxReadPerPoll bound what one poll reads.
 	maxReadPerFile = 1 << 20
 	maxReadPerPoll = 8 << 20
+	// bornSlack is how far before Start a file's birth still counts as
+	// after it. Such a file cannot have been counted by a previous run
+	// unless the offsets file names it, which wins.
+	bornSlack = time.Second
 )
 
 // Probe is the applog feature: it follows the logs of the observed
@@ -137,7 +141,9 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return fmt.Errorf("applog: started twice")
 	}
 	p.cfg, p.rt = cfg, rt
-	p.started = p.now().UnixNano()
+	// File timestamps come from the kernel's coarse clock, a tick behind
+	// the one read here: a file born just after Start must not look older.
+	p.started = p.now().Add(-bornSlack).UnixNano()
 	p.buf = make([]byte, readChunk)
 	p.files, p.sources = map[fileID]*tracked{}, map[sourceKey]*source{}
 	p.finished, p.warned, p.paths = map[fileID]stateEntry{}, map[string]bool{}, map[string]bool{}
