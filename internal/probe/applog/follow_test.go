@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,6 +194,8 @@ func BenchmarkFollowCRI(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
+	var ru0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	for i := 0; i < b.N; i++ {
 		p, _ := newTestProbe(b)
 		p.started = 0
@@ -200,4 +203,8 @@ func BenchmarkFollowCRI(b *testing.B) {
 		_ = p.Stop()
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+	var ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	b.ReportMetric(float64(n)*float64(b.N)/cpu.Seconds(), "lines/cpu-s")
 }
