@@ -38,6 +38,7 @@ type Clusterer struct {
 	// cache maps a template already seen to its pattern, so a repeated
 	// message costs one map lookup; cleared when it reaches its bound.
 	cache map[string]*Pattern
+	m     masker
 }
 
 // NewClusterer returns a Clusterer holding at most max patterns (max >= 1).
@@ -61,10 +62,15 @@ func (c *Clusterer) Patterns() []*Pattern { return c.patterns }
 // It returns nil when a new pattern is needed and the cap is reached: the
 // caller counts the message as overflow.
 func (c *Clusterer) Add(firstLine string) *Pattern {
-	words := Mask(firstLine)
-	key := strings.Join(words, " ")
-	if p, ok := c.cache[key]; ok {
+	raw := c.m.key(firstLine)
+	if p, ok := c.cache[string(raw)]; ok {
 		return p
+	}
+	rawKey := string(raw)
+	key := strings.ToValidUTF8(rawKey, "\uFFFD")
+	words := []string{}
+	if key != "" {
+		words = strings.Split(key, " ")
 	}
 	var best *Pattern
 	bestSim := -1
@@ -88,7 +94,7 @@ func (c *Clusterer) Add(firstLine string) *Pattern {
 			}
 			best.Template = strings.Join(best.words, " ")
 		}
-		c.remember(key, best)
+		c.remember(rawKey, best)
 		return best
 	}
 	if len(c.patterns) >= c.max {
@@ -101,7 +107,7 @@ func (c *Clusterer) Add(firstLine string) *Pattern {
 	p := &Pattern{ID: id, Template: key, Sample: Sample(firstLine), words: words}
 	c.patterns = append(c.patterns, p)
 	c.byLen[len(words)] = append(c.byLen[len(words)], p)
-	c.remember(key, p)
+	c.remember(rawKey, p)
 	return p
 }
 

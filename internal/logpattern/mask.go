@@ -34,10 +34,24 @@ const marker = 0
 // masked parts joined by one or two of ":./-_" (an address and its port,
 // a date and time) become one. Whitespace is normalised to single spaces.
 func Mask(line string) []string {
+	var m masker
+	key := m.key(line)
+	if len(key) == 0 {
+		return []string{}
+	}
+	return strings.Split(strings.ToValidUTF8(string(key), "\uFFFD"), " ")
+}
+
+// masker holds the buffers of masking, reused from line to line.
+type masker struct{ tmp, out []byte }
+
+// key returns the masked line as Mask's words joined by single spaces
+// (before UTF-8 repair), in a buffer valid until the next call.
+func (m *masker) key(line string) []byte {
 	if len(line) > MaxTemplate {
 		line = line[:MaxTemplate]
 	}
-	b := make([]byte, 0, len(line))
+	b := m.tmp[:0]
 	for i := 0; i < len(line); {
 		c := line[i]
 		if c == marker {
@@ -75,17 +89,31 @@ func Mask(line string) []string {
 		i = j
 	}
 	b = collapse(b)
-	words := make([]string, 0, 8)
-	for _, w := range strings.Fields(string(b)) {
-		if len(words) == MaxWords {
+	m.tmp = b
+	out := m.out[:0]
+	words := 0
+	for i := 0; i < len(b); {
+		if isSpace(b[i]) {
+			i++
+			continue
+		}
+		if words == MaxWords {
 			break
 		}
-		if strings.IndexByte(w, marker) >= 0 {
-			w = strings.ReplaceAll(w, "\x00", Wildcard)
+		if words > 0 {
+			out = append(out, ' ')
 		}
-		words = append(words, strings.ToValidUTF8(w, "\uFFFD"))
+		words++
+		for ; i < len(b) && !isSpace(b[i]); i++ {
+			if b[i] == marker {
+				out = append(out, Wildcard...)
+			} else {
+				out = append(out, b[i])
+			}
+		}
 	}
-	return words
+	m.out = out
+	return out
 }
 
 // quoteOpens reports whether the quote at i starts a quoted string: it is
