@@ -55,11 +55,12 @@ func TestFdinfoWritable(t *testing.T) {
 
 func TestUnitFromCgroup(t *testing.T) {
 	for in, want := range map[string]string{
-		"0::/system.slice/nginx.service\n":                                  "nginx.service",
-		"12:pids:/x\n1:name=systemd:/system.slice/cron.service/sub\n0::/\n": "cron.service",
-		"0::/user.slice/user-0.slice/session-1.scope\n":                     "",
-		"0::/kubepods/pod1/abc\n":                                           "",
-		"0::/.service\n":                                                    "",
+		"0::/system.slice/nginx.service\n":                                          "nginx.service",
+		"12:pids:/x\n1:name=systemd:/system.slice/cron.service/sub\n0::/\n":         "cron.service",
+		"1:name=systemd:/system.slice/cron.service\n0::/system.slice/web.service\n": "web.service",
+		"0::/user.slice/user-0.slice/session-1.scope\n":                             "",
+		"0::/kubepods/pod1/abc\n":                                                   "",
+		"0::/.service\n":                                                            "",
 	} {
 		if got := unitFromCgroup(identity.ParseCgroup([]byte(in))); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)

@@ -57,18 +57,20 @@ func (p *Probe) origin(pid int) (procOrigin, error) {
 }
 
 // unitFromCgroup is the systemd service a process runs in: the innermost
-// cgroup path element named *.service, from the cgroup2 line or systemd's
-// own v1 hierarchy.
+// cgroup path element named *.service, from the cgroup2 line, else from
+// systemd's own v1 hierarchy.
 func unitFromCgroup(lines []identity.CgroupLine) string {
-	for _, l := range lines {
-		unified := l.Hierarchy == 0 && l.Controllers == ""
-		if !unified && l.Controllers != "name=systemd" {
-			continue
-		}
-		parts := strings.Split(l.Path, "/")
-		for i := len(parts) - 1; i >= 0; i-- {
-			if strings.HasSuffix(parts[i], ".service") && len(parts[i]) > len(".service") {
-				return parts[i]
+	for _, unified := range []bool{true, false} {
+		for _, l := range lines {
+			isUnified := l.Hierarchy == 0 && l.Controllers == ""
+			if unified != isUnified || (!unified && l.Controllers != "name=systemd") {
+				continue
+			}
+			parts := strings.Split(l.Path, "/")
+			for i := len(parts) - 1; i >= 0; i-- {
+				if strings.HasSuffix(parts[i], ".service") && len(parts[i]) > len(".service") {
+					return parts[i]
+				}
 			}
 		}
 	}

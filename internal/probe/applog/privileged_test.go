@@ -335,3 +335,73 @@ func removeCgroupDirs(cgPath string) {
 		}
 	}
 }
+
+// TestPrivilegedSystemdUnit moves a shell into a cgroup named like a
+// systemd service and checks that the file it writes is counted under the
+// unit (not the process), exactly.
+func TestPrivilegedSystemdUnit(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	cg2, err := identity.FindCgroup2Mount("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := "galago-applog-" + randHex(t, 8) + ".service"
+	cgDir := filepath.Join(cg2, unit)
+	if err := os.Mkdir(cgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logRoot := filepath.Join(dir, "var", "log")
+	if err := os.MkdirAll(logRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lines := "2024-05-01 12:00:01 INFO user 1 logged in from 10.0.0.1\n" +
+		"2024-05-01 12:00:02 ERROR job 7 failed\n\tat a.B.c(B.java:1)\n" +
+		"2024-05-01 12:00:03 INFO user 2 logged in from 10.0.0.2\n"
+	if err := os.WriteFile(filepath.Join(dir, "lines"), []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh := exec.Command("sh", "-c", fmt.Sprintf(`exec 3>>%s/daemon.log
+while [ ! -e %[2]s/go ]; do sleep 0.02; done
+cat %[2]s/lines >&3
+while [ ! -e %[2]s/stop ]; do sleep 0.02; done`, logRoot, dir))
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sh.Process.Kill()
+		_ = sh.Wait()
+		_ = syscall.Rmdir(cgDir)
+	})
+	if err := os.WriteFile(filepath.Join(cgDir, "cgroup.procs"), []byte(fmt.Sprint(sh.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	p := New(WithLogRoot(logRoot), WithInterval(300*time.Millisecond), WithPoll(50*time.Millisecond))
+	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
+	cfg := probe.Config{SubItems: bitFile, Params: probe.DefaultParams(), Targets: probetest.NewTargets(snoop.Whitelist, sh.Process.Pid)}
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	waitFollowing(t, rt, 1)
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ours := func(r *table.Record) bool { return r.Str("unit") == unit }
+	rt.WaitRecords(t, "3 messages of the unit", func(recs []*table.Record) bool { return total(sum(recs, ours)) >= 3 })
+	time.Sleep(700 * time.Millisecond)
+	recs := rt.Records()
+	checkTally(t, "unit", sum(recs, ours), map[key]tally{
+		{"info", "<*> <*> INFO user <*> logged in from <*>"}: {2, 2},
+		{"error", "<*> <*> ERROR job <*> failed"}:            {1, 2},
+	})
+	for _, r := range recs {
+		if r.Str("unit") != unit || r.Str("tgid") != "" || r.Str("container_id") != "" {
+			t.Errorf("row %v", r.Labels())
+		}
+	}
+	rt.Shutdown(t, p)
+	if err := os.WriteFile(filepath.Join(dir, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
