@@ -371,7 +371,10 @@ while [ ! -e %[2]s/stop ]; do sleep 0.02; done`, logRoot, dir))
 	t.Cleanup(func() {
 		_ = sh.Process.Kill()
 		_ = sh.Wait()
-		_ = syscall.Rmdir(cgDir)
+		// The shell's last sleep may still be in the cgroup for a moment.
+		for i := 0; i < 50 && syscall.Rmdir(cgDir) == syscall.EBUSY; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
 	})
 	if err := os.WriteFile(filepath.Join(cgDir, "cgroup.procs"), []byte(fmt.Sprint(sh.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)
