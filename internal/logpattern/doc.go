@@ -6,7 +6,7 @@
 // clusters the masked messages into a bounded set of patterns.
 //
 // Everything here is pure (no I/O) and bounded: a line is cut at MaxLine
-// bytes, a pattern at MaxTemplate, a sample at MaxSample, and a Clusterer
+// bytes, what is kept of a message (its first line) at MaxTemplate, a pattern at MaxTemplate, a sample at MaxSample, and a Clusterer
 // holds at most its cap of patterns (a message that would need one more is
 // counted as overflow).
 //

@@ -5,7 +5,8 @@ import "strings"
 // Message is one log message: a line and the continuation lines grouped
 // with it.
 type Message struct {
-	// First is the message's first line, cut at MaxLine.
+	// First is the message's first line, cut at MaxTemplate: all that
+	// level detection, masking and the sample look at.
 	First string
 	// Lines is the number of lines, the first included.
 	Lines int
@@ -51,7 +52,11 @@ func (g *Grouper) Add(line []byte, off int64) (Message, bool) {
 		return Message{}, false
 	}
 	done, ok := g.cur, g.has
-	g.cur = Message{First: string(line), Lines: 1, Start: off}
+	first := line
+	if len(first) > MaxTemplate {
+		first = first[:MaxTemplate]
+	}
+	g.cur = Message{First: string(first), Lines: 1, Start: off}
 	g.has, g.closed = true, false
 	switch {
 	case strings.HasPrefix(g.cur.First, "Traceback (most recent call last)"):

@@ -251,8 +251,8 @@ func TestJoiner(t *testing.T) {
 	big := make([]byte, MaxLine)
 	j.Add(big, true, 0)
 	msg, _, _ = j.Add([]byte("more"), false, 1)
-	if len(msg) != MaxLine {
-		t.Errorf("joined %d bytes, want %d", len(msg), MaxLine)
+	if len(msg) != MaxTemplate {
+		t.Errorf("joined %d bytes, want %d", len(msg), MaxTemplate)
 	}
 }
 

@@ -89,7 +89,8 @@ func ParseDockerJSON(line []byte) (msg []byte, stream Stream, partial bool, ok b
 }
 
 // Joiner reassembles a message a runtime split into partial lines, keeping
-// at most MaxLine bytes of it.
+// its first MaxTemplate bytes: all that grouping and clustering look at, so
+// a file's pending state stays small.
 type Joiner struct {
 	buf   []byte
 	start int64
@@ -103,7 +104,7 @@ func (j *Joiner) Add(part []byte, partial bool, off int64) ([]byte, int64, bool)
 	if !j.has {
 		j.buf, j.start, j.has = j.buf[:0], off, true
 	}
-	if room := MaxLine - len(j.buf); room > 0 {
+	if room := MaxTemplate - len(j.buf); room > 0 {
 		if len(part) > room {
 			part = part[:room]
 		}

@@ -21,7 +21,8 @@
 // and one sample message as labels. A source holds at most 256 patterns;
 // messages past the cap are counted under pattern "overflow".
 //
-// Following files. Files are polled every second (discovery included) and
+// Following files. Files are read every second, and looked for every
+// five seconds (at once when the snoopers' set changes); they are
 // named by device and inode, so a file renamed by rotation is read to its
 // end under its new name while its successor at the old name is read from
 // its start; a file truncated in place is read again from its start. A

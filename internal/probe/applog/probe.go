@@ -29,6 +29,12 @@ const (
 	DefaultDockerRoot  = "/var/lib/docker"
 	DefaultMaxPatterns = 256
 	DefaultPoll        = time.Second
+	// discoverEvery is how many polls pass between two walks of the
+	// observed processes' descriptors (sooner when the snoopers' set
+	// changes): new files are read from their start, so a late discovery
+	// loses nothing, and a blacklist over a whole host costs a walk of
+	// every process's descriptors.
+	discoverEvery = 5
 	// maxSources bounds the containers, units and processes followed.
 	maxSources = 1024
 	// maxFiles bounds the files followed.
@@ -65,6 +71,7 @@ type Probe struct {
 	// Owned by the loop goroutine.
 	buf      []byte
 	gen      uint64
+	polls    uint64
 	files    map[fileID]*tracked
 	sources  map[sourceKey]*source
 	saved    map[fileID]stateEntry // offsets as of the last report
@@ -242,7 +249,18 @@ func (p *Probe) poll() {
 	if stopped {
 		return
 	}
-	p.discover(cfg)
+	changed := false
+	if cfg.Targets != nil {
+		select {
+		case <-cfg.Targets.Changed():
+			changed = true
+		default:
+		}
+	}
+	if changed || p.polls%discoverEvery == 0 {
+		p.discover(cfg)
+	}
+	p.polls++
 	budget := int64(maxReadPerPoll)
 	for id, t := range p.files {
 		if t.seen != p.gen {
