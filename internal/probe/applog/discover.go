@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/galago-project/galago/internal/identity"
+	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/snoop"
 )
 
@@ -213,8 +214,8 @@ func fdinfoWritable(b []byte) bool {
 
 // observedPIDs is the process set to look at: the resolved set of a
 // whitelist, every other process for a blacklist; galago itself never.
-func (p *Probe) observedPIDs() []int {
-	t := p.cfg.Targets
+func (p *Probe) observedPIDsOf(cfg probe.Config) []int {
+	t := cfg.Targets
 	if t == nil {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/galago-project/galago/internal/logpattern"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -127,8 +128,8 @@ func TestDockerJSONAndCap(t *testing.T) {
 			t.Errorf("overflow row with a pattern: %v", r.Labels())
 		}
 	}
-	if p.malformed != 1 {
-		t.Errorf("malformed = %d, want 1", p.malformed)
+	if n := rt.LostCount(); n != 1 {
+		t.Errorf("lost = %d, want 1 (the malformed line)", n)
 	}
 	// Counts are per period: the next report has nothing.
 	p.report(time.Unix(1001, 0), time.Second)
@@ -168,6 +169,25 @@ func TestLongLineAndTruncation(t *testing.T) {
 			t.Errorf("long line: %v %+v", k, c)
 		}
 	}
+}
+
+// BenchmarkDiscoverAll is one walk of every process on the host (a
+// blacklist with nothing listed): cgroup and every descriptor of each. Run
+// as root to see every process's descriptors.
+func BenchmarkDiscoverAll(b *testing.B) {
+	p, _ := newTestProbe(b)
+	cfg := probe.Config{SubItems: bitContainer | bitFile, Targets: probetest.NewTargets(snoop.Blacklist)}
+	procs := len(p.observedPIDsOf(cfg))
+	b.ResetTimer()
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	for i := 0; i < b.N; i++ {
+		p.discover(cfg)
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	b.ReportMetric(float64(procs), "processes")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/walk")
 }
 
 // BenchmarkFollowCRI is the probe's whole per-line cost on a CRI file:

@@ -316,7 +316,7 @@ func (p *Probe) finish(id fileID, t *tracked) {
 func (p *Probe) discover(cfg probe.Config) {
 	p.gen++
 	done := map[string]bool{}
-	for _, pid := range p.observedPIDs() {
+	for _, pid := range p.observedPIDsOf(cfg) {
 		o, err := p.origin(pid)
 		if err != nil {
 			continue // exited
@@ -415,6 +415,14 @@ func (p *Probe) report(now time.Time, period time.Duration) {
 	if err := saveState(p.stateFile, p.saved); err != nil {
 		p.fail("save offsets", err)
 	}
+	if p.malformed > 0 {
+		// Lines of a runtime's log that are not in its format: their
+		// messages are not counted.
+		p.rt.Lost(p.malformed)
+	}
+	p.rt.Logger().Debug("applog: period", "files", len(p.files), "sources", len(p.sources),
+		"lines", p.linesRead, "malformed", p.malformed)
+	p.linesRead, p.malformed = 0, 0
 	for k, s := range p.sources {
 		for _, r := range s.records(now, period) {
 			p.rt.Record(r)
