@@ -62,6 +62,14 @@ const (
 		"\t/app/main.go:42 +0x25\n"
 	ctrPhase1Err = "2024-05-01T12:00:07Z WARN  config key \"timeout\" is deprecated\n" +
 		"2024-05-01T12:00:08Z WARN  config key \"retries\" is deprecated\n"
+	// What the container's process writes to /var/log/app.log in its own
+	// file system (found through /proc/<pid>/fd, read through
+	// /proc/<pid>/root).
+	ctrFile1 = "audit: user 5 granted role admin\n" +
+		"audit: user 6 granted role admin\n" +
+		"audit: user 7 granted role admin\n" +
+		"NOTICE key rotation finished in 35ms\n"
+	ctrFile2  = "audit: user 9 granted role admin\n"
 	ctrPhase2 = "2024-05-01T12:01:00Z INFO  GET /api/items/20 200 5ms\n" +
 		"2024-05-01T12:01:01Z ERROR request 7a1b failed: upstream 10.0.0.8:5432 timed out\n" +
 		"java.net.SocketTimeoutException: Read timed out\n" +
@@ -130,7 +138,9 @@ func (w *criWriter) contains(s string) bool {
 // Kubernetes cgroup layout, writes its stdout and stderr to
 // <log root>/pods/<ns>_<pod>_<uid>/<name>/0.log in CRI format, and checks
 // the app_log counts per level and pattern exactly; the probe finds the
-// file from the container's pod uid and name. Then it stops the probe,
+// file from the container's pod uid and name. The container's process
+// also writes /var/log/app.log in its own file system, counted under the
+// same container. Then it stops the probe,
 // lets the container write more, and checks that a new probe on the same
 // offsets file counts only the new messages.
 func TestPrivilegedRuncCRILog(t *testing.T) {
@@ -145,17 +155,30 @@ func TestPrivilegedRuncCRILog(t *testing.T) {
 	uid := fmt.Sprintf("%s-%s-%s-%s-%s", randHex(t, 8), randHex(t, 4), randHex(t, 4), randHex(t, 4), randHex(t, 12))
 	cgPath := "/kubepods/burstable/pod" + uid + "/" + cid
 	dir := t.TempDir()
-	logRoot := filepath.Join(dir, "var", "log")
-	podDir := filepath.Join(logRoot, "pods", "shop_web-0_"+uid, "app")
+	// The real /var/log, as a node has it: the pod directory is unique to
+	// this test and removed after it.
+	logRoot := "/var/log"
+	podsDir := filepath.Join(logRoot, "pods")
+	_, err := os.Stat(podsDir)
+	madePods := os.IsNotExist(err)
+	podDir := filepath.Join(podsDir, "shop_web-0_"+uid, "app")
 	if err := os.MkdirAll(podDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		os.RemoveAll(filepath.Dir(podDir))
+		if madePods {
+			_ = syscall.Rmdir(podsDir)
+		}
+	})
 	state := filepath.Join(dir, "run", "applog-offsets.json")
 
 	bundle := filepath.Join(dir, "bundle")
 	rootfs := filepath.Join(bundle, "rootfs")
-	if err := os.MkdirAll(filepath.Join(rootfs, "bin"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{"bin", "var/log"} {
+		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b, err := os.ReadFile(busybox)
 	if err != nil {
@@ -170,8 +193,9 @@ func TestPrivilegedRuncCRILog(t *testing.T) {
 		}
 	}
 	for name, text := range map[string]string{
-		"phase1": ctrPhase1, "phase1err": ctrPhase1Err, "phase2": ctrPhase2,
-		"run.sh": "cat /phase1\ncat /phase1err >&2\nwhile [ ! -e /go2 ]; do sleep 0.05; done\ncat /phase2\nexec sleep 600\n",
+		"phase1": ctrPhase1, "phase1err": ctrPhase1Err, "phase2": ctrPhase2, "file1": ctrFile1, "file2": ctrFile2,
+		"run.sh": "exec 3>>/var/log/app.log\ncat /phase1\ncat /phase1err >&2\ncat /file1 >&3\n" +
+			"while [ ! -e /go2 ]; do sleep 0.05; done\ncat /file2 >&3\ncat /phase2\nexec sleep 600\n",
 	} {
 		if err := os.WriteFile(filepath.Join(rootfs, name), []byte(text), 0o755); err != nil {
 			t.Fatal(err)
@@ -192,6 +216,7 @@ func TestPrivilegedRuncCRILog(t *testing.T) {
 	proc["terminal"] = false
 	proc["args"] = []string{"/bin/sh", "/run.sh"}
 	spec["linux"].(map[string]any)["cgroupsPath"] = cgPath
+	spec["root"].(map[string]any)["readonly"] = false // it writes /var/log/app.log
 	spec["annotations"] = map[string]string{
 		"io.kubernetes.cri.container-type":    "container",
 		"io.kubernetes.cri.container-name":    "app",
@@ -287,8 +312,10 @@ func TestPrivilegedRuncCRILog(t *testing.T) {
 		time.Sleep(700 * time.Millisecond) // one more period: nothing else may come
 		return sum(rt.Records(), ours)
 	}
-	got := waitTotal(rt, 12)
+	got := waitTotal(rt, 16)
 	checkTally(t, "phase 1", got, map[key]tally{
+		{"unknown", "audit: user <*> granted role admin"}:  {3, 3},
+		{"info", "NOTICE key rotation finished in <*>"}:    {1, 1},
 		{"info", "<*> INFO http server listening on :<*>"}: {1, 1},
 		{"info", tplGET}: {3, 3},
 		{"debug", "<*> DEBUG cache miss key=item:<*>"}:   {2, 2},
@@ -315,8 +342,9 @@ func TestPrivilegedRuncCRILog(t *testing.T) {
 	probetest.WaitFor(t, "phase 2 written", func() bool { return w.contains("phase 2 done") })
 
 	p, rt = start()
-	got = waitTotal(rt, 3)
+	got = waitTotal(rt, 4)
 	checkTally(t, "after restart", got, map[key]tally{
+		{"unknown", "audit: user <*> granted role admin"}: {1, 1},
 		{"info", tplGET}:                    {1, 1},
 		{"error", tplUpErr}:                 {1, 3},
 		{"info", "<*> INFO phase <*> done"}: {1, 1},
