@@ -42,10 +42,13 @@ func TestMask(t *testing.T) {
 		`opening file "/tmp/a b c.txt" for 'bob'`:                                                    "opening file <*> for <*>",
 		"GET /api/users/42/orders?limit=10 HTTP/1.1":                                                 "GET /api/users/<*>/orders?limit=<*> HTTP/<*>",
 		"don't panic": "don't panic",
-		"addr fe80::1%eth0 and [2001:db8::1]:443": "addr <*> and [<*>]:<*>",
-		"hash deadbeefdeadbeefdeadbeef done":      "hash <*> done",
-		"  spaced\t\tout   words ":                "spaced out words",
-		"nul\x00byte":                             "nulbyte",
+		"addr fe80::1%eth0 and [2001:db8::1]:443":     "addr <*> and [<*>]:<*>",
+		"hash deadbeefdeadbeefdeadbeef done":          "hash <*> done",
+		"  spaced\t\tout   words ":                    "spaced out words",
+		"nul\x00byte":                                 "nulbyte",
+		`{"level":"error","msg":"x","n":3}`:           `{"level":"error","msg":"x","n":<*>}`,
+		`{"msg":"user 42 said 'hi'","ip":"10.0.0.1"}`: `{"msg":"user <*> said <*>","ip":"<*>"}`,
+		`Get "https://x/y?limit=500": dial tcp`:       "Get <*>: dial tcp",
 	} {
 		if got := strings.Join(Mask(line), " "); got != want {
 			t.Errorf("Mask(%q) = %q, want %q", line, got, want)

@@ -27,8 +27,9 @@ const Wildcard = "<*>"
 const marker = 0
 
 // Mask returns the words of a line with its variable parts replaced by
-// Wildcard: quoted strings (not JSON keys: a double-quoted string after
-// '{' or ',' and before ':'), and every run of characters between
+// Wildcard: quoted strings (not JSON keys, a double-quoted string after
+// '{' or ',' and before ':', nor JSON string values, whose words are
+// masked one by one), and every run of characters between
 // delimiters that holds a digit (numbers, durations, ids, IPv4 and IPv6
 // addresses, timestamps, UUIDs) or is a long hex string. Consecutive
 // masked parts joined by one or two of ":./-_" (an address and its port,
@@ -55,6 +56,13 @@ func (m *masker) key(line string) []byte {
 	for i := 0; i < len(line); {
 		c := line[i]
 		if c == marker {
+			i++
+			continue
+		}
+		if c == '"' && i >= 2 && line[i-1] == ':' && line[i-2] == '"' {
+			// A JSON string value: its words are masked one by one, so a
+			// JSON log's message text stays in its pattern.
+			b = append(b, c)
 			i++
 			continue
 		}
