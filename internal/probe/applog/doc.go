@@ -37,6 +37,9 @@
 // a file written faster is read over the next polls), lines cut at 16 KiB,
 // 4096 entries in the offsets file.
 //
+// galago's own files (its metric, event and debug logs under /var/log) are
+// never read: galago is never among the observed processes.
+//
 // Limits: a file that an observed process writes and closes (or renames
 // and stops writing) between two polls is not seen; a trace interleaved
 // with another stream's lines in a CRI file is split; a file system

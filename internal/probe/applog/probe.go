@@ -67,6 +67,9 @@ type Probe struct {
 	rt      probe.Runtime
 	started int64 // unix ns: files born after it are read from their start
 	stopped bool
+	// rediscover asks the next poll to walk the processes (new targets or
+	// sub-items).
+	rediscover bool
 
 	// Owned by the loop goroutine.
 	buf      []byte
@@ -176,7 +179,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return fmt.Errorf("applog: not started")
 	}
 	old := p.cfg
-	p.cfg = cfg
+	p.cfg, p.rediscover = cfg, true
 	if p.period(cfg) != p.period(old) {
 		select {
 		case p.periodChanged <- struct{}{}:
@@ -244,12 +247,12 @@ func (p *Probe) run(ctx context.Context) error {
 // poll finds the files to follow and reads what they gained.
 func (p *Probe) poll() {
 	p.mu.Lock()
-	cfg, stopped := p.cfg, p.stopped
+	cfg, stopped, changed := p.cfg, p.stopped, p.rediscover
+	p.rediscover = false
 	p.mu.Unlock()
 	if stopped {
 		return
 	}
-	changed := false
 	if cfg.Targets != nil {
 		select {
 		case <-cfg.Targets.Changed():
