@@ -3,6 +3,7 @@ package applog
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -227,4 +228,57 @@ func BenchmarkFollowCRI(b *testing.B) {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 	b.ReportMetric(float64(n)*float64(b.N)/cpu.Seconds(), "lines/cpu-s")
+}
+
+// TestReconfigure drives the probe by hand: a process's file is followed
+// while file_log is on, let go at the first poll after file_log is turned
+// off, and followed again, from where it stopped, once it is back on.
+func TestReconfigure(t *testing.T) {
+	dir := t.TempDir()
+	logRoot := filepath.Join(dir, "log")
+	if err := os.MkdirAll(logRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh := exec.Command("sh", "-c", fmt.Sprintf("exec 3>>%s/x.log; echo 'INFO one' >&3; exec sleep 30", logRoot))
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sh.Process.Kill(); _ = sh.Wait() })
+	probetest.WaitFor(t, "x.log written", func() bool {
+		fi, err := os.Stat(filepath.Join(logRoot, "x.log"))
+		return err == nil && fi.Size() > 0
+	})
+	p := New(WithLogRoot(logRoot))
+	rt := probetest.NewRuntime(t, probetest.DiscardGo())
+	targets := probetest.NewTargets(snoop.Whitelist, sh.Process.Pid)
+	cfg := probe.Config{SubItems: bitFile, Targets: targets}
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	probetest.WaitFor(t, "the shell's exec of sleep", func() bool {
+		p.poll()
+		return len(p.files) == 1
+	})
+	cfg.SubItems = bitContainer
+	if err := p.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	p.poll()
+	if len(p.files) != 0 || len(p.finished) != 1 {
+		t.Fatalf("after file_log off: %d files, %d finished", len(p.files), len(p.finished))
+	}
+	cfg.SubItems = bitFile
+	if err := p.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	p.poll()
+	if len(p.files) != 1 {
+		t.Fatalf("after file_log on: %d files", len(p.files))
+	}
+	for _, tr := range p.files {
+		if tr.off != tr.st.size {
+			t.Errorf("followed again at %d, want %d (where it stopped)", tr.off, tr.st.size)
+		}
+	}
 }
