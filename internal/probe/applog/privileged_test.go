@@ -69,7 +69,11 @@ const (
 		"audit: user 6 granted role admin\n" +
 		"audit: user 7 granted role admin\n" +
 		"NOTICE key rotation finished in 35ms\n"
-	ctrFile2  = "audit: user 9 granted role admin\n"
+	ctrFile2 = "audit: user 9 granted role admin\n"
+	// Written after the runtime rotated the log.
+	ctrPhase1b = "2024-05-01T12:00:09Z INFO  GET /api/items/21 200 1ms\n" +
+		"2024-05-01T12:00:10Z ERROR request 5e5e failed: upstream 10.0.0.9:5432 timed out\n" +
+		"java.net.SocketTimeoutException: Read timed out\n"
 	ctrPhase2 = "2024-05-01T12:01:00Z INFO  GET /api/items/20 200 5ms\n" +
 		"2024-05-01T12:01:01Z ERROR request 7a1b failed: upstream 10.0.0.8:5432 timed out\n" +
 		"java.net.SocketTimeoutException: Read timed out\n" +
@@ -126,6 +130,22 @@ func (w *criWriter) copy(t *testing.T, r io.Reader, stream string, wg *sync.Wait
 			return
 		}
 	}
+}
+
+// rotate renames the log file and continues in a new one at its name.
+func (w *criWriter) rotate(t *testing.T, path, rotated string) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := os.Rename(path, rotated); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.f.Close()
+	w.f = f
 }
 
 func (w *criWriter) contains(s string) bool {
@@ -193,8 +213,9 @@ func TestPrivilegedRuncCRILog(t *testing.T) {
 		}
 	}
 	for name, text := range map[string]string{
-		"phase1": ctrPhase1, "phase1err": ctrPhase1Err, "phase2": ctrPhase2, "file1": ctrFile1, "file2": ctrFile2,
+		"phase1": ctrPhase1, "phase1err": ctrPhase1Err, "phase2": ctrPhase2, "phase1b": ctrPhase1b, "file1": ctrFile1, "file2": ctrFile2,
 		"run.sh": "exec 3>>/var/log/app.log\ncat /phase1\ncat /phase1err >&2\ncat /file1 >&3\n" +
+			"while [ ! -e /go1b ]; do sleep 0.05; done\ncat /phase1b\n" +
 			"while [ ! -e /go2 ]; do sleep 0.05; done\ncat /file2 >&3\ncat /phase2\nexec sleep 600\n",
 	} {
 		if err := os.WriteFile(filepath.Join(rootfs, name), []byte(text), 0o755); err != nil {
@@ -262,8 +283,8 @@ func TestPrivilegedRuncCRILog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logf.Close()
 	w := &criWriter{f: logf}
+	defer func() { w.mu.Lock(); w.f.Close(); w.mu.Unlock() }()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -332,6 +353,23 @@ func TestPrivilegedRuncCRILog(t *testing.T) {
 	}
 	if rt.ErrorCount() != 0 {
 		t.Errorf("%d errors: %s", rt.ErrorCount(), rt.Logs())
+	}
+
+	// The runtime rotates the log as kubelet asks: 0.log is renamed with
+	// a timestamp and a new 0.log opened; the container writes on.
+	w.rotate(t, filepath.Join(podDir, "0.log"), filepath.Join(podDir, "0.log.20240501-120009"))
+	if err := os.WriteFile(filepath.Join(rootfs, "go1b"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got = waitTotal(rt, 18)
+	if n := total(got); n != 18 {
+		t.Errorf("%d messages after rotation, want 18:\n%s", n, show(got))
+	}
+	if g := got[key{"info", tplGET}]; g != (tally{4, 4}) {
+		t.Errorf("GET after rotation: %+v, want 4 messages", g)
+	}
+	if g := got[key{"error", tplUpErr}]; g != (tally{2, 6}) {
+		t.Errorf("upstream errors after rotation: %+v, want 2 messages of 6 lines", g)
 	}
 	rt.Shutdown(t, p)
 
