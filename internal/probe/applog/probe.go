@@ -268,24 +268,41 @@ func (p *Probe) poll() {
 	for id, t := range p.files {
 		if t.seen != p.gen {
 			// No observed process writes it any more (or the runtime
-			// moved on to a new file): read it to its end and let go.
-			p.readFile(t, &budget)
-			t.flush()
-			p.finish(id, t)
+			// moved on to a new file): read it to its end, over as many
+			// polls as the budget needs, and let go.
+			if t.drainTo < 0 {
+				t.drainTo = p.sizeOf(t)
+			}
+			if p.readFile(t, &budget) || t.off >= t.drainTo {
+				t.flush()
+				p.finish(id, t)
+			}
 			continue
 		}
+		t.drainTo = -1
 		p.readFile(t, &budget)
 	}
 }
 
-func (p *Probe) readFile(t *tracked, budget *int64) {
+// sizeOf is t's size now (its offset when it cannot be read).
+func (p *Probe) sizeOf(t *tracked) int64 {
+	fi, err := t.f.Stat()
+	if err != nil {
+		return t.off
+	}
+	return fi.Size()
+}
+
+// readFile reads what t gained, within the poll's budget; it reports
+// whether t is drained: read up to its end, or unreadable.
+func (p *Probe) readFile(t *tracked, budget *int64) bool {
 	if *budget < readChunk {
-		return
+		return false
 	}
 	fi, err := t.f.Stat()
 	if err != nil {
 		p.fail("stat "+t.path, err)
-		return
+		return true
 	}
 	if fi.Size() < t.off {
 		// Truncated in place (copytruncate): start over.
@@ -297,12 +314,14 @@ func (p *Probe) readFile(t *tracked, budget *int64) {
 	*budget -= n
 	if err != nil {
 		p.fail("read "+t.path, err)
+		return true
 	}
 	if n == 0 {
 		// Nothing new since the last poll: a message being assembled is
 		// complete (a trace is written at once).
 		t.flush()
 	}
+	return n == 0
 }
 
 func (p *Probe) finish(id fileID, t *tracked) {
@@ -392,7 +411,7 @@ func (p *Probe) track(c candidate) {
 		clear(p.paths)
 	}
 	p.paths[c.open] = true
-	p.files[st.id] = &tracked{st: st, path: c.open, format: c.format, src: src, f: f, off: off, seen: p.gen}
+	p.files[st.id] = &tracked{st: st, path: c.open, format: c.format, src: src, f: f, off: off, seen: p.gen, drainTo: -1}
 	p.rt.Logger().Debug("applog: following", "file", c.open, "format", c.format.String(), "offset", off)
 }
 

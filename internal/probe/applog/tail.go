@@ -49,6 +49,9 @@ type tracked struct {
 	g      logpattern.Grouper
 	j      [2]logpattern.Joiner // per stream, CRI and Docker
 	seen   uint64               // discovery generation that last found it
+	// drainTo is, once no discovery finds the file any more, its size
+	// then: it is read up to there and let go (-1 while it is found).
+	drainTo int64
 }
 
 // committed is the offset up to which every message is counted: a restart
