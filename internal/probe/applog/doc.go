@@ -40,8 +40,11 @@
 // galago's own files (its metric, event and debug logs under /var/log) are
 // never read: galago is never among the observed processes.
 //
-// Limits: a file that an observed process writes and closes (or renames
-// and stops writing) between two polls is not seen; a trace interleaved
+// A file no discovery finds any more is read up to its size at that moment
+// and let go (its offset kept).
+//
+// Limits: a file that an observed process opens, writes and closes between
+// two walks (five seconds) is not seen; a trace interleaved
 // with another stream's lines in a CRI file is split; a file system
 // without birth times reads every file first seen from its end (or saved
 // offset), including files created after the start.
