@@ -25,6 +25,7 @@ import (
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/output"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/applog"
 	"github.com/galago-project/galago/internal/probe/baseinfo"
 	"github.com/galago-project/galago/internal/probe/custom"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
@@ -115,6 +116,7 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(l7probe.Name, func() probe.Probe {
 		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath))
 	})
+	mgr.Register(applog.Name, func() probe.Probe { return applog.New(applogOptions(cfg, ids)...) })
 	if err := addCustomProbes(cfg, mgr); err != nil {
 		return err
 	}

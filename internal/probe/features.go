@@ -71,7 +71,8 @@ func items(names ...string) []SubItem {
 	return out
 }
 
-// Builtin is gala-gopher's catalogue of 21 features, in IPC-type order.
+// Builtin is gala-gopher's catalogue of 21 features, in IPC-type order,
+// followed by galago's own.
 var Builtin = []Feature{
 	{Name: "baseinfo", IPCType: 1, Snooper: SnooperProcCon, SubItems: items("cpu", "mem", "nic", "net", "disk", "fs", "proc", "host", "con"),
 		SystemItems: 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x80}, // all but proc (0x40) and con (0x100)
@@ -95,6 +96,10 @@ var Builtin = []Feature{
 	{Name: "sermant", IPCType: 19, Snooper: SnooperProc, SubItems: items("l7_bytes_metrics", "l7_rpc_metrics", "l7_rpc_trace")},
 	{Name: "sli", IPCType: 20, Snooper: SnooperCon, SubItems: items("cpu", "mem", "io", "node", "container", "histogram")},
 	{Name: "flowtracer", IPCType: 21, Snooper: SnooperNone},
+	// applog is galago's own (gala-gopher has no log feature): log pattern
+	// extraction from the observed containers' logs and the files their
+	// processes write under /var/log.
+	{Name: "applog", IPCType: 22, Snooper: SnooperProcCon, SubItems: items("container_log", "file_log")},
 }
 
 // LookupBuiltin finds a built-in feature; names match case-insensitively,
