@@ -203,8 +203,19 @@ func (fs FS) CgroupTree(dir string, max int) ([]string, error) {
 
 // CgroupProcs reads cgroup.procs of a cgroup directory (an absolute host
 // path): the pids of its processes, not of its descendants'.
-func (fs FS) CgroupProcs(dir string) ([]int, error) {
-	b, err := os.ReadFile(fs.Path(filepath.Join(dir, "cgroup.procs")))
+func (fs FS) CgroupProcs(dir string) ([]int, error) { return fs.cgroupIDList(dir, "cgroup.procs") }
+
+// CgroupThreads reads the thread ids of a cgroup directory's own tasks:
+// cgroup.threads on cgroup2, tasks on v1.
+func (fs FS) CgroupThreads(dir string, v2 bool) ([]int, error) {
+	if v2 {
+		return fs.cgroupIDList(dir, "cgroup.threads")
+	}
+	return fs.cgroupIDList(dir, "tasks")
+}
+
+func (fs FS) cgroupIDList(dir, file string) ([]int, error) {
+	b, err := os.ReadFile(fs.Path(filepath.Join(dir, file)))
 	if err != nil {
 		return nil, err
 	}

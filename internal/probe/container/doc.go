@@ -25,7 +25,9 @@
 //	                   cpu_user_seconds_total                 cpuacct.stat user / USER_HZ               cpu.stat user_usec / 1e6
 //	                   cpu_system_seconds_total               cpuacct.stat system / USER_HZ             cpu.stat system_usec / 1e6
 //	                   cpu_cfs_throttled_seconds_total        cpu.stat throttled_time / 1e9             cpu.stat throttled_usec / 1e6
-//	                   cpu_load_average_10s                   never set (see below)
+//	                   cpu_load_average_10s                   threads in state R or D in the container's cgroup tree (v1 tasks,
+//	                                                          v2 cgroup.threads; /proc/<tid>/stat), sampled every second,
+//	                                                          exponentially decayed mean with a 10 s time constant
 //	container_memory   memory_usage_bytes                     memory.usage_in_bytes                     memory.current
 //	                   memory_cache                           memory.stat total_cache                   memory.stat file
 //	                   memory_rss                             memory.stat total_rss                     memory.stat anon
@@ -46,10 +48,6 @@
 //
 // Fields that are never filled with a guess (left unset, so absent from
 // every output, and logged once per probe instance with the reason):
-//   - cpu_load_average_10s: cAdvisor takes it from the taskstats netlink
-//     cgroupstats command, on the v1 cpu hierarchy only and only with
-//     --enable_load_reader (so gala-gopher's cAdvisor reported 0); not
-//     measured.
 //   - fs_read_seconds_total, fs_write_seconds_total: the per-cgroup I/O
 //     service time exists only in v1 blkio.io_service_time_recursive, which
 //     needs CFQ (removed in Linux 5.0) or BFQ built with
@@ -70,7 +68,11 @@
 //     missing-hook reporter, the other tables unaffected.
 //
 // Differences from cAdvisor: one network row per container (the .meta has
-// no interface key) summing all interfaces but lo; oom_events_total counts
+// no interface key) summing all interfaces but lo; cpu_load_average_10s
+// counts the same tasks as cAdvisor's cgroupstats reader (taskstats
+// netlink, v1 cpu hierarchy only, off unless --enable_load_reader) but
+// from /proc on either cgroup version, and its mean starts at the first
+// sample (taken when the probe starts) instead of 0; oom_events_total counts
 // from the probe's start (cAdvisor parses the kernel log, from its own
 // start); start_time_seconds is the oldest process's start rather than the
 // runtime's creation time (a container whose first process exited reports

@@ -573,7 +573,7 @@ func TestPrivilegedContainerRows(t *testing.T) {
 		}
 	}
 	for f, g := range have {
-		if _, ok := want[f]; !ok && f != "oom_events_total" {
+		if _, ok := want[f]; !ok && f != "oom_events_total" && f != "cpu_load_average_10s" {
 			t.Errorf("%s = %v reported, not expected here", f, g)
 		}
 	}
@@ -610,11 +610,54 @@ func TestPrivilegedContainerRows(t *testing.T) {
 	if g, ok := have["oom_events_total"]; !ok || g != 0 {
 		t.Errorf("oom_events_total = %v (%v), want 0", g, ok)
 	}
-	if _, ok := have["cpu_load_average_10s"]; ok {
-		t.Error("cpu_load_average_10s reported; it is not measured")
+	// The worker sleeps: none of its threads is runnable but for a blip.
+	if g, ok := have["cpu_load_average_10s"]; !ok || g > 0.5 {
+		t.Errorf("cpu_load_average_10s = %v (%v), want about 0 for a sleeping worker", g, ok)
 	}
-	if !strings.Contains(rt.Logs(), "cpu_load_average_10s") {
-		t.Error("no log line says cpu_load_average_10s is left unset")
+}
+
+// TestPrivilegedContainerLoad runs two busy shell loops in a container
+// whose init sleeps: both are always running or runnable, so from the
+// first sample on the 10 s load average is exactly 2; the test checks the
+// loops' thread states itself.
+func TestPrivilegedContainerLoad(t *testing.T) {
+	probetest.RequireTools(t, "runc")
+	c := newCtr(t, []string{"/bin/sleep", "600"}, nil)
+	runc, _ := exec.LookPath("runc")
+	for i := 0; i < 2; i++ {
+		// stdio to /dev/null: a pipe would stay open in the detached loop
+		if err := exec.Command(runc, "exec", "--detach", c.id, "/bin/sh", "-c", "while :; do :; done").Run(); err != nil {
+			t.Fatal("runc exec:", err)
+		}
+	}
+	states := func() (r, other int) {
+		for _, pid := range readProcsTree(t, c) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := b[bytes.LastIndexByte(b, ')')+2]; st == 'R' || st == 'D' {
+				r++
+			} else {
+				other++
+			}
+		}
+		return r, other
+	}
+	probetest.WaitFor(t, "two busy loops and the sleeping init", func() bool {
+		r, other := states()
+		return r == 2 && other == 1
+	})
+	_, rt := startProbe(t, c.pid)
+	key := identity.ShortID(c.id)
+	time.Sleep(2500 * time.Millisecond) // three samples
+	rt.Take()
+	recs := rt.WaitTable(t, table.ContainerCpu, 1, func(r *table.Record) bool { return r.Str("container_id") == key })
+	if g := rows(recs, key, time.Time{})["cpu_load_average_10s"]; g != 2 {
+		t.Errorf("cpu_load_average_10s = %v, want 2", g)
+	}
+	if r, other := states(); r != 2 || other != 1 {
+		t.Errorf("afterwards %d R/D and %d other processes", r, other)
 	}
 }
 

@@ -44,6 +44,7 @@ type Probe struct {
 	stopped  bool
 	changed  chan struct{}
 	lastTick time.Time
+	load     map[string]*loadState // by full container id
 }
 
 var (
@@ -188,10 +189,15 @@ func (p *Probe) run(ctx context.Context) error {
 	p.lastTick = p.now()
 	p.mu.Unlock()
 	defer t.Stop()
+	lt := time.NewTicker(loadSample)
+	defer lt.Stop()
+	p.sampleLoad(p.now())
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-lt.C:
+			p.sampleLoad(p.now())
 		case <-p.changed:
 			p.mu.Lock()
 			t.Reset(p.period(p.cfg))
@@ -317,6 +323,9 @@ func (p *Probe) collect(now time.Time) {
 		}
 		if ooms != nil {
 			s.set("oom_events_total", float64(oomsOf(ooms, s.cgroups)))
+		}
+		if st := p.load[id]; st != nil {
+			s.set("cpu_load_average_10s", st.avg)
 		}
 		p.publish(s, now, elapsed)
 	}

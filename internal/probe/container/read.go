@@ -146,7 +146,6 @@ func (rd *reader) read(cid string, pid int) (*sample, error) {
 		return nil, fmt.Errorf("pid %d is in no mounted cgroup hierarchy", pid)
 	}
 	rd.readProcs(s)
-	s.miss("cpu_load_average_10s", errLoadAverage)
 	rd.readCPU(s)
 	rd.readMemory(s)
 	rd.readFS(s, pid)
@@ -156,10 +155,6 @@ func (rd *reader) read(cid string, pid int) (*sample, error) {
 	rd.readCgroupIDs(s)
 	return s, nil
 }
-
-// errLoadAverage says why cpu_load_average_10s is never set.
-var errLoadAverage = errors.New("not measured: cAdvisor reads it from taskstats' cgroupstats netlink command " +
-	"(v1 cpu hierarchy only, and only with --enable_load_reader, which gala-gopher does not pass)")
 
 // readProcs lists the processes of the container's cgroup tree.
 func (rd *reader) readProcs(s *sample) {

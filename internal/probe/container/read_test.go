@@ -1,6 +1,7 @@
 package container
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -111,7 +112,7 @@ func TestReadV1(t *testing.T) {
 			"network_transmit_packets_dropped_total": 4,
 			"file_descriptors":                       8,
 			"start_time_seconds":                     1700000050,
-		}, "cpu_load_average_10s", "fs_read_seconds_total")
+		}, "fs_read_seconds_total")
 		if want := filepath.Join("/sys/fs/cgroup/memory", fixtureCg); s.dirs.v1["memory"] != want {
 			t.Errorf("pid %d: memory dir %q, want %q", pid, s.dirs.v1["memory"], want)
 		}
@@ -153,7 +154,7 @@ func TestReadV2(t *testing.T) {
 		"fs_writes_bytes_total":           2020,
 		"file_descriptors":                4,
 		"start_time_seconds":              1700000102.5,
-	}, "cpu_load_average_10s", "fs_read_seconds_total")
+	}, "fs_read_seconds_total")
 	if !s.hostNet {
 		t.Error("a container in the host's network namespace not recognised")
 	}
@@ -228,6 +229,47 @@ func TestReadV1ThrottleInactive(t *testing.T) {
 	checkValues(t, s, s.values, "fs_reads_bytes_total")
 }
 
+// TestLoadAverage: the first sample seeds the mean, the next ones decay
+// it with a 10 s time constant; a container no longer observed is
+// forgotten.
+func TestLoadAverage(t *testing.T) {
+	root := t.TempDir()
+	if err := os.CopyFS(root, os.DirFS("testdata/v1")); err != nil {
+		t.Fatal(err)
+	}
+	ids := fakeIDs{4242: {PID: 4242, ContainerID: fixtureCID}}
+	p := New(procfs.FS{Root: root}, ids)
+	rt := probetest.NewRuntime(t, probetest.DiscardGo())
+	targets := probetest.NewTargets(snoop.Whitelist, 4242)
+	if err := p.Start(rt.Context(), probe.Config{Params: probe.DefaultParams(), Targets: targets}, rt); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Shutdown(t, p)
+	t0 := time.Unix(1700000000, 0)
+	p.sampleLoad(t0)
+	if got := p.load[fixtureCID].avg; got != 1 {
+		t.Fatalf("seed %v, want 1 (one R thread)", got)
+	}
+	// 4243 (in the sub-cgroup) enters D: 2 tasks count.
+	stat := filepath.Join(root, "proc/4243/stat")
+	b, err := os.ReadFile(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stat, []byte(strings.Replace(string(b), ") S ", ") D ", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.sampleLoad(t0.Add(10 * time.Second))
+	if got, want := p.load[fixtureCID].avg, 2-math.Exp(-1); math.Abs(got-want) > 1e-12 {
+		t.Errorf("after 10 s at 2: %v, want %v", got, want)
+	}
+	targets.Set()
+	p.sampleLoad(t0.Add(11 * time.Second))
+	if len(p.load) != 0 {
+		t.Errorf("load kept for containers no longer observed: %v", p.load)
+	}
+}
+
 func TestTrimToContainer(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{fixtureCg, fixtureCg},
@@ -277,6 +319,14 @@ func TestCollect(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.closeOOM() // the unit tier uses no BPF: no container_oom
+	p.collect(time.Unix(1700000990, 0))
+	first, _ := rt.Take()
+	for _, r := range first {
+		if r.Table == table.ContainerCpu && r.Values[table.ContainerCpu.MustIndex("cpu_load_average_10s")].Set {
+			t.Error("cpu_load_average_10s set before any load sample")
+		}
+	}
+	p.sampleLoad(time.Unix(1700000999, 0)) // 4244 is R: seeds 1
 	p.collect(time.Unix(1700001000, 0))
 	recs, _ := rt.Take()
 	got := map[string]*table.Record{}
@@ -295,14 +345,14 @@ func TestCollect(t *testing.T) {
 	if got["container_oom"] != nil {
 		t.Error("container_oom reported without the OOM program")
 	}
-	if r := got["container_cpu"]; r != nil && r.Values[table.ContainerCpu.MustIndex("cpu_load_average_10s")].Set {
-		t.Error("cpu_load_average_10s set")
+	if r := got["container_cpu"]; r == nil || r.Values[table.ContainerCpu.MustIndex("cpu_load_average_10s")].Num != 1 {
+		t.Errorf("cpu_load_average_10s: %+v, want 1", r)
 	}
 	if r := got["container_file"]; r == nil || r.Values[1].Num != 8 {
 		t.Errorf("container_file %+v", r)
 	}
 	logs := rt.Logs()
-	for _, f := range []string{"cpu_load_average_10s", "fs_read_seconds_total"} {
+	for _, f := range []string{"fs_read_seconds_total"} {
 		if strings.Count(logs, f) != 1 {
 			t.Errorf("%s: logged %d times, want once:\n%s", f, strings.Count(logs, f), logs)
 		}
