@@ -67,6 +67,13 @@
 //     6.8 pass a pid, not the task; no BTF): logged once by the daemon's
 //     missing-hook reporter, the other tables unaffected.
 //
+// Costs and bounds: per report period and container, a handful of cgroup
+// files, one statfs and one /proc/<pid>/fd listing per process; every
+// second, one /proc/<tid>/stat read per thread of the observed containers
+// (the load sample). At most 4096 sub-cgroups of a container are walked;
+// the kernel map keeps the kill counts of at most 4096 distinct victim
+// cgroups (least recently killed in dropped first).
+//
 // Differences from cAdvisor: one network row per container (the .meta has
 // no interface key) summing all interfaces but lo; cpu_load_average_10s
 // counts the same tasks as cAdvisor's cgroupstats reader (taskstats
