@@ -87,6 +87,9 @@ func wholeDisk(t *testing.T, dir string) (uint32, uint32) {
 	}
 	major, minor := unix.Major(st.Dev), unix.Minor(st.Dev)
 	sys := fmt.Sprintf("/sys/dev/block/%d:%d", major, minor)
+	if _, err := os.Stat(sys); err != nil {
+		t.Fatalf("%s is not on a block device (%v): the test's O_DIRECT write needs one (set TMPDIR)", dir, err)
+	}
 	if _, err := os.Stat(filepath.Join(sys, "partition")); err == nil {
 		real, err := filepath.EvalSymlinks(sys)
 		if err != nil {
