@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,7 +62,7 @@ func buildWorker(t *testing.T, dst string) {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // the toolchain that built this test
 	}
 	cmd := exec.Command(goBin, "build", "-o", dst, "./testdata/worker")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
