@@ -46,6 +46,12 @@
 //	container_oom      oom_events_total                       tp_btf/mark_victim kills whose victim was in one of the
 //	                                                          container's cgroups, since the probe started (oom.bpf.c)
 //
+// A container whose last process is OOM-killed (Kubernetes' OOMKilled) is
+// gone at the next period; if kills were counted in its cgroups since its
+// last row, one last container_oom row reports them, then it is forgotten.
+// A process that is exiting (moved to the root cgroup) is not read, so a
+// container never gets the root cgroup's numbers.
+//
 // Fields that are never filled with a guess (left unset, so absent from
 // every output, and logged once per probe instance with the reason):
 //   - fs_read_seconds_total, fs_write_seconds_total: the per-cgroup I/O

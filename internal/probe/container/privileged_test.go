@@ -720,3 +720,69 @@ func TestPrivilegedContainerOOM(t *testing.T) {
 		t.Fatalf("oom_events_total = %v later, want 2", v)
 	}
 }
+
+// TestPrivilegedContainerOOMKilledInit: the container's only process is
+// OOM-killed, so the container is gone at the next period; its kill is
+// still reported once, as the cgroup counted it (Kubernetes' OOMKilled).
+func TestPrivilegedContainerOOMKilledInit(t *testing.T) {
+	probetest.RequireTools(t, "runc")
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("mark_victim"))
+	c := newCtr(t, []string{"/bin/sh", "-c", "while ! test -e /go; do sleep 0.1; done; exec /bin/worker oom"}, func(spec map[string]any) {
+		lin := spec["linux"].(map[string]any)
+		res, _ := lin["resources"].(map[string]any)
+		if res == nil {
+			res = map[string]any{}
+			lin["resources"] = res
+		}
+		res["memory"] = map[string]any{"limit": 32 << 20, "swap": 32 << 20}
+	})
+	_, rt := startProbe(t, c.pid)
+	key := identity.ShortID(c.id)
+	isKey := func(r *table.Record) bool { return r.Str("container_id") == key }
+	recs := rt.WaitTable(t, table.ContainerOom, 1, isKey)
+	if v := rows(recs, key, time.Time{})["oom_events_total"]; v != 0 {
+		t.Fatalf("oom_events_total = %v before the kill", v)
+	}
+	oomFile, _ := cgroupFile(t, c, "memory", "memory.oom_control", "memory.events")
+	if err := os.WriteFile(filepath.Join(c.rootfs, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probetest.WaitFor(t, "the container's process killed", func() bool {
+		return syscall.Kill(c.pid, 0) == syscall.ESRCH
+	})
+	if got := readKV(t, oomFile)["oom_kill"]; got != 1 {
+		t.Fatalf("the cgroup counted %d OOM kills", got)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("probe log:\n%s", rt.Logs())
+		}
+	})
+	// The probe may have reported the kill before the test saw it: look
+	// at every record since the start.
+	oomIdx := table.ContainerOom.MustIndex("oom_events_total")
+	rt.WaitTable(t, table.ContainerOom, 1, func(r *table.Record) bool { return isKey(r) && r.Values[oomIdx].Num == 1 })
+	// Reported once, then the container is forgotten: one more second
+	// (three periods) adds no row for it.
+	time.Sleep(time.Second)
+	recs, _ = rt.Take()
+	var after []string
+	seen := false
+	for _, r := range recs {
+		if !isKey(r) {
+			continue
+		}
+		if seen {
+			after = append(after, r.Table.Name)
+		}
+		if r.Table == table.ContainerOom && r.Values[oomIdx].Num == 1 {
+			if seen {
+				t.Error("the kill reported twice")
+			}
+			seen = true
+		}
+	}
+	if len(after) > 0 {
+		t.Errorf("rows for the gone container after its last one: %v", after)
+	}
+}

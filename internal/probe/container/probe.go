@@ -45,6 +45,15 @@ type Probe struct {
 	changed  chan struct{}
 	lastTick time.Time
 	load     map[string]*loadState // by full container id
+	// reported are the containers of the last period, by full id: their
+	// cgroup ids and OOM count, so that the kill that ends a container
+	// (its last process OOM-killed) is still reported once.
+	reported map[string]reportedContainer
+}
+
+type reportedContainer struct {
+	cgroups []uint64
+	ooms    uint64
 }
 
 var (
@@ -284,6 +293,21 @@ func (p *Probe) collect(now time.Time) {
 		return
 	}
 	conts := p.containersOf(pids)
+	var ooms map[oomOomKey]uint64
+	if p.objs != nil {
+		if ooms, err = p.oomCounts(); err != nil {
+			p.rt.Error()
+			p.warnOnce("oommap", "container: cannot read the OOM kill counters", "err", err)
+			ooms = nil
+		}
+	}
+	// present are the containers still there: listed, and not found gone
+	// when read (the identity cache may list a process that just exited).
+	present := map[string]bool{}
+	for id := range conts {
+		present[id] = true
+	}
+	defer func() { p.reportGone(present, ooms, now, elapsed) }()
 	if len(conts) == 0 {
 		return
 	}
@@ -293,14 +317,6 @@ func (p *Probe) collect(now time.Time) {
 		p.warnOnce("reader", "container: no cgroup statistics", "err", err)
 		return
 	}
-	var ooms map[oomOomKey]uint64
-	if p.objs != nil {
-		if ooms, err = p.oomCounts(); err != nil {
-			p.rt.Error()
-			p.warnOnce("oommap", "container: cannot read the OOM kill counters", "err", err)
-			ooms = nil
-		}
-	}
 	ids := make([]string, 0, len(conts))
 	for id := range conts {
 		ids = append(ids, id)
@@ -309,7 +325,9 @@ func (p *Probe) collect(now time.Time) {
 	for _, id := range ids {
 		s, err := rd.read(id, conts[id])
 		if err != nil {
-			if !gone(err) {
+			if gone(err) {
+				delete(present, id)
+			} else {
 				p.rt.Error()
 				p.warnOnce("read."+id, "container: cannot read a container's cgroups", "container_id", id, "err", err)
 			}
@@ -322,12 +340,43 @@ func (p *Probe) collect(now time.Time) {
 			p.warnOnce("hostnet."+id, "container: no container_network row for a container in the host network namespace", "container_id", id)
 		}
 		if ooms != nil {
-			s.set("oom_events_total", float64(oomsOf(ooms, s.cgroups)))
+			n := oomsOf(ooms, s.cgroups)
+			s.set("oom_events_total", float64(n))
+			p.noteReported(id, reportedContainer{cgroups: s.cgroups, ooms: n})
 		}
 		if st := p.load[id]; st != nil {
 			s.set("cpu_load_average_10s", st.avg)
 		}
 		p.publish(s, now, elapsed)
+	}
+}
+
+func (p *Probe) noteReported(id string, c reportedContainer) {
+	if p.reported == nil {
+		p.reported = map[string]reportedContainer{}
+	}
+	p.reported[id] = c
+}
+
+// reportGone publishes a last container_oom row for a container reported
+// in an earlier period that has no process now, when kills were counted in
+// its cgroups since: the OOM kill of a container's last process (Kubernetes'
+// OOMKilled) would otherwise never show. The container is then forgotten.
+func (p *Probe) reportGone(live map[string]bool, ooms map[oomOomKey]uint64, now time.Time, period time.Duration) {
+	for id, c := range p.reported {
+		if live[id] {
+			continue
+		}
+		delete(p.reported, id)
+		if ooms == nil {
+			continue
+		}
+		if n := oomsOf(ooms, c.cgroups); n > c.ooms {
+			r := table.ContainerOom.NewRecord(now, period)
+			r.SetStr(table.ContainerOom.MustIndex("container_id"), identity.ShortID(id))
+			r.SetNum(table.ContainerOom.MustIndex("oom_events_total"), float64(n))
+			p.rt.Record(r)
+		}
 	}
 }
 

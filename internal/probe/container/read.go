@@ -34,10 +34,16 @@ type cgroupDirs struct {
 // sub-cgroup of its container (a container running systemd, or an exec
 // placed in a child): each path is cut after the segment that names the
 // container, so every process of the container gives the same directories.
+//
+// A line whose path does not name the container is skipped: an exiting
+// process is moved to the root cgroup, whose statistics are the host's.
 func containerDirs(m procfs.CgroupMounts, lines []identity.CgroupLine, cid string) cgroupDirs {
 	d := cgroupDirs{v1: map[string]string{}}
 	for _, l := range lines {
-		p := trimToContainer(l.Path, cid)
+		p, ok := trimToContainer(l.Path, cid)
+		if !ok {
+			continue
+		}
 		if l.Hierarchy == 0 && l.Controllers == "" {
 			if m.V2 != "" {
 				d.v2 = filepath.Join(m.V2, p)
@@ -54,15 +60,15 @@ func containerDirs(m procfs.CgroupMounts, lines []identity.CgroupLine, cid strin
 }
 
 // trimToContainer cuts a cgroup path after its last segment naming the
-// container cid; a path without one is returned whole.
-func trimToContainer(p, cid string) string {
+// container cid; ok is false when no segment names it.
+func trimToContainer(p, cid string) (string, bool) {
 	segs := strings.Split(p, "/")
 	for i := len(segs) - 1; i >= 0; i-- {
 		if identity.ContainerIDFromPath(segs[i]) == cid {
-			return strings.Join(segs[:i+1], "/")
+			return strings.Join(segs[:i+1], "/"), true
 		}
 	}
-	return p
+	return p, false
 }
 
 // procsDir is the directory whose tree lists the container's processes:
@@ -143,7 +149,8 @@ func (rd *reader) read(cid string, pid int) (*sample, error) {
 	s := &sample{id: cid, values: map[string]float64{}, unread: map[string]error{},
 		dirs: containerDirs(rd.mounts, identity.ParseCgroup(b), cid)}
 	if s.dirs.v2 == "" && len(s.dirs.v1) == 0 {
-		return nil, fmt.Errorf("pid %d is in no mounted cgroup hierarchy", pid)
+		// Exited (or exiting: moved to the root cgroup) since it was listed.
+		return nil, fmt.Errorf("pid %d is in none of the container's cgroups: %w", pid, fs.ErrNotExist)
 	}
 	rd.readProcs(s)
 	rd.readCPU(s)

@@ -271,15 +271,27 @@ func TestLoadAverage(t *testing.T) {
 }
 
 func TestTrimToContainer(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{fixtureCg, fixtureCg},
-		{fixtureCg + "/init.scope", fixtureCg},
-		{"/system.slice/docker-" + fixtureCID + ".scope/sub", "/system.slice/docker-" + fixtureCID + ".scope"},
-		{"/other", "/other"},
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{fixtureCg, fixtureCg, true},
+		{fixtureCg + "/init.scope", fixtureCg, true},
+		{"/system.slice/docker-" + fixtureCID + ".scope/sub", "/system.slice/docker-" + fixtureCID + ".scope", true},
+		{"/other", "/other", false},
+		{"/", "/", false},
 	} {
-		if got := trimToContainer(c.in, fixtureCID); got != c.want {
-			t.Errorf("trimToContainer(%q) = %q, want %q", c.in, got, c.want)
+		if got, ok := trimToContainer(c.in, fixtureCID); got != c.want || ok != c.ok {
+			t.Errorf("trimToContainer(%q) = %q, %v, want %q, %v", c.in, got, ok, c.want, c.ok)
 		}
+	}
+	// A process moved to the root cgroup on its way out is no longer read.
+	rd, err := newReader(procfs.FS{Root: "testdata/v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := containerDirs(rd.mounts, identity.ParseCgroup([]byte("0::/\n")), fixtureCID); d.v2 != "" || len(d.v1) != 0 {
+		t.Errorf("dirs of an exiting process: %+v", d)
 	}
 }
 
