@@ -376,3 +376,33 @@ func TestCollect(t *testing.T) {
 	}
 	rt.Shutdown(t, p)
 }
+
+// TestReportGone: a container gone since its last row gets one last
+// container_oom row only when kills were counted in its cgroups since.
+func TestReportGone(t *testing.T) {
+	rt := probetest.NewRuntime(t, probetest.DiscardGo())
+	p := New(procfs.FS{}, fakeIDs{})
+	p.rt = rt
+	idA, idB, idC := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	p.reported = map[string]reportedContainer{
+		idA: {cgroups: []uint64{10, 11}, ooms: 0}, // killed since: reported
+		idB: {cgroups: []uint64{20}, ooms: 1},     // nothing new: silent
+		idC: {cgroups: []uint64{30}, ooms: 0},     // still there
+	}
+	ooms := map[oomOomKey]uint64{{MemcgId: 11, CgroupId: 99}: 1, {MemcgId: 20}: 1}
+	p.reportGone(map[string]bool{idC: true}, ooms, time.Unix(100, 0), time.Minute)
+	recs, _ := rt.Take()
+	if len(recs) != 1 || recs[0].Table != table.ContainerOom || recs[0].Str("container_id") != idA[:12] ||
+		recs[0].Values[table.ContainerOom.MustIndex("oom_events_total")].Num != 1 {
+		t.Fatalf("records %+v", recs)
+	}
+	if _, ok := p.reported[idC]; !ok || len(p.reported) != 1 {
+		t.Errorf("reported after: %v", p.reported)
+	}
+	// Without the OOM program a gone container is forgotten silently.
+	p.reported[idA] = reportedContainer{cgroups: []uint64{11}}
+	p.reportGone(map[string]bool{idC: true}, nil, time.Unix(160, 0), time.Minute)
+	if recs, _ := rt.Take(); len(recs) != 0 || len(p.reported) != 1 {
+		t.Errorf("without ooms: %d records, reported %v", len(recs), p.reported)
+	}
+}
