@@ -27,6 +27,7 @@ import (
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/applog"
 	"github.com/galago-project/galago/internal/probe/baseinfo"
+	"github.com/galago-project/galago/internal/probe/container"
 	"github.com/galago-project/galago/internal/probe/custom"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
@@ -106,6 +107,9 @@ func runDaemon(cfg *config.Config) error {
 	fsys := procfs.FS{Root: cfg.HostPath}
 	missing := bpfrt.NewMissingHooks(log)
 	mgr.Register(baseinfo.Name, func() probe.Probe { return baseinfo.New(fsys, baseinfo.WithIdentity(ids)) })
+	mgr.Register(container.Name, func() probe.Probe {
+		return container.New(fsys, ids, container.WithStats(bpfStats), container.WithMissingHooks(missing))
+	})
 	mgr.Register(tcp.Name, func() probe.Probe { return tcp.New(tcp.WithStats(bpfStats), tcp.WithMissingHooks(missing)) })
 	mgr.Register(socket.Name, func() probe.Probe {
 		return socket.New(socket.WithStats(bpfStats), socket.WithMissingHooks(missing))

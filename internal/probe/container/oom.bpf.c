@@ -1,0 +1,58 @@
+//go:build ignore
+
+/* container: OOM kills per cgroup (gala-gopher container_oom,
+ * oom_events_total).
+ *
+ * Hook: tp_btf/mark_victim (struct task_struct *task, uid_t uid), fired
+ *   once per process the OOM killer picks (memcg and global OOM alike),
+ *   with the victim itself, not the task that ran out of memory: in a pod
+ *   with a pod-level limit the victim may be another container's process.
+ * Output: oom_kills, keyed by the victim's cgroups (struct oom_key): the
+ *   kernfs id of its memory controller cgroup (the v1 memory hierarchy's
+ *   directory on legacy and hybrid hosts, the cgroup2 directory on unified
+ *   ones; 0 without the memory controller) and of its cgroup2 directory
+ *   (bpf_get_current_cgroup_id's id; the root's on legacy hosts). A kernfs
+ *   id is the directory's inode number. The value counts kills since load;
+ *   user space reads the map once per report period and never clears it.
+ * Kernel: 6.8+ (mark_victim takes the task since then), BTF.
+ */
+#include "common.h"
+
+struct oom_key {
+	__u64 memcg_id;
+	__u64 cgroup_id;
+};
+
+GALAGO_EXPORT_TYPE(struct oom_key, oom_key);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct oom_key);
+	__type(value, __u64);
+} oom_kills SEC(".maps");
+
+SEC("tp_btf/mark_victim")
+int BPF_PROG(mark_victim, struct task_struct *task, uid_t uid)
+{
+	struct oom_key key = {};
+	struct css_set *cset = BPF_CORE_READ(task, cgroups);
+	struct cgroup_subsys_state *css = NULL;
+	int mem = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+
+	key.cgroup_id = BPF_CORE_READ(cset, dfl_cgrp, kn, id);
+	if (mem >= 0 && mem < 32) {
+		void *slot = (void *)cset + bpf_core_field_offset(struct css_set, subsys) +
+			     mem * sizeof(css);
+		if (bpf_probe_read_kernel(&css, sizeof(css), slot) == 0 && css)
+			key.memcg_id = BPF_CORE_READ(css, cgroup, kn, id);
+	}
+
+	__u64 one = 1, *n = bpf_map_lookup_elem(&oom_kills, &key);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else if (bpf_map_update_elem(&oom_kills, &key, &one, BPF_NOEXIST) != 0 &&
+		 (n = bpf_map_lookup_elem(&oom_kills, &key)))
+		__sync_fetch_and_add(n, 1);
+	return 0;
+}

@@ -1,0 +1,28 @@
+package container
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/galago-project/galago/internal/bpfrt/bpfspec"
+)
+
+// TestSpec checks both architectures' objects without loading them: the
+// one program, the one map and the key the Go side reads.
+func TestSpec(t *testing.T) {
+	bpfspec.Objects(t, _OomBytes, []string{"oom_x86_bpfel.o", "oom_arm64_bpfel.o"}, func(t *testing.T, spec *ebpf.CollectionSpec) {
+		bpfspec.Programs(t, spec, map[string]bpfspec.Program{
+			"mark_victim": {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "mark_victim"},
+		})
+		bpfspec.Maps(t, spec, map[string]bpfspec.Map{
+			"oom_kills": {Type: ebpf.LRUHash, KeySize: 16, ValueSize: 8, MaxEntries: 4096},
+		})
+		bpfspec.StructSize(t, spec, "oom_key", int(unsafe.Sizeof(oomOomKey{})))
+	})
+	var k oomOomKey
+	if unsafe.Offsetof(k.CgroupId) != 8 {
+		t.Errorf("cgroup_id at %d, want 8", unsafe.Offsetof(k.CgroupId))
+	}
+}
