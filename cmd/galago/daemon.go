@@ -27,6 +27,7 @@ import (
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/baseinfo"
 	"github.com/galago-project/galago/internal/probe/custom"
+	"github.com/galago-project/galago/internal/probe/flamegraph"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
@@ -103,6 +104,9 @@ func runDaemon(cfg *config.Config) error {
 	})
 	mgr.Register(l7probe.Name, func() probe.Probe {
 		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(flamegraph.Name, func() probe.Probe {
+		return flamegraph.New(flamegraph.WithStats(bpfStats), flamegraph.WithMissingHooks(missing), flamegraph.WithHostPath(cfg.HostPath))
 	})
 	if err := addCustomProbes(cfg, mgr); err != nil {
 		return err

@@ -1,0 +1,293 @@
+package flamegraph
+
+import (
+	"bufio"
+	"encoding/xml"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/snoop"
+)
+
+// target is a running test program: it printed "ready" and waits for its
+// command line.
+type target struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func startTarget(t *testing.T, bin string) *target {
+	t.Helper()
+	cmd := exec.Command(bin)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tg := &target{cmd, stdin, bufio.NewReader(stdout)}
+	t.Cleanup(func() {
+		tg.stdin.Close()
+		_ = cmd.Wait()
+	})
+	if line := tg.line(t); line != "ready" {
+		t.Fatalf("%s said %q, want ready", bin, line)
+	}
+	return tg
+}
+
+func (tg *target) line(t *testing.T) string {
+	t.Helper()
+	s, err := tg.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("target output: %v", err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// run sends a command and returns the number after "done" (0 if none).
+func (tg *target) run(t *testing.T, cmd string) int64 {
+	t.Helper()
+	if _, err := io.WriteString(tg.stdin, cmd+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	line := tg.line(t)
+	f := strings.Fields(line)
+	if len(f) == 0 || f[0] != "done" {
+		t.Fatalf("target said %q, want done", line)
+	}
+	if len(f) == 1 {
+		return 0
+	}
+	n, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func buildC(t *testing.T) string {
+	t.Helper()
+	probetest.RequireTools(t, "cc")
+	bin := filepath.Join(t.TempDir(), "burn")
+	out, err := exec.Command("cc", "-O0", "-fno-omit-frame-pointer", "-o", bin, "testdata/burn.c", "-lpthread").CombinedOutput()
+	if err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func buildGo(t *testing.T, ldflags string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gohot")
+	args := []string{"build", "-o", bin}
+	if ldflags != "" {
+		args = append(args, "-ldflags="+ldflags)
+	}
+	// go test puts its own GOROOT/bin first on PATH.
+	cmd := exec.Command("go", append(args, "./testdata/gohot")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// profiled runs fn with the probe observing only pid, then stops the probe
+// (which writes the window) and returns the output directories.
+func profiled(t *testing.T, sub []string, pid int, periodMs int, fn func()) (outDir, flameDir string) {
+	t.Helper()
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"))
+	outDir, flameDir = t.TempDir(), t.TempDir()
+	f := probe.LookupBuiltin(Name)
+	var bits uint32
+	for _, s := range sub {
+		b, _ := f.SubItemBit(s)
+		bits |= b
+	}
+	params := probe.DefaultParams()
+	params.OutputDir, params.FlameDir = outDir, flameDir
+	params.PerfSamplePeriod = periodMs
+	cfg := probe.Config{SubItems: bits, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}
+	p := New(withPeriods(300*time.Millisecond, time.Hour))
+	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	fn()
+	rt.Shutdown(t, p)
+	if n := rt.ErrorCount(); n != 0 {
+		t.Errorf("%d errors: %s", n, rt.Logs())
+	}
+	t.Logf("lost: %d (kernel drops by reason: %v)", rt.LostCount(), p.drops)
+	return outDir, flameDir
+}
+
+func readFoldedFile(t *testing.T, flameDir string, k kind, pid int) []foldedLine {
+	t.Helper()
+	f, err := os.Open(filepath.Join(flameDir, k.String(), "tmp_"+strconv.Itoa(pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lines, err := parseFolded(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// weight sums the counts of stacks holding frame; total sums all.
+func weight(lines []foldedLine, frame string) (n, total uint64) {
+	for _, l := range lines {
+		total += l.count
+		for _, f := range l.frames {
+			if f == frame {
+				n += l.count
+				break
+			}
+		}
+	}
+	return n, total
+}
+
+// checkOutputs: the SVG parses as XML and names frame; the pprof file
+// parses and its sample total equals the folded total.
+func checkOutputs(t *testing.T, outDir string, k kind, pid int, lines []foldedLine, frame string) {
+	t.Helper()
+	svgs, _ := filepath.Glob(filepath.Join(outDir, k.String(), "*", "*-"+strconv.Itoa(pid)+".svg"))
+	pbs, _ := filepath.Glob(filepath.Join(outDir, k.String(), "*", "*-"+strconv.Itoa(pid)+".pb.gz"))
+	if len(svgs) != 1 || len(pbs) != 1 {
+		t.Fatalf("svg files %v, pprof files %v: want one each", svgs, pbs)
+	}
+	b, err := os.ReadFile(svgs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		XMLName xml.Name
+		Titles  []string `xml:"g>g>title"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("svg: %v", err)
+	}
+	found := false
+	for _, ti := range doc.Titles {
+		if strings.HasPrefix(ti, frame+" (") {
+			found = true
+		}
+	}
+	if doc.XMLName.Local != "svg" || !found {
+		t.Errorf("svg root %q, %d frames, %q among them: %v", doc.XMLName.Local, len(doc.Titles), frame, found)
+	}
+	pf, err := os.Open(pbs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	prof, err := profile.Parse(pf)
+	if err != nil {
+		t.Fatalf("pprof: %v", err)
+	}
+	var sum int64
+	for _, s := range prof.Sample {
+		sum += s.Value[0]
+	}
+	_, total := weight(lines, "")
+	if uint64(sum) != total || total == 0 {
+		t.Errorf("pprof samples total %d, folded total %d", sum, total)
+	}
+}
+
+func within(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got/want-1) > tol {
+		t.Errorf("%s = %.3f, want %.3f within %.0f%%", what, got, want, tol*100)
+	} else {
+		t.Logf("%s = %.3f (want %.3f)", what, got, want)
+	}
+}
+
+// cpuRatio runs a target's "cpu" command under the oncpu profile and checks
+// the 3:1 split between its two hot functions, and the sample count
+// against the CPU time the target measured.
+//
+// The sample period is 1 ms, below gala-gopher's 10 ms floor for
+// perf_sample_period (which the REST API enforces, not the probe): on a
+// loaded machine a process runs in slices shorter than the period, each
+// sampled once or not at all, so the split's relative error goes as
+// 1/sqrt(samples), and 15% needs thousands of them.
+func cpuRatio(t *testing.T, bin, fa, fb, cmd string) {
+	const periodMs = 1
+	tg := startTarget(t, bin)
+	pid := tg.cmd.Process.Pid
+	var cpuNs int64
+	outDir, flameDir := profiled(t, []string{"oncpu"}, pid, periodMs, func() { cpuNs = tg.run(t, cmd) })
+	lines := readFoldedFile(t, flameDir, onCPU, pid)
+	a, total := weight(lines, fa)
+	b, _ := weight(lines, fb)
+	if a == 0 || b == 0 {
+		t.Fatalf("%s %d samples, %s %d, of %d:\n%v", fa, a, fb, b, total, lines)
+	}
+	within(t, fa+"/"+fb, float64(a)/float64(b), 3, 0.15)
+	if t.Failed() {
+		t.Logf("folded:\n%v", lines)
+	}
+	if cpuNs > 0 {
+		within(t, "samples x period / CPU time", float64(total)*float64(periodMs*time.Millisecond)/float64(cpuNs), 1, 0.15)
+	}
+	for _, l := range lines {
+		if l.frames[0] != "["+strconv.Itoa(pid)+"]"+filepath.Base(bin) {
+			t.Errorf("stack %v does not start with the process frame", l.frames)
+			break
+		}
+	}
+	checkOutputs(t, outDir, onCPU, pid, lines, fa)
+}
+
+func TestOnCPUCPrivileged(t *testing.T) {
+	cpuRatio(t, buildC(t), "burn_a", "burn_b", "cpu 800000000")
+}
+
+func TestOnCPUGoPrivileged(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	for _, tc := range []struct{ name, ldflags string }{{"plain", ""}, {"stripped", "-s -w"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cpuRatio(t, buildGo(t, tc.ldflags), "main.hotA", "main.hotB", "cpu 1000000000")
+		})
+	}
+}
+
+func TestOffCPUPrivileged(t *testing.T) {
+	tg := startTarget(t, buildC(t))
+	pid := tg.cmd.Process.Pid
+	var slept int64
+	outDir, flameDir := profiled(t, []string{"offcpu"}, pid, 10, func() { slept = tg.run(t, "sleep 1000") })
+	lines := readFoldedFile(t, flameDir, offCPU, pid)
+	us, total := weight(lines, "sleepy")
+	if us == 0 {
+		t.Fatalf("no off-CPU time in sleepy, of %d µs:\n%v", total, lines)
+	}
+	// The thread's own measure of its life: ten nanosleeps of 100 ms
+	// and the few µs of CPU between them.
+	within(t, "off-CPU time in sleepy / time the thread measured", float64(us)*1e3/float64(slept), 1, 0.15)
+	checkOutputs(t, outDir, offCPU, pid, lines, "sleepy")
+}
