@@ -403,6 +403,9 @@ func writeFile(name string, fill func(*os.File) error) error {
 // prune removes the date directories under dir older than cutoff.
 func prune(dir string, cutoff time.Time) error {
 	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // nothing written yet
+	}
 	if err != nil {
 		return err
 	}
