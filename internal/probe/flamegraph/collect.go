@@ -168,9 +168,15 @@ func (p *Probe) collect() error {
 			}
 			if id := e.key.KernStack; id >= 0 {
 				if pcs, ok := readStack(id); ok {
-					for i := len(pcs) - 1; i >= 0; i-- {
+					// The walk starts inside the BPF program: drop
+					// the tracing machinery's frames at the leaf.
+					first := 0
+					for first < len(pcs)-1 && isTracingFrame(p.syms.Kernel(pcs[first])) {
+						first++
+					}
+					for i := len(pcs) - 1; i >= first; i-- {
 						pc := pcs[i]
-						if i > 0 {
+						if i > first {
 							pc--
 						}
 						frames = append(frames, frameName(p.syms.Kernel(pc))+"_[k]")
@@ -216,6 +222,17 @@ func (p *Probe) collect() error {
 		p.rt.Lost(lost + dl)
 	}
 	return errors.Join(errs...)
+}
+
+// isTracingFrame tells the kernel functions that run a BPF program from a
+// tracepoint (and the program itself) from the traced code.
+func isTracingFrame(name string) bool {
+	for _, prefix := range []string{"bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_", "bpf_get_stack"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Probe) addSample(k kind, pid int, stack string, v uint64) {

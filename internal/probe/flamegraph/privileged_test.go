@@ -254,6 +254,11 @@ func cpuRatio(t *testing.T, bin, fa, fb, cmd string) {
 	if cpuNs > 0 {
 		within(t, "samples x period / CPU time", float64(total)*float64(periodMs*time.Millisecond)/float64(cpuNs), 1, 0.15)
 	}
+	// The snooper filter: only the target's profile was written.
+	ents, err := os.ReadDir(filepath.Join(flameDir, onCPU.String()))
+	if err != nil || len(ents) != 1 || ents[0].Name() != "tmp_"+strconv.Itoa(pid) {
+		t.Errorf("folded files %v (%v), want tmp_%d only", ents, err, pid)
+	}
 	for _, l := range lines {
 		if l.frames[0] != "["+strconv.Itoa(pid)+"]"+filepath.Base(bin) {
 			t.Errorf("stack %v does not start with the process frame", l.frames)
@@ -289,5 +294,55 @@ func TestOffCPUPrivileged(t *testing.T) {
 	// The thread's own measure of its life: ten nanosleeps of 100 ms
 	// and the few µs of CPU between them.
 	within(t, "off-CPU time in sleepy / time the thread measured", float64(us)*1e3/float64(slept), 1, 0.15)
+	for _, l := range lines {
+		for _, f := range l.frames {
+			if isTracingFrame(strings.TrimSuffix(f, "_[k]")) {
+				t.Errorf("the BPF program's own frames in %v", l.frames)
+				break
+			}
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("folded:\n%v", lines)
+	}
 	checkOutputs(t, outDir, offCPU, pid, lines, "sleepy")
+}
+
+// TestKernelStacksPrivileged: time spent in write(2) shows kernel frames,
+// named from kallsyms, above the user function that made the call.
+func TestKernelStacksPrivileged(t *testing.T) {
+	tg := startTarget(t, buildC(t))
+	pid := tg.cmd.Process.Pid
+	_, flameDir := profiled(t, []string{"oncpu"}, pid, 1, func() { tg.run(t, "sys 3000000") })
+	lines := readFoldedFile(t, flameDir, onCPU, pid)
+	// Most of a one-byte write's time is syscall entry and exit; the
+	// write itself is a good share of the rest.
+	inWrite, total := weight(lines, "vfs_write_[k]")
+	var inKernel uint64
+	for _, l := range lines {
+		if strings.HasSuffix(l.frames[len(l.frames)-1], "_[k]") {
+			inKernel += l.count
+		}
+	}
+	if float64(inWrite) < 0.1*float64(total) || float64(inKernel) < 0.5*float64(total) {
+		t.Fatalf("%d of %d samples in vfs_write, %d in the kernel:\n%v", inWrite, total, inKernel, lines)
+	}
+	t.Logf("%d of %d samples in vfs_write, %d in the kernel", inWrite, total, inKernel)
+	for _, l := range lines {
+		user, kernel := -1, -1
+		for i, f := range l.frames {
+			if f == "sys_loop" {
+				user = i
+			}
+			if f == "vfs_write_[k]" && kernel < 0 {
+				kernel = i
+			}
+			if f == "[unknown]_[k]" {
+				t.Errorf("unnamed kernel frame in %v", l.frames)
+			}
+		}
+		if kernel >= 0 && (user < 0 || user > kernel) {
+			t.Errorf("vfs_write not under sys_loop: %v", l.frames)
+		}
+	}
 }

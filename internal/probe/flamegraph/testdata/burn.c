@@ -4,10 +4,11 @@
  *   cpu <n>    spins (in spin) under burn_a for 3n loop iterations and under
  *              burn_b for n,
  *              interleaved in 20 rounds;
+ *   sys <n>    writes n single bytes to /dev/null from sys_loop;
  *   sleep <ms> a second thread sleeps <ms> in 10 equal nanosleeps made from
  *              sleepy() itself (a raw syscall, so the frame-pointer walk
  *              starts inside sleepy);
- * prints "done <ns>" (CPU or sleep time measured) and waits for stdin to
+ * prints "done <ns>" (the CPU time, or the time sleepy took, measured) and waits for stdin to
  * close, so that its mappings can still be read.
  * Build: cc -O0 -fno-omit-frame-pointer -o burn burn.c -lpthread */
 #include <pthread.h>
@@ -39,29 +40,58 @@ __attribute__((noinline)) void burn_b(unsigned long n)
 	spin(n);
 }
 
+#if defined(__aarch64__)
 static long raw_nanosleep(const struct timespec *ts)
 {
 	long ret;
-#if defined(__x86_64__)
-	__asm__ volatile("syscall" : "=a"(ret) : "0"(SYS_nanosleep), "D"(ts), "S"(0) : "rcx", "r11", "memory");
-#elif defined(__aarch64__)
 	register long x8 __asm__("x8") = SYS_nanosleep;
 	register long x0 __asm__("x0") = (long)ts;
 	register long x1 __asm__("x1") = 0;
 	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1) : "memory");
 	ret = x0;
-#else
+	return ret;
+}
+#elif !defined(__x86_64__)
 #error unsupported architecture
+#endif
+
+/* raw_write: write(2) without libc (built without frame pointers, a
+ * libc frame would hide its caller), inlined into its caller. */
+static inline __attribute__((always_inline)) long raw_write(int fd, const void *buf, long n)
+{
+	long ret;
+#if defined(__x86_64__)
+	__asm__ volatile("syscall" : "=a"(ret) : "0"(SYS_write), "D"(fd), "S"(buf), "d"(n) : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = SYS_write;
+	register long x0 __asm__("x0") = fd;
+	register long x1 __asm__("x1") = (long)buf;
+	register long x2 __asm__("x2") = n;
+	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
+	ret = x0;
 #endif
 	return ret;
 }
 
+/* sys_loop writes n bytes to /dev/null one at a time: its time is in the
+ * kernel, under write(2). */
+__attribute__((noinline)) void sys_loop(int fd, long n)
+{
+	char c = 0;
+
+	for (long i = 0; i < n; i++)
+		raw_write(fd, &c, 1);
+}
+
 static long sleep_ms;
+static long long slept_ns;
+static long long now_ns(clockid_t c);
 
 /* sleepy is inlined into nothing: the syscall instruction is in its body. */
 __attribute__((noinline)) void sleepy(long ms)
 {
 	struct timespec ts = { .tv_sec = (ms / 10) / 1000, .tv_nsec = ((ms / 10) % 1000) * 1000000L };
+	long long t0 = now_ns(CLOCK_MONOTONIC);
 
 	for (int i = 0; i < 10; i++) {
 		long ret;
@@ -72,6 +102,7 @@ __attribute__((noinline)) void sleepy(long ms)
 #endif
 		(void)ret;
 	}
+	slept_ns = now_ns(CLOCK_MONOTONIC) - t0;
 }
 
 static void *sleeper(void *arg)
@@ -106,14 +137,21 @@ int main(void)
 			burn_b((unsigned long)arg / 20);
 		}
 		printf("done %lld\n", now_ns(CLOCK_PROCESS_CPUTIME_ID) - t0);
+	} else if (strcmp(cmd, "sys") == 0) {
+		FILE *null = fopen("/dev/null", "w");
+		long long t0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+
+		if (!null)
+			return 3;
+		sys_loop(fileno(null), arg);
+		printf("done %lld\n", now_ns(CLOCK_PROCESS_CPUTIME_ID) - t0);
 	} else if (strcmp(cmd, "sleep") == 0) {
 		pthread_t t;
-		long long t0 = now_ns(CLOCK_MONOTONIC);
 
 		sleep_ms = arg;
 		pthread_create(&t, NULL, sleeper, NULL);
 		pthread_join(t, NULL);
-		printf("done %lld\n", now_ns(CLOCK_MONOTONIC) - t0);
+		printf("done %lld\n", slept_ns);
 	} else {
 		return 2;
 	}
