@@ -346,3 +346,65 @@ func TestKernelStacksPrivileged(t *testing.T) {
 		}
 	}
 }
+
+// TestReconfigurePrivileged: sub-items, sample period and snoopers change
+// while the probe runs: the perf events close when oncpu goes, the
+// sched_switch hook comes with offcpu, and the new process is observed.
+func TestReconfigurePrivileged(t *testing.T) {
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"))
+	bin := buildC(t)
+	first, second := startTarget(t, bin), startTarget(t, bin)
+	outDir, flameDir := t.TempDir(), t.TempDir()
+	params := probe.DefaultParams()
+	params.OutputDir, params.FlameDir = outDir, flameDir
+	targets := probetest.NewTargets(snoop.Whitelist, first.cmd.Process.Pid)
+	cfg := probe.Config{SubItems: bitOnCPU, Params: params, Targets: targets}
+	p := New(withPeriods(300*time.Millisecond, time.Hour))
+	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	cpus, err := onlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	if len(p.perf) != len(cpus) || p.perfNs != 10e6 || p.offLink != nil {
+		t.Errorf("oncpu: %d perf events for %d CPUs at %d ns, offcpu link %v", len(p.perf), len(cpus), p.perfNs, p.offLink)
+	}
+	p.mu.Unlock()
+
+	params.PerfSamplePeriod = 20
+	cfg.Params = params
+	if err := p.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	if len(p.perf) != len(cpus) || p.perfNs != 20e6 {
+		t.Errorf("after the period change: %d perf events at %d ns", len(p.perf), p.perfNs)
+	}
+	p.mu.Unlock()
+
+	targets.Set(second.cmd.Process.Pid)
+	cfg.SubItems = bitOffCPU
+	if err := p.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	if len(p.perf) != 0 || p.offLink == nil {
+		t.Errorf("offcpu only: %d perf events, offcpu link %v", len(p.perf), p.offLink)
+	}
+	p.mu.Unlock()
+	first.run(t, "cpu 10000000")
+	slept := second.run(t, "sleep 300")
+	rt.Shutdown(t, p)
+
+	lines := readFoldedFile(t, flameDir, offCPU, second.cmd.Process.Pid)
+	us, _ := weight(lines, "sleepy")
+	within(t, "off-CPU time in sleepy / measured", float64(us)*1e3/float64(slept), 1, 0.15)
+	for _, k := range []kind{onCPU, offCPU} {
+		if _, err := os.Stat(filepath.Join(flameDir, k.String(), "tmp_"+strconv.Itoa(first.cmd.Process.Pid))); err == nil {
+			t.Errorf("%s: the process no longer observed was written", k)
+		}
+	}
+}
