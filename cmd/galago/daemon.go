@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -105,8 +106,9 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(l7probe.Name, func() probe.Probe {
 		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath))
 	})
+	profiles := flamegraph.NewHub()
 	mgr.Register(flamegraph.Name, func() probe.Probe {
-		return flamegraph.New(flamegraph.WithStats(bpfStats), flamegraph.WithMissingHooks(missing), flamegraph.WithHostPath(cfg.HostPath))
+		return flamegraph.New(flamegraph.WithStats(bpfStats), flamegraph.WithMissingHooks(missing), flamegraph.WithHostPath(cfg.HostPath), flamegraph.WithHub(profiles))
 	})
 	if err := addCustomProbes(cfg, mgr); err != nil {
 		return err
@@ -119,7 +121,7 @@ func runDaemon(cfg *config.Config) error {
 	go pipe.RunMeta(ctx, mgr.Tables)
 
 	startProfiler(log)
-	servers, err := startServers(cfg, exporter, mgr, log)
+	servers, err := startServers(cfg, exporter, mgr, log, map[string]http.Handler{flamegraph.PprofPath: profiles})
 	if err != nil {
 		mgr.StopAll()
 		return err
@@ -292,7 +294,7 @@ func (s *servers) shutdown(log *slog.Logger) {
 
 // startServers binds every endpoint before returning, so a busy port stops
 // start-up with a clear error.
-func startServers(cfg *config.Config, exp *output.Exporter, mgr *probe.Manager, log *slog.Logger) (*servers, error) {
+func startServers(cfg *config.Config, exp *output.Exporter, mgr *probe.Manager, log *slog.Logger, extra map[string]http.Handler) (*servers, error) {
 	s := &servers{failed: make(chan error, 3)}
 	s.ctl = api.NewCtlServer(cfg.CmdSocket, mgr, log)
 	if err := s.ctl.Listen(); err != nil {
@@ -323,7 +325,7 @@ func startServers(cfg *config.Config, exp *output.Exporter, mgr *probe.Manager, 
 		if err != nil {
 			return nil, fmt.Errorf("rest_api_server: %w", err)
 		}
-		s.rest = api.NewServer(api.ServerConfig{Addr: addr, TLS: tlsCfg}, mgr, log)
+		s.rest = api.NewServer(api.ServerConfig{Addr: addr, TLS: tlsCfg, Extra: extra}, mgr, log)
 		go func() {
 			if err := s.rest.Serve(ln); err != nil {
 				s.failed <- fmt.Errorf("rest api: %w", err)

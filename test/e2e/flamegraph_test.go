@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,7 +137,50 @@ func TestFlamegraphOverREST(t *testing.T) {
 	waitFor(t, 10*time.Second, "flamegraph up", func() bool {
 		return strings.Contains(d.scrape(), `galago_probe_up{probe="flamegraph"} 1`)
 	})
+	// The live endpoint, asked while the process burns.
+	type live struct {
+		prof *profile.Profile
+		err  error
+	}
+	liveDone := make(chan live, 1)
+	go func() {
+		resp, err := http.Get(d.restURL("/flamegraph/pprof?type=oncpu&seconds=3"))
+		if err != nil {
+			liveDone <- live{nil, err}
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			liveDone <- live{nil, fmt.Errorf("status %d: %s", resp.StatusCode, b)}
+			return
+		}
+		p, err := profile.Parse(resp.Body)
+		liveDone <- live{p, err}
+	}()
 	cpuNs := cpu.run(t, "cpu 600000000")
+	lv := <-liveDone
+	if lv.err != nil {
+		t.Fatalf("GET /flamegraph/pprof: %v", lv.err)
+	}
+	var liveA, liveB int64
+	for _, s := range lv.prof.Sample {
+		if s.NumLabel["pid"][0] != int64(cpu.cmd.Process.Pid) {
+			continue
+		}
+		for _, l := range s.Location {
+			switch l.Line[0].Function.Name {
+			case "burn_a":
+				liveA += s.Value[0]
+			case "burn_b":
+				liveB += s.Value[0]
+			}
+		}
+	}
+	t.Logf("live pprof (3 s): burn_a %d, burn_b %d samples", liveA, liveB)
+	if liveA == 0 || liveB == 0 || liveA < liveB {
+		t.Errorf("live pprof: burn_a %d, burn_b %d samples", liveA, liveB)
+	}
 	sleptNs := sleeper.run(t, "sleep 600")
 	if code, body := d.put("flamegraph", `{"state":"stopped"}`); code != 200 {
 		t.Fatalf("PUT stopped: %d %s", code, body)

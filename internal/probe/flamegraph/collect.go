@@ -243,6 +243,7 @@ func (p *Probe) addSample(k kind, pid int, stack string, v uint64) {
 		w.procs[pid] = pp
 	}
 	pp.stacks[stack] += v
+	p.hub.publish(k, pid, pp.comm, stack, v)
 }
 
 func readComm(procRoot string, pid int) string {
@@ -385,7 +386,7 @@ func writeOutputs(k kind, pp *procProfile, outDir, flameDir string, period time.
 	if err := writeFile(svg, func(f *os.File) error { return writeSVG(f, k, title, lines) }); err != nil {
 		return err
 	}
-	prof := toPprof(k, pp.pid, pp.comm, lines, period, start, now.Sub(start))
+	prof := toPprof(k, []*procProfile{pp}, period, start, now.Sub(start))
 	return writeFile(pprofPath, func(f *os.File) error {
 		zw := gzip.NewWriter(f)
 		if err := prof.WriteUncompressed(zw); err != nil {

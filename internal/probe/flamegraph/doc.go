@@ -46,6 +46,15 @@
 // for hover, click to zoom. The pprof profile's samples equal the folded
 // counts (oncpu also carries cpu nanoseconds = samples × period).
 //
+// # Live profiles over HTTP
+//
+// With WithHub, the REST server also answers
+// GET /flamegraph/pprof?type=oncpu|offcpu&seconds=N (default 30, at most 60):
+// a gzipped pprof profile of every observed process, from the samples
+// drained during those N seconds (2 s granularity at the edges); pid and
+// comm are sample labels (go tool pprof -tagroot=pid ...). 503 when the probe
+// does not run that type.
+//
 // # Limits
 //
 // Stacks are walked by the kernel with frame pointers. Code built without

@@ -48,6 +48,7 @@ const retention = 7 * 24 * time.Hour
 type Probe struct {
 	stats     *bpfrt.Stats
 	missing   *bpfrt.MissingHooks
+	hub       *Hub
 	procRoot  string
 	drain     time.Duration // drainInterval unless set (tests)
 	svgPeriod time.Duration // replaces svg_period when set (tests)
@@ -144,6 +145,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		p.rt = nil
 		return errors.Join(err, p.closeLocked())
 	}
+	p.hub.setActive([nKinds]bool{cfg.Has(bitOnCPU), cfg.Has(bitOffCPU)}, time.Duration(samplePeriod(cfg)))
 	if p.stats != nil {
 		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
 			p.log.Warn("flamegraph: BPF run-time statistics unavailable", "err", err)
@@ -347,6 +349,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	if err := p.syncHooks(cfg); err != nil {
 		return err
 	}
+	p.hub.setActive([nKinds]bool{cfg.Has(bitOnCPU), cfg.Has(bitOffCPU)}, time.Duration(samplePeriod(cfg)))
 	p.cfg = cfg
 	select {
 	case p.kick <- struct{}{}:
@@ -368,6 +371,7 @@ func (p *Probe) Stop() error {
 
 func (p *Probe) closeLocked() error {
 	var errs []error
+	p.hub.setActive([nKinds]bool{}, 0)
 	if p.stats != nil {
 		p.stats.Unregister(Name)
 	}

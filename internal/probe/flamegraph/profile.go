@@ -117,12 +117,11 @@ func frameName(s string) string {
 	return s
 }
 
-// toPprof builds a pprof profile of lines (each line's first frame is the
-// process). Locations are named frames (the addresses were symbolised in
-// the agent), one Function per name; the process frame becomes pid and
-// comm labels. oncpu carries samples and cpu ns (samples × period);
-// offcpu carries µs off CPU.
-func toPprof(k kind, pid int, comm string, lines []foldedLine, period time.Duration, start time.Time, dur time.Duration) *profile.Profile {
+// toPprof builds a pprof profile of the processes' stacks. Locations are
+// named frames (the addresses were symbolised in the agent), one Function
+// per name; the process frame becomes pid and comm labels. oncpu carries
+// samples and cpu ns (samples × period); offcpu carries µs off CPU.
+func toPprof(k kind, procs []*procProfile, period time.Duration, start time.Time, dur time.Duration) *profile.Profile {
 	p := &profile.Profile{
 		TimeNanos:     start.UnixNano(),
 		DurationNanos: dur.Nanoseconds(),
@@ -151,25 +150,24 @@ func toPprof(k kind, pid int, comm string, lines []foldedLine, period time.Durat
 		p.Location = append(p.Location, l)
 		return l
 	}
-	for _, ln := range lines {
-		fr := ln.frames
-		if len(fr) > 0 && fr[0] == fmt.Sprintf("[%d]%s", pid, comm) {
-			fr = fr[1:]
+	for _, pp := range procs {
+		for _, ln := range pp.lines() {
+			fr := ln.frames[1:] // without the process frame
+			s := &profile.Sample{
+				Label:    map[string][]string{"comm": {pp.comm}},
+				NumLabel: map[string][]int64{"pid": {int64(pp.pid)}},
+			}
+			// pprof lists a sample's locations leaf first.
+			for i := len(fr) - 1; i >= 0; i-- {
+				s.Location = append(s.Location, loc(fr[i]))
+			}
+			if k == onCPU {
+				s.Value = []int64{int64(ln.count), int64(ln.count) * period.Nanoseconds()}
+			} else {
+				s.Value = []int64{int64(ln.count)}
+			}
+			p.Sample = append(p.Sample, s)
 		}
-		s := &profile.Sample{
-			Label:    map[string][]string{"comm": {comm}},
-			NumLabel: map[string][]int64{"pid": {int64(pid)}},
-		}
-		// pprof lists a sample's locations leaf first.
-		for i := len(fr) - 1; i >= 0; i-- {
-			s.Location = append(s.Location, loc(fr[i]))
-		}
-		if k == onCPU {
-			s.Value = []int64{int64(ln.count), int64(ln.count) * period.Nanoseconds()}
-		} else {
-			s.Value = []int64{int64(ln.count)}
-		}
-		p.Sample = append(p.Sample, s)
 	}
 	return p
 }

@@ -56,9 +56,8 @@ func TestFoldedRoundTrip(t *testing.T) {
 
 func TestPprof(t *testing.T) {
 	pp := testProc()
-	lines := pp.lines()
 	start := time.Unix(1700000000, 0)
-	prof := toPprof(onCPU, pp.pid, pp.comm, lines, 10*time.Millisecond, start, time.Minute)
+	prof := toPprof(onCPU, []*procProfile{pp}, 10*time.Millisecond, start, time.Minute)
 	var buf bytes.Buffer
 	if err := prof.Write(&buf); err != nil {
 		t.Fatal(err)
@@ -86,7 +85,7 @@ func TestPprof(t *testing.T) {
 	if back.TimeNanos != start.UnixNano() || back.DurationNanos != int64(time.Minute) || back.Period != int64(10*time.Millisecond) {
 		t.Errorf("time %d duration %d period %d", back.TimeNanos, back.DurationNanos, back.Period)
 	}
-	off := toPprof(offCPU, pp.pid, pp.comm, lines, 0, start, time.Minute)
+	off := toPprof(offCPU, []*procProfile{pp}, 0, start, time.Minute)
 	if err := off.CheckValid(); err != nil || off.SampleType[0].Unit != "microseconds" {
 		t.Errorf("offcpu profile: %v, %v", err, off.SampleType)
 	}
