@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +32,12 @@ type target struct {
 
 func startTarget(t *testing.T, bin string) *target {
 	t.Helper()
-	cmd := exec.Command(bin)
+	return startTargetCmd(t, exec.Command(bin))
+}
+
+func startTargetCmd(t *testing.T, cmd *exec.Cmd) *target {
+	t.Helper()
+	bin := cmd.Path
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -236,8 +242,11 @@ func within(t *testing.T, what string, got, want, tol float64) {
 // sampled once or not at all, so the split's relative error goes as
 // 1/sqrt(samples), and 15% needs thousands of them.
 func cpuRatio(t *testing.T, bin, fa, fb, cmd string) {
+	cpuRatioOf(t, startTarget(t, bin), filepath.Base(bin), fa, fb, cmd)
+}
+
+func cpuRatioOf(t *testing.T, tg *target, comm, fa, fb, cmd string) {
 	const periodMs = 1
-	tg := startTarget(t, bin)
 	pid := tg.cmd.Process.Pid
 	var cpuNs int64
 	outDir, flameDir := profiled(t, []string{"oncpu"}, pid, periodMs, func() { cpuNs = tg.run(t, cmd) })
@@ -260,7 +269,7 @@ func cpuRatio(t *testing.T, bin, fa, fb, cmd string) {
 		t.Errorf("folded files %v (%v), want tmp_%d only", ents, err, pid)
 	}
 	for _, l := range lines {
-		if l.frames[0] != "["+strconv.Itoa(pid)+"]"+filepath.Base(bin) {
+		if l.frames[0] != "["+strconv.Itoa(pid)+"]"+comm {
 			t.Errorf("stack %v does not start with the process frame", l.frames)
 			break
 		}
@@ -279,6 +288,71 @@ func TestOnCPUGoPrivileged(t *testing.T) {
 			cpuRatio(t, buildGo(t, tc.ldflags), "main.hotA", "main.hotB", "cpu 1000000000")
 		})
 	}
+}
+
+// TestOnCPUElsewherePrivileged: binaries the host cannot open by the path
+// in /proc/<pid>/maps are still named: one on a mount of its own mount
+// namespace, as in a container (read through /proc/<pid>/root), and, read
+// through /proc/<pid>/map_files, one in a chroot (maps gives the host path,
+// which the process's root does not hold) and one deleted after it started.
+func TestOnCPUElsewherePrivileged(t *testing.T) {
+	probetest.RequireTools(t, "unshare", "sh", "mount", "cp")
+	bin := buildGo(t, "-s -w")
+	t.Run("mount namespace", func(t *testing.T) {
+		dir := t.TempDir()
+		cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+			"mount -t tmpfs tmpfs "+dir+" && cp "+bin+" "+dir+"/gohot && exec "+dir+"/gohot")
+		tg := startTargetCmd(t, cmd)
+		pid := tg.cmd.Process.Pid
+		maps, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "maps"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "gohot")
+		if !strings.Contains(string(maps), " "+path+"\n") {
+			t.Fatalf("maps does not name %s:\n%s", path, maps)
+		}
+		if _, err := os.Stat(path); err == nil {
+			t.Fatalf("%s is visible on the host", path)
+		}
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "root", path)); err != nil {
+			t.Fatal(err)
+		}
+		cpuRatioOf(t, tg, "gohot", "main.hotA", "main.hotB", "cpu 1000000000")
+	})
+	t.Run("chroot", func(t *testing.T) {
+		root := t.TempDir()
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "gohot"), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/gohot")
+		cmd.Path = "/gohot"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+		if _, err := os.Stat("/gohot"); err == nil {
+			t.Fatal("/gohot exists on the host: the test would not show anything")
+		}
+		cpuRatioOf(t, startTargetCmd(t, cmd), "gohot", "main.hotA", "main.hotB", "cpu 1000000000")
+	})
+	t.Run("deleted", func(t *testing.T) {
+		dir := t.TempDir()
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		del := filepath.Join(dir, "gohot")
+		if err := os.WriteFile(del, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tg := startTarget(t, del)
+		if err := os.Remove(del); err != nil {
+			t.Fatal(err)
+		}
+		cpuRatioOf(t, tg, "gohot", "main.hotA", "main.hotB", "cpu 1000000000")
+	})
 }
 
 func TestOffCPUPrivileged(t *testing.T) {
