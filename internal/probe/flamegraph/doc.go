@@ -66,7 +66,12 @@
 // Pyroscope push (pyroscope_server is accepted and unused), multi_instance
 // and native_stack are accepted and ignored. Short-lived processes are
 // named as long as they live until the next drain; after that their
-// frames are "<file>+0x<offset>" or "[unknown]".
+// frames are "<file>+0x<offset>" or "[unknown]". Off-CPU time is counted
+// when the thread wakes, in the window of its wake-up; a thread that
+// blocked before the probe started is not counted for that block. The
+// sampling events are opened on the CPUs online at start (or at a change of
+// perf_sample_period): a CPU brought online later is not sampled. Symbol
+// tables stay cached per file (device and inode) while the probe runs.
 //
 // # Costs
 //
