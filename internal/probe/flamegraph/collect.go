@@ -2,6 +2,7 @@ package flamegraph
 
 import (
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -34,22 +35,30 @@ type window struct {
 
 func newWindow(now time.Time) *window { return &window{start: now, procs: map[int]*procProfile{}} }
 
-// run drains the kernel maps every drain interval and writes the outputs
-// every svg_period; on stop it drains and writes the window so far.
-func (p *Probe) run(ctx contextDone) error {
+// run drains the kernel maps every drain interval, pushes to Pyroscope
+// every 20 s and writes the outputs every svg_period; on stop it drains,
+// writes and pushes what it has.
+func (p *Probe) run(ctx context.Context) error {
 	p.mu.Lock()
 	svg := p.svgEvery(p.cfg)
 	p.mu.Unlock()
 	drain := time.NewTicker(p.drain)
 	defer drain.Stop()
+	push := time.NewTicker(p.pushEvery)
+	defer push.Stop()
 	out := time.NewTicker(svg)
 	defer out.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			p.collectAndReport()
-			p.flush(p.now())
+			now := p.now()
+			p.flush(now)
+			p.push(context.WithoutCancel(ctx), now)
 			return nil
+		case <-push.C:
+			p.collectAndReport()
+			p.push(ctx, p.now())
 		case <-p.kick:
 			p.mu.Lock()
 			if d := p.svgEvery(p.cfg); d != svg {
@@ -65,9 +74,6 @@ func (p *Probe) run(ctx contextDone) error {
 		}
 	}
 }
-
-// contextDone is the part of context.Context run uses.
-type contextDone interface{ Done() <-chan struct{} }
 
 func (p *Probe) svgEvery(cfg probe.Config) time.Duration {
 	if p.svgPeriod > 0 {
@@ -243,6 +249,15 @@ func (p *Probe) addSample(k kind, pid int, stack string, v uint64) {
 		w.procs[pid] = pp
 	}
 	pp.stacks[stack] += v
+	if _, ok := pyroscopeAddr(p.cfg.Params.PyroscopeServer); ok {
+		pw := p.pushWin[k]
+		q, ok := pw.procs[pid]
+		if !ok {
+			q = &procProfile{pid: pid, comm: pp.comm, stacks: map[string]uint64{}}
+			pw.procs[pid] = q
+		}
+		q.stacks[stack] += v
+	}
 	p.hub.publish(k, pid, pp.comm, stack, v)
 }
 

@@ -46,6 +46,17 @@
 // for hover, click to zoom. The pprof profile's samples equal the folded
 // counts (oncpu also carries cpu nanoseconds = samples × period).
 //
+// # Pyroscope
+//
+// When pyroscope_server is "host:port" (default localhost:4040; empty or
+// malformed turns it off, as in gala-gopher), every 20 s and at stop the
+// stacks drained since the last push are POSTed as folded text to
+// http://<server>/ingest?name=gala-gopher-<type>-<system-uuid>[.<pid> with
+// multi_instance=1]&from=<s>&until=<s>&units=samples&sampleRate=<r>, 3 s
+// timeout; r is 1000/perf_sample_period for oncpu and 1000000 for offcpu
+// (whose counts are µs). system-uuid is the DMI product UUID (the machine
+// id without DMI). A failing server is logged once until a push succeeds.
+//
 // # Live profiles over HTTP
 //
 // With WithHub, the REST server also answers
@@ -62,9 +73,8 @@
 // distribution libraries) gives truncated or skewed user stacks: a frame
 // through such a function loses its callers. Go keeps frame pointers, but
 // a leaf function without a frame of its own hides its caller. No DWARF or
-// .eh_frame unwinding, no Java/Python/JIT frames (no perf maps), no
-// Pyroscope push (pyroscope_server is accepted and unused), multi_instance
-// and native_stack are accepted and ignored. Short-lived processes are
+// .eh_frame unwinding, no Java/Python/JIT frames (no perf maps);
+// native_stack is accepted and ignored. Short-lived processes are
 // named as long as they live until the next drain; after that their
 // frames are "<file>+0x<offset>" or "[unknown]". Off-CPU time is counted
 // when the thread wakes, in the window of its wake-up; a thread that

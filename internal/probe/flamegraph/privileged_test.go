@@ -3,8 +3,12 @@ package flamegraph
 import (
 	"bufio"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -480,5 +484,68 @@ func TestReconfigurePrivileged(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(flameDir, k.String(), "tmp_"+strconv.Itoa(first.cmd.Process.Pid))); err == nil {
 			t.Errorf("%s: the process no longer observed was written", k)
 		}
+	}
+}
+
+// TestPyroscopePrivileged: with pyroscope_server set, the folded stacks go
+// to <server>/ingest in gala-gopher's form; what arrives over all pushes
+// equals the folded file of the same run.
+func TestPyroscopePrivileged(t *testing.T) {
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"))
+	type ingest struct {
+		query url.Values
+		body  string
+	}
+	got := make(chan ingest, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.Method == http.MethodPost && r.URL.Path == "/ingest" {
+			got <- ingest{r.URL.Query(), string(b)}
+		}
+	}))
+	defer srv.Close()
+
+	tg := startTarget(t, buildC(t))
+	pid := tg.cmd.Process.Pid
+	outDir, flameDir := t.TempDir(), t.TempDir()
+	params := probe.DefaultParams()
+	params.OutputDir, params.FlameDir = outDir, flameDir
+	params.PyroscopeServer = strings.TrimPrefix(srv.URL, "http://")
+	params.MultiInstance = 1
+	cfg := probe.Config{SubItems: bitOnCPU, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}
+	p := New(withPeriods(200*time.Millisecond, time.Hour), withPush(500*time.Millisecond))
+	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	tg.run(t, "cpu 300000000")
+	rt.Shutdown(t, p)
+	close(got)
+
+	wantName := fmt.Sprintf("gala-gopher-oncpu-%s.%d", systemUUID("/"), pid)
+	var pushed []foldedLine
+	n := 0
+	for in := range got {
+		n++
+		if in.query.Get("name") != wantName || in.query.Get("units") != "samples" || in.query.Get("sampleRate") != "100" {
+			t.Errorf("ingest query %v, want name %s, units samples, sampleRate 100", in.query, wantName)
+		}
+		from, _ := strconv.ParseInt(in.query.Get("from"), 10, 64)
+		until, _ := strconv.ParseInt(in.query.Get("until"), 10, 64)
+		if from <= 0 || until < from {
+			t.Errorf("from %d until %d", from, until)
+		}
+		lines, err := parseFolded(strings.NewReader(in.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pushed = append(pushed, lines...)
+	}
+	file := readFoldedFile(t, flameDir, onCPU, pid)
+	pa, pt := weight(pushed, "burn_a")
+	fa, ft := weight(file, "burn_a")
+	t.Logf("%d pushes: %d samples (%d in burn_a); folded file %d (%d)", n, pt, pa, ft, fa)
+	if n < 2 || pt != ft || pa != fa || fa == 0 {
+		t.Errorf("%d pushes: %d samples (%d in burn_a), folded file %d (%d)", n, pt, pa, ft, fa)
 	}
 }

@@ -54,20 +54,25 @@ type Probe struct {
 	svgPeriod time.Duration // replaces svg_period when set (tests)
 	now       func() time.Time
 
-	mu       sync.Mutex
-	cfg      probe.Config
-	rt       probe.Runtime
-	log      *slog.Logger
-	coll     *ebpf.Collection
-	filter   *bpfrt.FilterSync
-	perf     []perfEvent // oncpu: one per online CPU
-	perfNs   uint64      // their sample period
-	offLink  link.Link   // offcpu: tp_btf/sched_switch
-	syms     *symtab.Resolver
-	windows  [nKinds]*window
-	drops    [4]uint64 // per enum flame_drop, reported so far
-	kick     chan struct{}
-	stopOnce sync.Once
+	mu          sync.Mutex
+	cfg         probe.Config
+	rt          probe.Runtime
+	log         *slog.Logger
+	coll        *ebpf.Collection
+	filter      *bpfrt.FilterSync
+	perf        []perfEvent // oncpu: one per online CPU
+	perfNs      uint64      // their sample period
+	offLink     link.Link   // offcpu: tp_btf/sched_switch
+	syms        *symtab.Resolver
+	windows     [nKinds]*window
+	pushWin     [nKinds]*window // since the last Pyroscope push
+	uuid        string          // system-uuid for Pyroscope names
+	hostRoot    string
+	pushEvery   time.Duration
+	pushFailing bool      // run loop only
+	drops       [4]uint64 // per enum flame_drop, reported so far
+	kick        chan struct{}
+	stopOnce    sync.Once
 }
 
 var (
@@ -92,7 +97,10 @@ func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.
 
 // WithHostPath resolves symbols through <host>/proc (GOPHER_HOST_PATH).
 func WithHostPath(host string) Option {
-	return func(p *Probe) { p.procRoot = filepath.Join("/", host, "proc") }
+	return func(p *Probe) {
+		p.hostRoot = filepath.Join("/", host)
+		p.procRoot = filepath.Join(p.hostRoot, "proc")
+	}
 }
 
 // withPeriods replaces the drain interval and svg_period (tests).
@@ -100,9 +108,12 @@ func withPeriods(drain, svg time.Duration) Option {
 	return func(p *Probe) { p.drain, p.svgPeriod = drain, svg }
 }
 
+// withPush replaces the Pyroscope push interval (tests).
+func withPush(d time.Duration) Option { return func(p *Probe) { p.pushEvery = d } }
+
 // New returns a stopped flamegraph probe.
 func New(opts ...Option) *Probe {
-	p := &Probe{now: time.Now, procRoot: "/proc", drain: drainInterval}
+	p := &Probe{now: time.Now, hostRoot: "/", procRoot: "/proc", drain: drainInterval, pushEvery: pushInterval}
 	for _, o := range opts {
 		o(p)
 	}
@@ -136,7 +147,9 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	now := p.now()
 	for k := range p.windows {
 		p.windows[k] = newWindow(now)
+		p.pushWin[k] = newWindow(now)
 	}
+	p.uuid = systemUUID(p.hostRoot)
 	if err := p.filter.Sync(cfg.Targets); err != nil {
 		p.rt = nil
 		return errors.Join(fmt.Errorf("flamegraph: %w", err), p.closeLocked())
@@ -152,7 +165,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		}
 	}
 	rt.Go(p.filter.Run)
-	rt.Go(func(ctx context.Context) error { return p.run(ctx) })
+	rt.Go(p.run)
 	return nil
 }
 
