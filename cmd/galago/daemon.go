@@ -108,7 +108,7 @@ func runDaemon(cfg *config.Config) error {
 	})
 	profiles := flamegraph.NewHub()
 	mgr.Register(flamegraph.Name, func() probe.Probe {
-		return flamegraph.New(flamegraph.WithStats(bpfStats), flamegraph.WithMissingHooks(missing), flamegraph.WithHostPath(cfg.HostPath), flamegraph.WithHub(profiles))
+		return flamegraph.New(flamegraph.WithStats(bpfStats), flamegraph.WithMissingHooks(missing), flamegraph.WithHostPath(cfg.HostPath), flamegraph.WithHub(profiles), flamegraph.WithIdentity(ids))
 	})
 	if err := addCustomProbes(cfg, mgr); err != nil {
 		return err

@@ -245,7 +245,7 @@ func (p *Probe) addSample(k kind, pid int, stack string, v uint64) {
 	w := p.windows[k]
 	pp, ok := w.procs[pid]
 	if !ok {
-		pp = &procProfile{pid: pid, comm: readComm(p.procRoot, pid), stacks: map[string]uint64{}}
+		pp = p.newProc(pid)
 		w.procs[pid] = pp
 	}
 	pp.stacks[stack] += v
@@ -253,12 +253,33 @@ func (p *Probe) addSample(k kind, pid int, stack string, v uint64) {
 		pw := p.pushWin[k]
 		q, ok := pw.procs[pid]
 		if !ok {
-			q = &procProfile{pid: pid, comm: pp.comm, stacks: map[string]uint64{}}
+			q = &procProfile{pid: pid, comm: pp.comm, con: pp.con, pod: pp.pod, stacks: map[string]uint64{}}
 			pw.procs[pid] = q
 		}
 		q.stacks[stack] += v
 	}
-	p.hub.publish(k, pid, pp.comm, stack, v)
+	p.hub.publish(k, pp, stack, v)
+}
+
+// newProc starts a process's profile: its comm, and its container and pod
+// names when the identity resolver knows them.
+func (p *Probe) newProc(pid int) *procProfile {
+	pp := &procProfile{pid: pid, comm: readComm(p.procRoot, pid), stacks: map[string]uint64{}}
+	if p.ids == nil {
+		return pp
+	}
+	proc, ok := p.ids.Process(pid)
+	if !ok || proc.ContainerID == "" {
+		return pp
+	}
+	pp.con = proc.ContainerID[:min(12, len(proc.ContainerID))]
+	if c, ok := p.ids.Container(proc.ContainerID); ok {
+		if c.Name != "" {
+			pp.con = c.Name
+		}
+		pp.pod = c.PodName
+	}
+	return pp
 }
 
 func readComm(procRoot string, pid int) string {

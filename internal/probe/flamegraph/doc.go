@@ -36,8 +36,11 @@
 //
 // output_dir defaults to /var/log/gala-gopher/stacktrace and flame_dir to
 // /var/log/gala-gopher/flamegraph; date directories older than a week are
-// removed. Each stack's bottom frame is "[<pid>]<comm>", then the user
-// frames root to leaf, then the kernel frames suffixed "_[k]". A stack the
+// removed. Each stack's bottom frames are "[Pod]<pod>;[Con]<container>;
+// [<pid>]<comm>" (the first two for processes in pods and containers, with
+// WithIdentity), then the user frames root to leaf, then the kernel frames
+// suffixed "_[k]"; in pprof the bottom frames are the labels pid, comm,
+// container and pod. A stack the
 // kernel could not record (stack map bucket collision, -EEXIST) is kept
 // with a "[lost user stack]" or "[lost kernel stack]_[k]" frame, so totals
 // stay exact; those, a full counts map and a stack deleted under a sample

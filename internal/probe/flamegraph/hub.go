@@ -52,7 +52,7 @@ func (h *Hub) setActive(on [nKinds]bool, period time.Duration) {
 }
 
 // publish hands one drained sample to the subscribers of its type.
-func (h *Hub) publish(k kind, pid int, comm, stack string, v uint64) {
+func (h *Hub) publish(k kind, from *procProfile, stack string, v uint64) {
 	if h == nil {
 		return
 	}
@@ -62,10 +62,10 @@ func (h *Hub) publish(k kind, pid int, comm, stack string, v uint64) {
 		if s.k != k {
 			continue
 		}
-		pp, ok := s.procs[pid]
+		pp, ok := s.procs[from.pid]
 		if !ok {
-			pp = &procProfile{pid: pid, comm: comm, stacks: map[string]uint64{}}
-			s.procs[pid] = pp
+			pp = &procProfile{pid: from.pid, comm: from.comm, con: from.con, pod: from.pod, stacks: map[string]uint64{}}
+			s.procs[from.pid] = pp
 		}
 		pp.stacks[stack] += v
 	}

@@ -52,10 +52,11 @@ func TestHub(t *testing.T) {
 		defer h.mu.Unlock()
 		return len(h.subs) == 1
 	})
-	h.publish(onCPU, 7, "app", "main;burn_a", 30)
-	h.publish(onCPU, 7, "app", "main;burn_a", 6)
-	h.publish(onCPU, 8, "other", "main;burn_b", 12)
-	h.publish(offCPU, 7, "app", "main;sleepy", 1000) // another type
+	app, other := &procProfile{pid: 7, comm: "app"}, &procProfile{pid: 8, comm: "other", con: "web"}
+	h.publish(onCPU, app, "main;burn_a", 30)
+	h.publish(onCPU, app, "main;burn_a", 6)
+	h.publish(onCPU, other, "main;burn_b", 12)
+	h.publish(offCPU, app, "main;sleepy", 1000) // another type
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -63,6 +64,9 @@ func TestHub(t *testing.T) {
 	byPid := map[int64]int64{}
 	for _, s := range r.prof.Sample {
 		byPid[s.NumLabel["pid"][0]] += s.Value[0]
+		if con := s.Label["container"]; s.NumLabel["pid"][0] == 8 && (len(con) != 1 || con[0] != "web") {
+			t.Errorf("container label %v", con)
+		}
 		if s.Value[1] != s.Value[0]*int64(10*time.Millisecond) {
 			t.Errorf("cpu ns %d for %d samples", s.Value[1], s.Value[0])
 		}

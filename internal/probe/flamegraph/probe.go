@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/symtab"
 )
@@ -49,6 +50,7 @@ type Probe struct {
 	stats     *bpfrt.Stats
 	missing   *bpfrt.MissingHooks
 	hub       *Hub
+	ids       identity.Resolver
 	procRoot  string
 	drain     time.Duration // drainInterval unless set (tests)
 	svgPeriod time.Duration // replaces svg_period when set (tests)
@@ -107,6 +109,10 @@ func WithHostPath(host string) Option {
 func withPeriods(drain, svg time.Duration) Option {
 	return func(p *Probe) { p.drain, p.svgPeriod = drain, svg }
 }
+
+// WithIdentity names the container and pod of containerised processes in
+// their stacks' bottom frames ([Pod]<pod>;[Con]<container>) and labels.
+func WithIdentity(ids identity.Resolver) Option { return func(p *Probe) { p.ids = ids } }
 
 // withPush replaces the Pyroscope push interval (tests).
 func withPush(d time.Duration) Option { return func(p *Probe) { p.pushEvery = d } }

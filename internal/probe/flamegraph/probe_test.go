@@ -2,8 +2,13 @@ package flamegraph
 
 import (
 	"errors"
+	"os"
+	"reflect"
+	"strconv"
 	"testing"
+	"time"
 
+	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
 )
@@ -45,5 +50,44 @@ func TestUnbuiltSubItems(t *testing.T) {
 	}
 	if err := p.checkSubItems(0); err == nil {
 		t.Error("no sub-item accepted")
+	}
+}
+
+type fakeIDs map[int]identity.Process
+
+func (f fakeIDs) Process(pid int) (identity.Process, bool) { p, ok := f[pid]; return p, ok }
+func (f fakeIDs) Container(id string) (identity.Container, bool) {
+	if id == "c0ffee0000000000000000000000000000000000000000000000000000000001" {
+		return identity.Container{ID: id, Name: "web", PodName: "shop-7f9"}, true
+	}
+	return identity.Container{}, false
+}
+
+// TestContainerFrames: processes in containers get gala-gopher's
+// [Pod]/[Con] bottom frames and pprof labels; a container the resolver
+// does not know is named by its short id.
+func TestContainerFrames(t *testing.T) {
+	self := os.Getpid()
+	p := New(WithIdentity(fakeIDs{
+		self: {PID: self, ContainerID: "c0ffee0000000000000000000000000000000000000000000000000000000001"},
+		-1:   {PID: -1, ContainerID: "abcdef0123456789abcdef"},
+	}))
+	pp := p.newProc(self)
+	pp.stacks["main;f"] = 2
+	comm := readComm("/proc", self)
+	want := []string{"[Pod]shop-7f9", "[Con]web", "[" + strconv.Itoa(self) + "]" + comm, "main", "f"}
+	if l := pp.lines(); len(l) != 1 || !reflect.DeepEqual(l[0].frames, want) {
+		t.Errorf("lines %v, want %v", l, want)
+	}
+	prof := toPprof(onCPU, []*procProfile{pp}, time.Millisecond, time.Now(), time.Second)
+	s := prof.Sample[0]
+	if len(s.Location) != 2 || s.Label["container"][0] != "web" || s.Label["pod"][0] != "shop-7f9" {
+		t.Errorf("sample %d locations, labels %v", len(s.Location), s.Label)
+	}
+	if q := p.newProc(-1); q.con != "abcdef012345" || q.pod != "" {
+		t.Errorf("unknown container: con %q pod %q", q.con, q.pod)
+	}
+	if q := New().newProc(self); q.con != "" || len(q.base()) != 1 {
+		t.Errorf("without identity: %+v", q)
 	}
 }

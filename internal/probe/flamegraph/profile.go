@@ -37,11 +37,24 @@ func (k kind) unit() string { return [...]string{"samples", "us"}[k] }
 type procProfile struct {
 	pid    int
 	comm   string
+	con    string // container name ("" outside containers)
+	pod    string // pod name
 	stacks map[string]uint64
 }
 
-// root is the bottom frame gala-gopher gives every stack of a process.
-func (p *procProfile) root() string { return fmt.Sprintf("[%d]%s", p.pid, p.comm) }
+// base are the bottom frames gala-gopher gives every stack of a process:
+// "[Pod]<pod>;[Con]<container>;[<pid>]<comm>", the first two only in pods
+// and containers.
+func (p *procProfile) base() []string {
+	var out []string
+	if p.pod != "" {
+		out = append(out, "[Pod]"+frameName(p.pod))
+	}
+	if p.con != "" {
+		out = append(out, "[Con]"+frameName(p.con))
+	}
+	return append(out, fmt.Sprintf("[%d]%s", p.pid, p.comm))
+}
 
 // total is the sum of the counts.
 func (p *procProfile) total() uint64 {
@@ -58,11 +71,11 @@ type foldedLine struct {
 	count  uint64
 }
 
-// lines are the process's folded stacks, the process frame first, sorted.
+// lines are the process's folded stacks, the base frames first, sorted.
 func (p *procProfile) lines() []foldedLine {
 	out := make([]foldedLine, 0, len(p.stacks))
 	for s, c := range p.stacks {
-		fr := []string{p.root()}
+		fr := p.base()
 		if s != "" {
 			fr = append(fr, strings.Split(s, ";")...)
 		}
@@ -119,7 +132,7 @@ func frameName(s string) string {
 
 // toPprof builds a pprof profile of the processes' stacks. Locations are
 // named frames (the addresses were symbolised in the agent), one Function
-// per name; the process frame becomes pid and comm labels. oncpu carries
+// per name; the base frames become pid, comm, container and pod labels. oncpu carries
 // samples and cpu ns (samples × period); offcpu carries µs off CPU.
 func toPprof(k kind, procs []*procProfile, period time.Duration, start time.Time, dur time.Duration) *profile.Profile {
 	p := &profile.Profile{
@@ -151,11 +164,18 @@ func toPprof(k kind, procs []*procProfile, period time.Duration, start time.Time
 		return l
 	}
 	for _, pp := range procs {
+		nbase := len(pp.base())
 		for _, ln := range pp.lines() {
-			fr := ln.frames[1:] // without the process frame
+			fr := ln.frames[nbase:]
 			s := &profile.Sample{
 				Label:    map[string][]string{"comm": {pp.comm}},
 				NumLabel: map[string][]int64{"pid": {int64(pp.pid)}},
+			}
+			if pp.con != "" {
+				s.Label["container"] = []string{pp.con}
+			}
+			if pp.pod != "" {
+				s.Label["pod"] = []string{pp.pod}
 			}
 			// pprof lists a sample's locations leaf first.
 			for i := len(fr) - 1; i >= 0; i-- {
