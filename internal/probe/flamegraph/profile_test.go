@@ -210,3 +210,24 @@ func TestWriteOutputs(t *testing.T) {
 	}
 	checkOutputs(t, out, onCPU, pp.pid, lines, "burn_a")
 }
+
+// FuzzFolded: whatever parseFolded accepts, writeFolded writes back to
+// something it parses to the same lines.
+func FuzzFolded(f *testing.F) {
+	f.Add("[1]a;main;f 3\n[1]a 1\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		lines, err := parseFolded(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		var buf bytes.Buffer
+		if err := writeFolded(&buf, lines); err != nil {
+			t.Fatal(err)
+		}
+		back, err := parseFolded(&buf)
+		if err != nil || len(back) != len(lines) {
+			t.Fatalf("%q: %v, %d lines back of %d", s, err, len(back), len(lines))
+		}
+		_ = buildTree(lines)
+	})
+}
