@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,6 +31,7 @@ import (
 	"github.com/galago-project/galago/internal/probe/container"
 	"github.com/galago-project/galago/internal/probe/custom"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
+	"github.com/galago-project/galago/internal/probe/flamegraph"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
@@ -121,6 +123,10 @@ func runDaemon(cfg *config.Config) error {
 		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(applog.Name, func() probe.Probe { return applog.New(applogOptions(cfg, ids)...) })
+	profiles := flamegraph.NewHub()
+	mgr.Register(flamegraph.Name, func() probe.Probe {
+		return flamegraph.New(flamegraph.WithStats(bpfStats), flamegraph.WithMissingHooks(missing), flamegraph.WithHostPath(cfg.HostPath), flamegraph.WithHub(profiles), flamegraph.WithIdentity(ids))
+	})
 	if err := addCustomProbes(cfg, mgr); err != nil {
 		return err
 	}
@@ -132,7 +138,7 @@ func runDaemon(cfg *config.Config) error {
 	go pipe.RunMeta(ctx, mgr.Tables)
 
 	startProfiler(log)
-	servers, err := startServers(cfg, exporter, mgr, log)
+	servers, err := startServers(cfg, exporter, mgr, log, map[string]http.Handler{flamegraph.PprofPath: profiles})
 	if err != nil {
 		mgr.StopAll()
 		return err
@@ -348,7 +354,7 @@ func (s *servers) shutdown(log *slog.Logger) {
 
 // startServers binds every endpoint before returning, so a busy port stops
 // start-up with a clear error.
-func startServers(cfg *config.Config, exp *output.Exporter, mgr *probe.Manager, log *slog.Logger) (*servers, error) {
+func startServers(cfg *config.Config, exp *output.Exporter, mgr *probe.Manager, log *slog.Logger, extra map[string]http.Handler) (*servers, error) {
 	s := &servers{failed: make(chan error, 3)}
 	s.ctl = api.NewCtlServer(cfg.CmdSocket, mgr, log)
 	if err := s.ctl.Listen(); err != nil {
@@ -379,7 +385,7 @@ func startServers(cfg *config.Config, exp *output.Exporter, mgr *probe.Manager, 
 		if err != nil {
 			return nil, fmt.Errorf("rest_api_server: %w", err)
 		}
-		s.rest = api.NewServer(api.ServerConfig{Addr: addr, TLS: tlsCfg}, mgr, log)
+		s.rest = api.NewServer(api.ServerConfig{Addr: addr, TLS: tlsCfg, Extra: extra}, mgr, log)
 		go func() {
 			if err := s.rest.Serve(ln); err != nil {
 				s.failed <- fmt.Errorf("rest api: %w", err)

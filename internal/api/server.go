@@ -24,6 +24,10 @@ type ServerConfig struct {
 	TLS *tls.Config
 	// MaxBody is the largest accepted PUT body; 0 means DefaultMaxBody.
 	MaxBody int64
+	// Extra are handlers served beside the control plane at exact paths
+	// (e.g. the flamegraph probe's live pprof profiles); they answer
+	// their own methods.
+	Extra map[string]http.Handler
 }
 
 // Timeouts of the REST server: a control plane answers small requests, so a
@@ -106,6 +110,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // ServeHTTP answers GET and PUT /<feature>.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h, ok := s.cfg.Extra[r.URL.Path]; ok {
+		h.ServeHTTP(w, r)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodPut {
 		w.Header().Set("Allow", "GET, PUT")
 		write(w, http.StatusMethodNotAllowed, reply(false, "method not allowed"))

@@ -416,3 +416,23 @@ func TestShutdownFinishesRequestInFlight(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 }
+
+// TestExtraHandlers: an extra handler answers its exact path (any method);
+// every other path is still the control plane's.
+func TestExtraHandlers(t *testing.T) {
+	extra := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+		_, _ = io.WriteString(w, r.Method+" "+r.URL.RawQuery)
+	})
+	fake, base := newTestServer(t, ServerConfig{Extra: map[string]http.Handler{"/flamegraph/pprof": extra}})
+	for _, c := range []struct{ method, query, want string }{{"GET", "?type=oncpu", "GET type=oncpu"}, {"POST", "", "POST "}} {
+		resp, body := do(t, nil, c.method, base+"/flamegraph/pprof"+c.query, "", nil)
+		if resp.StatusCode != http.StatusTeapot || body != c.want {
+			t.Errorf("%s: %d %q", c.method, resp.StatusCode, body)
+		}
+	}
+	resp, body := do(t, nil, "GET", base+"/flamegraph", "", nil)
+	expect(t, resp, body, 200, string(fake.get["flamegraph"]))
+	resp, body = do(t, nil, "GET", base+"/flamegraph/pprof/x", "", nil)
+	expect(t, resp, body, 404, notFoundReply)
+}

@@ -67,9 +67,12 @@ func open(lines []string) bool {
 
 // TestSeedCurlExamplesAgainstDaemon runs every curl example of the seed
 // documents, unchanged but for the address, with the real curl against the
-// real daemon. Their features (flamegraph, tprofiling, sli) have no probe in
-// galago yet, so each PUT must answer 400 "not supported in the current
-// version" and change nothing, and GET must answer the never-configured {}.
+// real daemon. tprofiling and sli have no probe in galago yet, so their PUTs
+// must answer 400 "not supported in the current version". The flamegraph
+// examples reach the real probe and the real validation: the ones with the
+// placeholder pod ids or a flame_dir that does not exist here are refused,
+// the params example is taken, so the bare state change that follows has no
+// sub-item, and the cadvisor example starts the probe.
 func TestSeedCurlExamplesAgainstDaemon(t *testing.T) {
 	requireE2E(t)
 	d := startDaemon(t, daemonOpts{})
@@ -91,15 +94,36 @@ func TestSeedCurlExamplesAgainstDaemon(t *testing.T) {
 			continue
 		}
 		if strings.Contains(cmd, "-X GET") {
-			if code != "200" || body != "{}\n" {
+			// After the params example: its report_period is kept.
+			if code != "200" || !strings.Contains(body, `"report_period":180`) || !strings.Contains(body, `"probe":[]`) {
 				t.Errorf("%s: GET answered %s %q", b.source, code, body)
 			}
 			continue
 		}
-		if code != "400" || body != failedReply("not supported in the current version") {
-			t.Errorf("%s: answered %s %q", b.source, code, body)
+		wantCode, wantBody := "400", failedReply("not supported in the current version")
+		if strings.Contains(cmd, "/flamegraph") {
+			line := b.source[:strings.Index(b.source+" (", " (")]
+			want, ok := flamegraphSeedAnswers[line]
+			if !ok {
+				t.Errorf("%s: no expected answer", b.source)
+				continue
+			}
+			wantCode, wantBody = want[0], want[1]
+		}
+		if code != wantCode || body != wantBody {
+			t.Errorf("%s: answered %s %q, want %s %q", b.source, code, body, wantCode, wantBody)
 		}
 	}
+}
+
+// flamegraphSeedAnswers are the real daemon's answers to the seed's
+// flamegraph PUTs, run in order.
+var flamegraphSeedAnswers = map[string][2]string{
+	"001_fa10e049cd4295a3.txt line 85":  {"400", failedReply(`Error occurs when parsing snooper pod_id: \"pod1\" is not a pod uid`)},
+	"001_fa10e049cd4295a3.txt line 144": {"200", successReply},
+	"001_fa10e049cd4295a3.txt line 184": {"400", failedReply("invalid probe ranges: at least one must be set")},
+	"001_fa10e049cd4295a3.txt line 252": {"200", successReply},
+	"001_fa10e049cd4295a3.txt line 253": {"400", failedReply("params.flame_dir path /var/log/gala-gopher/flamegraph does not exist")},
 }
 
 func cutLast(s, sep string) (string, string, bool) {
@@ -246,7 +270,7 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 		"baseinfo {\"cmd\": {\"probe\": [\"mem\", \"cpu\"]}, \"blacklist\": {}, \"params\": {\"report_period\": 7}, \"state\": \"running\"}\n" +
 		"tcp {\"state\": \"running\"}\n" +
 		"virt {not json}\n" +
-		"flamegraph {\"cmd\":{\"probe\":[\"oncpu\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n"
+		"tprofiling {\"cmd\":{\"probe\":[\"oncpu\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n"
 	d := startDaemon(t, daemonOpts{probesInit: initFile})
 	// probes.init applies once the servers listen: wait for its summary.
 	waitFor(t, 10*time.Second, "probes.init applied", func() bool { return strings.Contains(d.stderr.String(), `msg="probes.init read"`) })
@@ -260,7 +284,7 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 	for _, line := range []string{
 		`msg="probes.init line refused" line=` + path + `:4 feature=tcp err="invalid probe ranges: at least one must be set"`,
 		`msg="probes.init line refused" line=` + path + `:5 err="virt: invalid JSON: invalid character 'n' looking for beginning of object key string"`,
-		`msg="probes.init line refused" line=` + path + `:6 feature=flamegraph err="not supported in the current version"`,
+		`msg="probes.init line refused" line=` + path + `:6 feature=tprofiling err="not supported in the current version"`,
 		`msg="probes.init read" source=` + path + ` applied=1 refused=3 skipped=2`,
 	} {
 		if !strings.Contains(logs, line) {
@@ -286,7 +310,7 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 		"baseinfo " + strings.TrimSpace(running) + "\n" +
 		"tcp {\"state\": \"running\"}\n" +
 		"virt {not json}\n" +
-		"flamegraph {\"cmd\":{\"probe\":[\"oncpu\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n" +
+		"tprofiling {\"cmd\":{\"probe\":[\"oncpu\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n" +
 		`socket {"cmd":{"bin":"","probe":["tcp_socket"]},"params":{"report_event":0,"report_period":60,"res_lower_thr":0,"res_upper_thr":0,"ringbuf_map_size":1},"snoopers":{"container_id":[],"container_name":[],"custom_labels":{"env":"e2e"},"pod_id":[],"proc_id":[1],"proc_name":[]},"state":"stopped"}` + "\n"
 	if string(saved) != wantSaved {
 		t.Fatalf("saved probes.init:\n%s\nwant:\n%s", saved, wantSaved)

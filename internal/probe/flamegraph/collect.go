@@ -1,0 +1,477 @@
+package flamegraph
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/galago-project/galago/internal/probe"
+)
+
+const (
+	maxStackDepth = 127 // PERF_MAX_STACK_DEPTH, the stacks map's value
+	errEFAULT     = -14 // bpf_get_stackid: empty stack
+)
+
+// Frames standing for a stack the kernel could not record.
+const (
+	lostUserStack   = "[lost user stack]"
+	lostKernelStack = "[lost kernel stack]_[k]"
+)
+
+// window accumulates one svg_period of profiles.
+type window struct {
+	start time.Time
+	procs map[int]*procProfile
+}
+
+func newWindow(now time.Time) *window { return &window{start: now, procs: map[int]*procProfile{}} }
+
+// run drains the kernel maps every drain interval, pushes to Pyroscope
+// every 20 s and writes the outputs every svg_period; on stop it drains,
+// writes and pushes what it has.
+func (p *Probe) run(ctx context.Context) error {
+	p.mu.Lock()
+	svg := p.svgEvery(p.cfg)
+	p.mu.Unlock()
+	drain := time.NewTicker(p.drain)
+	defer drain.Stop()
+	push := time.NewTicker(p.pushEvery)
+	defer push.Stop()
+	out := time.NewTicker(svg)
+	defer out.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.collectAndReport()
+			now := p.now()
+			p.flush(now)
+			p.push(context.WithoutCancel(ctx), now)
+			return nil
+		case <-push.C:
+			p.collectAndReport()
+			p.push(ctx, p.now())
+		case <-p.kick:
+			p.mu.Lock()
+			if d := p.svgEvery(p.cfg); d != svg {
+				svg = d
+				out.Reset(d)
+			}
+			p.mu.Unlock()
+		case <-drain.C:
+			p.collectAndReport()
+		case <-out.C:
+			p.collectAndReport()
+			p.flush(p.now())
+		}
+	}
+}
+
+func (p *Probe) svgEvery(cfg probe.Config) time.Duration {
+	if p.svgPeriod > 0 {
+		return p.svgPeriod
+	}
+	s := cfg.Params.SvgPeriod
+	if s <= 0 {
+		s = probe.DefaultParams().SvgPeriod
+	}
+	return time.Duration(s) * time.Second
+}
+
+func (p *Probe) collectAndReport() {
+	if err := p.collect(); err != nil {
+		p.rt.Error()
+		p.log.Warn("flamegraph: drain failed", "err", err)
+	}
+}
+
+// entry is one drained counts-map row.
+type entry struct {
+	key flameFlameKey
+	val uint64
+}
+
+// collect drains both counts maps into the current windows, names their
+// stacks and deletes the stacks no blocked thread still refers to.
+func (p *Probe) collect() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.coll == nil {
+		return nil
+	}
+	var errs []error
+	var drained [nKinds][]entry
+	for k, name := range [nKinds]string{"oncpu_counts", "offcpu_counts"} {
+		es, err := drainCounts(p.coll.Maps[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("drain %s: %w", name, err))
+		}
+		drained[k] = es
+	}
+	keep, err := p.pendingStacks()
+	if err != nil {
+		errs = append(errs, err)
+	}
+
+	stacks := p.coll.Maps["stacks"]
+	cache := map[int32][]uint64{}
+	used := map[int32]bool{}
+	readStack := func(id int32) ([]uint64, bool) {
+		if s, ok := cache[id]; ok {
+			return s, s != nil
+		}
+		used[id] = true
+		var raw [maxStackDepth]uint64
+		if err := stacks.Lookup(&id, &raw); err != nil {
+			cache[id] = nil
+			return nil, false
+		}
+		n := 0
+		for n < len(raw) && raw[n] != 0 {
+			n++
+		}
+		s := raw[:n:n]
+		cache[id] = s
+		return s, true
+	}
+
+	var lost uint64
+	refreshed := map[int]bool{}
+	for k := range drained {
+		for _, e := range drained[k] {
+			pid := int(e.key.Tgid)
+			if p.cfg.Targets != nil && !p.cfg.Targets.Observed(pid) {
+				continue // counted while pending, then classified out
+			}
+			if !refreshed[pid] {
+				refreshed[pid] = true
+				_ = p.syms.Refresh(pid) // gone: its last mappings serve
+			}
+			var frames []string
+			if id := e.key.UserStack; id >= 0 {
+				if pcs, ok := readStack(id); ok {
+					for i := len(pcs) - 1; i >= 0; i-- {
+						pc := pcs[i]
+						if i > 0 {
+							pc-- // a return address: name the call
+						}
+						frames = append(frames, frameName(p.syms.User(pid, pc)))
+					}
+				} else {
+					frames = append(frames, lostUserStack)
+					lost++
+				}
+			} else if id != errEFAULT {
+				frames = append(frames, lostUserStack)
+			}
+			if id := e.key.KernStack; id >= 0 {
+				if pcs, ok := readStack(id); ok {
+					// The walk starts inside the BPF program: drop
+					// the tracing machinery's frames at the leaf.
+					first := 0
+					for first < len(pcs)-1 && isTracingFrame(p.syms.Kernel(pcs[first])) {
+						first++
+					}
+					for i := len(pcs) - 1; i >= first; i-- {
+						pc := pcs[i]
+						if i > first {
+							pc--
+						}
+						frames = append(frames, frameName(p.syms.Kernel(pc))+"_[k]")
+					}
+				} else {
+					frames = append(frames, lostKernelStack)
+					lost++
+				}
+			} else if id != errEFAULT {
+				frames = append(frames, lostKernelStack)
+			}
+			v := e.val
+			if kind(k) == offCPU {
+				v /= 1000 // ns -> µs
+			}
+			p.addSample(kind(k), pid, strings.Join(frames, ";"), v)
+		}
+	}
+	// Samples counted since the drain may name the same stacks: keep
+	// theirs. What remains racy is a sample between this scan and the
+	// delete (microseconds), which then shows as a lost stack.
+	for _, name := range [...]string{"oncpu_counts", "offcpu_counts"} {
+		var k flameFlameKey
+		var v uint64
+		it := p.coll.Maps[name].Iterate()
+		for it.Next(&k, &v) {
+			keep[k.UserStack], keep[k.KernStack] = true, true
+		}
+		if err := it.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("scan %s: %w", name, err))
+		}
+	}
+	for id := range used {
+		if !keep[id] {
+			_ = stacks.Delete(&id) // already gone: nothing to do
+		}
+	}
+	dl, err := p.readDrops()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if lost+dl > 0 {
+		p.rt.Lost(lost + dl)
+	}
+	return errors.Join(errs...)
+}
+
+// isTracingFrame tells the kernel functions that run a BPF program from a
+// tracepoint (and the program itself) from the traced code.
+func isTracingFrame(name string) bool {
+	for _, prefix := range []string{"bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_", "bpf_get_stack"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Probe) addSample(k kind, pid int, stack string, v uint64) {
+	w := p.windows[k]
+	pp, ok := w.procs[pid]
+	if !ok {
+		pp = p.newProc(pid)
+		w.procs[pid] = pp
+	}
+	pp.stacks[stack] += v
+	if _, ok := pyroscopeAddr(p.cfg.Params.PyroscopeServer); ok {
+		pw := p.pushWin[k]
+		q, ok := pw.procs[pid]
+		if !ok {
+			q = &procProfile{pid: pid, comm: pp.comm, con: pp.con, pod: pp.pod, stacks: map[string]uint64{}}
+			pw.procs[pid] = q
+		}
+		q.stacks[stack] += v
+	}
+	p.hub.publish(k, pp, stack, v)
+}
+
+// newProc starts a process's profile: its comm, and its container and pod
+// names when the identity resolver knows them.
+func (p *Probe) newProc(pid int) *procProfile {
+	pp := &procProfile{pid: pid, comm: readComm(p.procRoot, pid), stacks: map[string]uint64{}}
+	if p.ids == nil {
+		return pp
+	}
+	proc, ok := p.ids.Process(pid)
+	if !ok || proc.ContainerID == "" {
+		return pp
+	}
+	pp.con = proc.ContainerID[:min(12, len(proc.ContainerID))]
+	if c, ok := p.ids.Container(proc.ContainerID); ok {
+		if c.Name != "" {
+			pp.con = c.Name
+		}
+		pp.pod = c.PodName
+	}
+	return pp
+}
+
+func readComm(procRoot string, pid int) string {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "comm"))
+	if err != nil {
+		return "[exited]"
+	}
+	return frameName(strings.TrimSpace(string(b)))
+}
+
+// drainCounts reads and deletes every row of a counts map. Each row is
+// read and deleted atomically (BPF_MAP_LOOKUP_AND_DELETE_ELEM), so a
+// sample counted meanwhile lands in the next drain.
+func drainCounts(m *ebpf.Map) ([]entry, error) {
+	var keys []flameFlameKey
+	var k flameFlameKey
+	var v uint64
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]entry, 0, len(keys))
+	for _, k := range keys {
+		if err := m.LookupAndDelete(&k, &v); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			return out, err
+		}
+		out = append(out, entry{k, v})
+	}
+	return out, nil
+}
+
+// pendingStacks are the stack ids blocked threads left in offcpu_start:
+// their off-CPU time is counted when they wake, so their stacks must stay.
+// Entries of threads that no longer exist are deleted.
+func (p *Probe) pendingStacks() (map[int32]bool, error) {
+	keep := map[int32]bool{}
+	m := p.coll.Maps["offcpu_start"]
+	var tid uint32
+	var st flameFlameStart
+	var gone []uint32
+	it := m.Iterate()
+	for it.Next(&tid, &st) {
+		if _, err := os.Stat(filepath.Join(p.procRoot, strconv.Itoa(int(st.Tgid)), "task", strconv.Itoa(int(tid)))); err != nil {
+			gone = append(gone, tid)
+			continue
+		}
+		keep[st.UserStack] = true
+		keep[st.KernStack] = true
+	}
+	for _, t := range gone {
+		_ = m.Delete(&t)
+	}
+	return keep, it.Err()
+}
+
+// readDrops returns the growth of the kernel's drop counters.
+func (p *Probe) readDrops() (uint64, error) {
+	m := p.coll.Maps["drops"]
+	var n uint64
+	for i := range p.drops {
+		var per []uint64
+		key := uint32(i)
+		if err := m.Lookup(&key, &per); err != nil {
+			return n, fmt.Errorf("read drops: %w", err)
+		}
+		var sum uint64
+		for _, c := range per {
+			sum += c
+		}
+		if sum > p.drops[i] {
+			n += sum - p.drops[i]
+			p.drops[i] = sum
+		}
+	}
+	return n, nil
+}
+
+// flush writes the windows' outputs and starts new windows.
+func (p *Probe) flush(now time.Time) {
+	p.mu.Lock()
+	cfg := p.cfg
+	var ws [nKinds]*window
+	for k := range p.windows {
+		ws[k] = p.windows[k]
+		p.windows[k] = newWindow(now)
+	}
+	period := time.Duration(samplePeriod(cfg))
+	p.mu.Unlock()
+
+	outDir := cfg.Params.OutputDir
+	if outDir == "" {
+		outDir = DefaultOutputDir
+	}
+	flameDir := cfg.Params.FlameDir
+	if flameDir == "" {
+		flameDir = probe.DefaultParams().FlameDir
+	}
+	for k, w := range ws {
+		for pid, pp := range w.procs {
+			if err := writeOutputs(kind(k), pp, outDir, flameDir, period, w.start, now); err != nil {
+				p.rt.Error()
+				p.log.Warn("flamegraph: write outputs", "type", kind(k).String(), "pid", pid, "err", err)
+			}
+		}
+		if err := prune(filepath.Join(outDir, kind(k).String()), now.Add(-retention)); err != nil {
+			p.log.Debug("flamegraph: retention", "err", err)
+		}
+	}
+	for _, w := range ws {
+		for pid := range w.procs {
+			if _, err := os.Stat(filepath.Join(p.procRoot, strconv.Itoa(pid))); err != nil {
+				p.syms.Forget(pid)
+			}
+		}
+	}
+}
+
+// outputPaths are gala-gopher's: the folded stacks at
+// <flame_dir>/<type>/tmp_<pid>, the SVG (and galago's pprof next to it) at
+// <output_dir>/<type>/<YYYY-MM-DD>/<YYYY-MM-DD-HH-MM-SS>-<pid>.svg.
+func outputPaths(k kind, pid int, outDir, flameDir string, at time.Time) (folded, svg, pprof string) {
+	day := at.Format("2006-01-02")
+	base := filepath.Join(outDir, k.String(), day, fmt.Sprintf("%s-%d", at.Format("2006-01-02-15-04-05"), pid))
+	return filepath.Join(flameDir, k.String(), fmt.Sprintf("tmp_%d", pid)), base + ".svg", base + ".pb.gz"
+}
+
+func writeOutputs(k kind, pp *procProfile, outDir, flameDir string, period time.Duration, start, now time.Time) error {
+	lines := pp.lines()
+	folded, svg, pprofPath := outputPaths(k, pp.pid, outDir, flameDir, now)
+	if err := writeFile(folded, func(f *os.File) error { return writeFolded(f, lines) }); err != nil {
+		return err
+	}
+	title := fmt.Sprintf("%s [%d]%s", k.title(), pp.pid, pp.comm)
+	if err := writeFile(svg, func(f *os.File) error { return writeSVG(f, k, title, lines) }); err != nil {
+		return err
+	}
+	prof := toPprof(k, []*procProfile{pp}, period, start, now.Sub(start))
+	return writeFile(pprofPath, func(f *os.File) error {
+		zw := gzip.NewWriter(f)
+		if err := prof.WriteUncompressed(zw); err != nil {
+			return err
+		}
+		return zw.Close()
+	})
+}
+
+// writeFile writes name through a temporary file and a rename, so readers
+// never see a partial file.
+func writeFile(name string, fill func(*os.File) error) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o750); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(name), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if err := fill(f); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), name)
+}
+
+// prune removes the date directories under dir older than cutoff.
+func prune(dir string, cutoff time.Time) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // nothing written yet
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		day, err := time.ParseInLocation("2006-01-02", e.Name(), cutoff.Location())
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		if day.Add(24 * time.Hour).Before(cutoff) {
+			errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
+}

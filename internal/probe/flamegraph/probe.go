@@ -1,0 +1,411 @@
+package flamegraph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/identity"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/symtab"
+)
+
+// Name is the feature name.
+const Name = "flamegraph"
+
+var (
+	bitOnCPU  = probe.MustSubItemBit(Name, "oncpu")
+	bitOffCPU = probe.MustSubItemBit(Name, "offcpu")
+	// built are the sub-items this probe implements; the others are
+	// refused (all of them) or logged once (alongside built ones).
+	built = bitOnCPU | bitOffCPU
+)
+
+// DefaultOutputDir is gala-gopher's SVG directory when output_dir is empty.
+const DefaultOutputDir = "/var/log/gala-gopher/stacktrace"
+
+// drainInterval is how often the counts maps are read and cleared: short
+// enough that the stacks of a process are named while it still runs and
+// the stack map stays sparse (fewer -EEXIST collisions).
+const drainInterval = 2 * time.Second
+
+// retention is how long output files are kept (gala-gopher: one week).
+const retention = 7 * 24 * time.Hour
+
+// Probe is the flamegraph feature. See the package documentation.
+type Probe struct {
+	stats     *bpfrt.Stats
+	missing   *bpfrt.MissingHooks
+	hub       *Hub
+	ids       identity.Resolver
+	procRoot  string
+	drain     time.Duration // drainInterval unless set (tests)
+	svgPeriod time.Duration // replaces svg_period when set (tests)
+	now       func() time.Time
+
+	mu          sync.Mutex
+	cfg         probe.Config
+	rt          probe.Runtime
+	log         *slog.Logger
+	coll        *ebpf.Collection
+	filter      *bpfrt.FilterSync
+	perf        []perfEvent // oncpu: one per online CPU
+	perfNs      uint64      // their sample period
+	offLink     link.Link   // offcpu: tp_btf/sched_switch
+	syms        *symtab.Resolver
+	windows     [nKinds]*window
+	pushWin     [nKinds]*window // since the last Pyroscope push
+	uuid        string          // system-uuid for Pyroscope names
+	hostRoot    string
+	pushEvery   time.Duration
+	pushFailing bool      // run loop only
+	drops       [4]uint64 // per enum flame_drop, reported so far
+	kick        chan struct{}
+	stopOnce    sync.Once
+}
+
+var (
+	_ probe.Probe        = (*Probe)(nil)
+	_ probe.Reconfigurer = (*Probe)(nil)
+)
+
+type perfEvent struct {
+	fd   int
+	link link.Link
+}
+
+// Option configures a Probe.
+type Option func(*Probe)
+
+// WithStats registers the probe's programs with the daemon's BPF run-time
+// statistics while it runs.
+func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
+
+// WithMissingHooks reports missing hooks through the daemon's reporter.
+func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.missing = m } }
+
+// WithHostPath resolves symbols through <host>/proc (GOPHER_HOST_PATH).
+func WithHostPath(host string) Option {
+	return func(p *Probe) {
+		p.hostRoot = filepath.Join("/", host)
+		p.procRoot = filepath.Join(p.hostRoot, "proc")
+	}
+}
+
+// withPeriods replaces the drain interval and svg_period (tests).
+func withPeriods(drain, svg time.Duration) Option {
+	return func(p *Probe) { p.drain, p.svgPeriod = drain, svg }
+}
+
+// WithIdentity names the container and pod of containerised processes in
+// their stacks' bottom frames ([Pod]<pod>;[Con]<container>) and labels.
+func WithIdentity(ids identity.Resolver) Option { return func(p *Probe) { p.ids = ids } }
+
+// withPush replaces the Pyroscope push interval (tests).
+func withPush(d time.Duration) Option { return func(p *Probe) { p.pushEvery = d } }
+
+// New returns a stopped flamegraph probe.
+func New(opts ...Option) *Probe {
+	p := &Probe{now: time.Now, hostRoot: "/", procRoot: "/proc", drain: drainInterval, pushEvery: pushInterval}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Name implements probe.Probe.
+func (p *Probe) Name() string { return Name }
+
+// Start loads the BPF object, opens the sampling events (oncpu) and
+// attaches sched_switch (offcpu), and starts the drain and output loop.
+func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rt != nil {
+		return errors.New("flamegraph: started twice")
+	}
+	p.log = rt.Logger()
+	if p.missing == nil {
+		p.missing = bpfrt.NewMissingHooks(p.log)
+	}
+	if err := p.checkSubItems(cfg.SubItems); err != nil {
+		return err
+	}
+	if err := p.load(); err != nil {
+		return errors.Join(err, p.closeLocked())
+	}
+	p.rt, p.cfg = rt, cfg
+	p.syms = symtab.NewResolver(p.procRoot)
+	p.kick = make(chan struct{}, 1)
+	now := p.now()
+	for k := range p.windows {
+		p.windows[k] = newWindow(now)
+		p.pushWin[k] = newWindow(now)
+	}
+	p.uuid = systemUUID(p.hostRoot)
+	if err := p.filter.Sync(cfg.Targets); err != nil {
+		p.rt = nil
+		return errors.Join(fmt.Errorf("flamegraph: %w", err), p.closeLocked())
+	}
+	if err := p.syncHooks(cfg); err != nil {
+		p.rt = nil
+		return errors.Join(err, p.closeLocked())
+	}
+	p.hub.setActive([nKinds]bool{cfg.Has(bitOnCPU), cfg.Has(bitOffCPU)}, time.Duration(samplePeriod(cfg)))
+	if p.stats != nil {
+		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
+			p.log.Warn("flamegraph: BPF run-time statistics unavailable", "err", err)
+		}
+	}
+	rt.Go(p.filter.Run)
+	rt.Go(p.run)
+	return nil
+}
+
+// checkSubItems refuses a request for unbuilt sub-items only, and logs the
+// unbuilt ones of a mixed request.
+func (p *Probe) checkSubItems(sub uint32) error {
+	f := probe.LookupBuiltin(Name)
+	if unbuilt := sub &^ built; unbuilt != 0 {
+		names := strings.Join(f.SubItemNames(unbuilt), ",")
+		if sub&built == 0 {
+			return fmt.Errorf("flamegraph: sub-items %s: %w", names, probe.ErrNotImplemented)
+		}
+		p.log.Warn("flamegraph: sub-items not built in this version, ignored", "sub_items", names)
+	}
+	if sub&built == 0 {
+		return fmt.Errorf("flamegraph: no sub-item enabled (oncpu, offcpu)")
+	}
+	return nil
+}
+
+func (p *Probe) load() error {
+	spec, err := loadFlame()
+	if err != nil {
+		return fmt.Errorf("flamegraph: %w", err)
+	}
+	if err := bpfrt.HaveTPBTF("sched_switch"); err != nil {
+		_ = p.missing.Report(err, "offcpu")
+		delete(spec.Programs, "off_cpu")
+	}
+	p.coll, err = ebpf.NewCollection(spec)
+	if err != nil {
+		return fmt.Errorf("flamegraph: load: %w", err)
+	}
+	p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjectsOf(p.coll), func(n uint64) {
+		if rt := p.runtime(); rt != nil {
+			rt.Lost(n)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("flamegraph: %w", err)
+	}
+	return nil
+}
+
+func (p *Probe) runtime() probe.Runtime {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rt
+}
+
+// samplePeriod is perf_sample_period (ms) as ns.
+func samplePeriod(cfg probe.Config) uint64 {
+	ms := cfg.Params.PerfSamplePeriod
+	if ms <= 0 {
+		ms = probe.DefaultParams().PerfSamplePeriod
+	}
+	return uint64(ms) * uint64(time.Millisecond)
+}
+
+// syncHooks opens or closes the sampling events and the sched_switch link
+// to match cfg's sub-items and sample period.
+func (p *Probe) syncHooks(cfg probe.Config) error {
+	wantOn := cfg.Has(bitOnCPU)
+	period := samplePeriod(cfg)
+	if len(p.perf) > 0 && (!wantOn || period != p.perfNs) {
+		p.closePerf()
+	}
+	if wantOn && len(p.perf) == 0 {
+		if err := p.openPerf(period); err != nil {
+			p.closePerf()
+			return err
+		}
+	}
+	wantOff := cfg.Has(bitOffCPU)
+	prog := p.coll.Programs["off_cpu"]
+	if wantOff && p.offLink == nil && prog != nil {
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			return fmt.Errorf("flamegraph: attach tp_btf/sched_switch: %w", err)
+		}
+		p.offLink = l
+	}
+	on := uint32(0)
+	if wantOff {
+		on = 1
+	}
+	if err := p.coll.Variables["offcpu_on"].Set(on); err != nil {
+		return fmt.Errorf("flamegraph: set offcpu_on: %w", err)
+	}
+	if !wantOff && p.offLink != nil {
+		err := p.offLink.Close()
+		p.offLink = nil
+		if err != nil {
+			return err
+		}
+	}
+	if wantOff && prog == nil && !wantOn {
+		return fmt.Errorf("flamegraph: offcpu needs tp_btf/sched_switch: %w", probe.ErrNotSupported)
+	}
+	return nil
+}
+
+// openPerf opens a software cpu-clock sampling event on every online CPU
+// and attaches on_cpu to each through a BPF link.
+func (p *Probe) openPerf(periodNs uint64) error {
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return fmt.Errorf("flamegraph: %w", err)
+	}
+	prog := p.coll.Programs["on_cpu"]
+	for _, cpu := range cpus {
+		attr := unix.PerfEventAttr{
+			Type:   unix.PERF_TYPE_SOFTWARE,
+			Config: unix.PERF_COUNT_SW_CPU_CLOCK,
+			Sample: periodNs, // sample_period: ns for cpu-clock
+		}
+		attr.Size = uint32(unsafe.Sizeof(attr))
+		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("flamegraph: perf_event_open cpu-clock on CPU %d: %w", cpu, err)
+		}
+		l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
+		if err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("flamegraph: attach perf_event program on CPU %d: %w", cpu, err)
+		}
+		p.perf = append(p.perf, perfEvent{fd, l})
+	}
+	p.perfNs = periodNs
+	return nil
+}
+
+func (p *Probe) closePerf() {
+	for _, e := range p.perf {
+		_ = e.link.Close()
+		_ = unix.Close(e.fd)
+	}
+	p.perf = nil
+}
+
+// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,6").
+func onlineCPUs() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, err
+	}
+	return parseCPUList(strings.TrimSpace(string(b)))
+}
+
+func parseCPUList(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("cpu list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("cpu list %q: %w", s, err)
+			}
+		}
+		if b < a || b-a > 1<<16 {
+			return nil, fmt.Errorf("cpu list %q: bad range", s)
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("cpu list %q: empty", s)
+	}
+	return out, nil
+}
+
+// Reconfigure applies new sub-items, sample period, snoopers and output
+// parameters without reloading.
+func (p *Probe) Reconfigure(cfg probe.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rt == nil {
+		return errors.New("flamegraph: not running")
+	}
+	if err := p.checkSubItems(cfg.SubItems); err != nil {
+		return err
+	}
+	if err := p.filter.Sync(cfg.Targets); err != nil {
+		return fmt.Errorf("flamegraph: %w", err)
+	}
+	if err := p.syncHooks(cfg); err != nil {
+		return err
+	}
+	p.hub.setActive([nKinds]bool{cfg.Has(bitOnCPU), cfg.Has(bitOffCPU)}, time.Duration(samplePeriod(cfg)))
+	p.cfg = cfg
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Stop detaches every hook and unloads the object. The Manager has already
+// cancelled the loop (which wrote the last window) and waited for it.
+// Idempotent.
+func (p *Probe) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var err error
+	p.stopOnce.Do(func() { err = p.closeLocked() })
+	return err
+}
+
+func (p *Probe) closeLocked() error {
+	var errs []error
+	p.hub.setActive([nKinds]bool{}, 0)
+	if p.stats != nil {
+		p.stats.Unregister(Name)
+	}
+	p.closePerf()
+	if p.offLink != nil {
+		errs = append(errs, p.offLink.Close())
+		p.offLink = nil
+	}
+	if p.filter != nil {
+		errs = append(errs, p.filter.Close())
+		p.filter = nil
+	}
+	if p.coll != nil {
+		p.coll.Close()
+		p.coll = nil
+	}
+	return errors.Join(errs...)
+}

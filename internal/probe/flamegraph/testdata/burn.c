@@ -1,0 +1,161 @@
+/* burn: a target for the flamegraph probe's privileged tests.
+ *
+ * Waits for a line on stdin, then:
+ *   cpu <n>    spins (in spin) under burn_a for 3n loop iterations and under
+ *              burn_b for n,
+ *              interleaved in 20 rounds;
+ *   sys <n>    writes n single bytes to /dev/null from sys_loop;
+ *   sleep <ms> a second thread sleeps <ms> in 10 equal nanosleeps made from
+ *              sleepy() itself (a raw syscall, so the frame-pointer walk
+ *              starts inside sleepy);
+ * prints "done <ns>" (the CPU time, or the time sleepy took, measured) and waits for stdin to
+ * close, so that its mappings can still be read.
+ * Build: cc -O0 -fno-omit-frame-pointer -o burn burn.c -lpthread */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+volatile unsigned long sink;
+
+/* Both hot functions run the same loop, so their CPU time is in the ratio
+ * of their iterations (two copies of the loop can differ in cost per
+ * iteration by their alignment alone). */
+__attribute__((noinline)) void spin(unsigned long n)
+{
+	for (unsigned long i = 0; i < n; i++)
+		sink += i * 7;
+}
+
+__attribute__((noinline)) void burn_a(unsigned long n)
+{
+	spin(n);
+}
+
+__attribute__((noinline)) void burn_b(unsigned long n)
+{
+	spin(n);
+}
+
+#if defined(__aarch64__)
+static long raw_nanosleep(const struct timespec *ts)
+{
+	long ret;
+	register long x8 __asm__("x8") = SYS_nanosleep;
+	register long x0 __asm__("x0") = (long)ts;
+	register long x1 __asm__("x1") = 0;
+	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1) : "memory");
+	ret = x0;
+	return ret;
+}
+#elif !defined(__x86_64__)
+#error unsupported architecture
+#endif
+
+/* raw_write: write(2) without libc (built without frame pointers, a
+ * libc frame would hide its caller), inlined into its caller. */
+static inline __attribute__((always_inline)) long raw_write(int fd, const void *buf, long n)
+{
+	long ret;
+#if defined(__x86_64__)
+	__asm__ volatile("syscall" : "=a"(ret) : "0"(SYS_write), "D"(fd), "S"(buf), "d"(n) : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = SYS_write;
+	register long x0 __asm__("x0") = fd;
+	register long x1 __asm__("x1") = (long)buf;
+	register long x2 __asm__("x2") = n;
+	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
+	ret = x0;
+#endif
+	return ret;
+}
+
+/* sys_loop writes n bytes to /dev/null one at a time: its time is in the
+ * kernel, under write(2). */
+__attribute__((noinline)) void sys_loop(int fd, long n)
+{
+	char c = 0;
+
+	for (long i = 0; i < n; i++)
+		raw_write(fd, &c, 1);
+}
+
+static long sleep_ms;
+static long long slept_ns;
+static long long now_ns(clockid_t c);
+
+/* sleepy is inlined into nothing: the syscall instruction is in its body. */
+__attribute__((noinline)) void sleepy(long ms)
+{
+	struct timespec ts = { .tv_sec = (ms / 10) / 1000, .tv_nsec = ((ms / 10) % 1000) * 1000000L };
+	long long t0 = now_ns(CLOCK_MONOTONIC);
+
+	for (int i = 0; i < 10; i++) {
+		long ret;
+#if defined(__x86_64__)
+		__asm__ volatile("syscall" : "=a"(ret) : "0"(SYS_nanosleep), "D"(&ts), "S"(0) : "rcx", "r11", "memory");
+#else
+		ret = raw_nanosleep(&ts);
+#endif
+		(void)ret;
+	}
+	slept_ns = now_ns(CLOCK_MONOTONIC) - t0;
+}
+
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	sleepy(sleep_ms);
+	return NULL;
+}
+
+static long long now_ns(clockid_t c)
+{
+	struct timespec ts;
+
+	clock_gettime(c, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int main(void)
+{
+	char cmd[64];
+	long arg;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	printf("ready\n");
+	if (scanf("%63s %ld", cmd, &arg) != 2)
+		return 2;
+	if (strcmp(cmd, "cpu") == 0) {
+		long long t0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+
+		for (int r = 0; r < 20; r++) {
+			burn_a(3 * (unsigned long)arg / 20);
+			burn_b((unsigned long)arg / 20);
+		}
+		printf("done %lld\n", now_ns(CLOCK_PROCESS_CPUTIME_ID) - t0);
+	} else if (strcmp(cmd, "sys") == 0) {
+		FILE *null = fopen("/dev/null", "w");
+		long long t0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+
+		if (!null)
+			return 3;
+		sys_loop(fileno(null), arg);
+		printf("done %lld\n", now_ns(CLOCK_PROCESS_CPUTIME_ID) - t0);
+	} else if (strcmp(cmd, "sleep") == 0) {
+		pthread_t t;
+
+		sleep_ms = arg;
+		pthread_create(&t, NULL, sleeper, NULL);
+		pthread_join(t, NULL);
+		printf("done %lld\n", slept_ns);
+	} else {
+		return 2;
+	}
+	while (fgetc(stdin) != EOF)
+		;
+	return 0;
+}
