@@ -396,6 +396,22 @@ int BPF_PROG(on_set_state, const struct sock *sk, const int oldstate, const int 
 	struct tcp_sock *tp;
 	struct tcp_conn *e;
 
+	/* Half of a connection's transitions (LISTEN -> SYN_RECV of a child,
+	 * ESTABLISHED -> FIN_WAIT1 -> FIN_WAIT2, ESTABLISHED -> CLOSE_WAIT ->
+	 * LAST_ACK) neither change the owner nor end the connection: leave
+	 * before touching the socket or any map. */
+	switch (newstate) {
+	case TCP_SYN_SENT:
+		if (oldstate != TCP_CLOSE)
+			return 0;
+		break;
+	case TCP_ESTABLISHED:
+	case TCP_LISTEN:
+	case TCP_CLOSE:
+		break;
+	default:
+		return 0;
+	}
 	if (!is_tcp(sk))
 		return 0;
 	o = galago_owner_on_state(sk, oldstate, newstate);
