@@ -69,6 +69,12 @@ struct galago_sk_owner {
 	__u16 _pad;
 	__u64 cgroup_id; /* cgroup2 id of the owner (for the snooper filter) */
 	char comm[GALAGO_TASK_COMM_LEN];
+	/* State of the probe that owns the map (each probe has its own
+	 * owners), kept here rather than in a second socket storage: a storage
+	 * element allocated per socket costs more than the hook that uses it.
+	 * Only the probe writes it (0 in a new owner); an inherited owner
+	 * copies the listener's, which the probe overwrites. */
+	__u64 aux;
 };
 
 struct {

@@ -271,15 +271,6 @@ struct {
 	__uint(max_entries, 64 * 1024);
 } events SEC(".maps");
 
-/* Start of connect() per client socket, for estab_latency. Socket storage:
- * freed with the socket. */
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, __u64);
-} connect_start SEC(".maps");
-
 /* Sockets that already asked for an owner walk: each unowned socket asks
  * once, so a socket no process holds (a kernel tunnel's UDP socket) cannot
  * make user space walk the fd tables again and again. */
@@ -438,10 +429,9 @@ int BPF_PROG(tcp_state, const struct sock *sk, const int oldstate, const int new
 		return 0;
 
 	if (oldstate == TCP_CLOSE && newstate == TCP_SYN_SENT) {
-		__u64 *ts = bpf_sk_storage_get(&connect_start, (struct sock *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-
-		if (ts)
-			*ts = bpf_ktime_get_ns();
+		/* The start of connect(), for estab_latency: in the owner's aux
+		 * word (no second socket storage per connection). */
+		o->aux = bpf_ktime_get_ns();
 		tcp_add_sk(SOCKET_C_SYN_SENT, sk, o, SOCKET_ROLE_CLIENT);
 		return 0;
 	}
@@ -449,14 +439,13 @@ int BPF_PROG(tcp_state, const struct sock *sk, const int oldstate, const int new
 		key_owner(&k, o, SOCKET_ROLE_CLIENT);
 		key_addrs_common(&k, &sk->__sk_common, true);
 		if (newstate == TCP_ESTABLISHED) {
-			__u64 *ts = bpf_sk_storage_get(&connect_start, (struct sock *)sk, 0, 0);
 			__u64 lat = 0;
 			bool have = false;
 
-			if (ts && *ts) {
-				lat = bpf_ktime_get_ns() - *ts;
+			if (o->aux) {
+				lat = bpf_ktime_get_ns() - o->aux;
 				have = true;
-				*ts = 0;
+				o->aux = 0;
 			}
 			tcp_open(&k, SOCKET_C_ACTIVE_OPEN, lat, have);
 		} else {

@@ -28,6 +28,7 @@ type socketGalagoSkOwner struct {
 	Pad      uint16
 	CgroupId uint64
 	Comm     [16]int8
+	Aux      uint64
 }
 
 type socketSocketTcpCounter uint32
@@ -99,7 +100,6 @@ type socketSocketWalkReq struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	socketMapAggLost                      = "agg_lost"
-	socketMapConnectStart                 = "connect_start"
 	socketMapEvents                       = "events"
 	socketMapFilterCgroups                = "filter_cgroups"
 	socketMapFilterDecided                = "filter_decided"
@@ -202,7 +202,6 @@ type socketProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type socketMapSpecs struct {
 	AggLost            *ebpf.MapSpec `ebpf:"agg_lost"`
-	ConnectStart       *ebpf.MapSpec `ebpf:"connect_start"`
 	Events             *ebpf.MapSpec `ebpf:"events"`
 	FilterCgroups      *ebpf.MapSpec `ebpf:"filter_cgroups"`
 	FilterDecided      *ebpf.MapSpec `ebpf:"filter_decided"`
@@ -255,7 +254,6 @@ func (o *socketObjects) Close() error {
 // It can be passed to loadSocketObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socketMaps struct {
 	AggLost            *ebpf.Map `ebpf:"agg_lost"`
-	ConnectStart       *ebpf.Map `ebpf:"connect_start"`
 	Events             *ebpf.Map `ebpf:"events"`
 	FilterCgroups      *ebpf.Map `ebpf:"filter_cgroups"`
 	FilterDecided      *ebpf.Map `ebpf:"filter_decided"`
@@ -273,7 +271,6 @@ type socketMaps struct {
 func (m *socketMaps) Close() error {
 	return _SocketClose(
 		m.AggLost,
-		m.ConnectStart,
 		m.Events,
 		m.FilterCgroups,
 		m.FilterDecided,
