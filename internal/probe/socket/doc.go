@@ -1,8 +1,9 @@
 // Package socket is galago's socket feature, gala-gopher's endpoint probe:
 // per-process TCP endpoint statistics (endpoint_tcp: listeners and
 // connecting clients) and UDP socket statistics (endpoint_udp), collected
-// without kprobes or fentry, from tracepoints (tp_btf), cgroup_skb
-// programs at the cgroup2 root and cgroup post_bind programs.
+// without kprobes or fentry, from tracepoints (tp_btf), a cgroup_skb
+// ingress program, a sock_ops program at the cgroup2 root and cgroup
+// post_bind programs.
 //
 // Sub-items: tcp_socket (endpoint_tcp) and udp_socket (endpoint_udp); each
 // attaches only its own hooks, and Reconfigure attaches or detaches them.
@@ -56,7 +57,10 @@
 //	syn_drop            a SYN of a connecting socket freed by the local stack on transmit
 //	                    (kfree_skb without rx_sk: no neighbour, qdisc or netfilter drop)
 //	synack_sent         SYN/ACK segments a listener sends, retransmissions included, as
-//	                    gala-gopher counts them (cgroup_skb egress)
+//	                    gala-gopher counts them: the sock_ops RWND_INIT callback that
+//	                    tcp_conn_request makes on each request it answers, right before sending
+//	                    the SYN/ACK, plus tcp:tcp_retransmit_synack (sent retransmissions). The
+//	                    listener's owner is found by (netns, port), as for accepted children
 //	estab_latency       client: connect() to ESTABLISHED; server: the SYN/ACK to ACK time, the
 //	                    kernel's first RTT sample of the child (srtt_us, µs resolution), absent
 //	                    when the SYN/ACK was retransmitted (Karn's rule: no sample); a client socket
@@ -103,8 +107,8 @@
 // (ESTABLISHED and later, and the child's LISTEN -> SYN_RECV). An accepted
 // child gets no socket storage: at the end of its handshake the owner is
 // looked up in the listener index (galago_listen_owners). A client costs
-// two socket storages (the owner, needed by the softirq hooks, and the
-// connect() time).
+// one socket storage (the owner, needed by the softirq hooks; the connect()
+// time is kept in its aux word).
 //
 // The ring buffer ("events", a fixed 64 KiB: ringbuf_map_size does not
 // apply) carries only what needs user space: owner walk requests

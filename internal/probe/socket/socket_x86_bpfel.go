@@ -114,9 +114,9 @@ const (
 	socketMapWalkAsked                    = "walk_asked"
 	socketProgGalagoFilterExec            = "galago_filter_exec"
 	socketProgGalagoFilterFork            = "galago_filter_fork"
-	socketProgListenEgress                = "listen_egress"
 	socketProgListenIngress               = "listen_ingress"
 	socketProgSkbDrop                     = "skb_drop"
+	socketProgSynackSent                  = "synack_sent"
 	socketProgTcpRtxSkb                   = "tcp_rtx_skb"
 	socketProgTcpRtxSynack                = "tcp_rtx_synack"
 	socketProgTcpState                    = "tcp_state"
@@ -183,9 +183,9 @@ type socketSpecs struct {
 type socketProgramSpecs struct {
 	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
-	ListenEgress     *ebpf.ProgramSpec `ebpf:"listen_egress"`
 	ListenIngress    *ebpf.ProgramSpec `ebpf:"listen_ingress"`
 	SkbDrop          *ebpf.ProgramSpec `ebpf:"skb_drop"`
+	SynackSent       *ebpf.ProgramSpec `ebpf:"synack_sent"`
 	TcpRtxSkb        *ebpf.ProgramSpec `ebpf:"tcp_rtx_skb"`
 	TcpRtxSynack     *ebpf.ProgramSpec `ebpf:"tcp_rtx_synack"`
 	TcpState         *ebpf.ProgramSpec `ebpf:"tcp_state"`
@@ -309,9 +309,9 @@ type socketVariables struct {
 type socketPrograms struct {
 	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
-	ListenEgress     *ebpf.Program `ebpf:"listen_egress"`
 	ListenIngress    *ebpf.Program `ebpf:"listen_ingress"`
 	SkbDrop          *ebpf.Program `ebpf:"skb_drop"`
+	SynackSent       *ebpf.Program `ebpf:"synack_sent"`
 	TcpRtxSkb        *ebpf.Program `ebpf:"tcp_rtx_skb"`
 	TcpRtxSynack     *ebpf.Program `ebpf:"tcp_rtx_synack"`
 	TcpState         *ebpf.Program `ebpf:"tcp_state"`
@@ -327,9 +327,9 @@ func (p *socketPrograms) Close() error {
 	return _SocketClose(
 		p.GalagoFilterExec,
 		p.GalagoFilterFork,
-		p.ListenEgress,
 		p.ListenIngress,
 		p.SkbDrop,
+		p.SynackSent,
 		p.TcpRtxSkb,
 		p.TcpRtxSynack,
 		p.TcpState,

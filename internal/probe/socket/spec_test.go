@@ -53,6 +53,7 @@ var cgroupProgType = map[ebpf.AttachType]ebpf.ProgramType{
 	ebpf.AttachCGroupInetEgress:    ebpf.CGroupSKB,
 	ebpf.AttachCGroupInet4PostBind: ebpf.CGroupSock,
 	ebpf.AttachCGroupInet6PostBind: ebpf.CGroupSock,
+	ebpf.AttachCGroupSockOps:       ebpf.SockOps,
 }
 
 func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
@@ -64,7 +65,7 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 		switch h.kind {
 		case "tp_btf":
 			progs[h.prog] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: h.target}
-		case "cgroup":
+		case "cgroup", "sockops":
 			typ, ok := cgroupProgType[h.attach]
 			if !ok {
 				t.Errorf("%s: no program type known for attach type %s", h.prog, h.attach)
