@@ -104,9 +104,12 @@ struct {
 	__type(value, struct galago_sk_owner);
 } galago_listen_owners SEC(".maps");
 
+/* sk must be a BTF pointer (tracing, iterator and sock_ops programs): the
+ * loads are direct (CO-RE relocated), not helper calls, as in the rest of
+ * this header. */
 static __always_inline __u32 galago_sk_netns(const struct sock *sk)
 {
-	return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	return sk->__sk_common.skc_net.net->ns.inum;
 }
 
 /* galago_sk_local_port: the local port of sk, host byte order, also at and
@@ -117,7 +120,7 @@ static __always_inline __u32 galago_sk_netns(const struct sock *sk)
  * alone by put_port and still names the port. */
 static __always_inline __u16 galago_sk_local_port(const struct sock *sk)
 {
-	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	__u16 port = sk->__sk_common.skc_num;
 
 	if (!port)
 		port = bpf_ntohs(BPF_CORE_READ((const struct inet_sock *)sk, inet_sport));

@@ -689,7 +689,9 @@ int listen_ingress(struct __sk_buff *skb)
 	struct tcp_sock *tp;
 	struct pkt p = {};
 
-	if (!bsk)
+	/* Every packet of the host comes here: leave on the first load unless
+	 * it is for a listener (state is readable without a full socket). */
+	if (!bsk || bsk->state != BPF_TCP_LISTEN)
 		return 1;
 	bsk = bpf_sk_fullsock(bsk);
 	if (!bsk)

@@ -254,20 +254,22 @@ static __always_inline __u32 total_rto_of(const struct tcp_sock *tp)
 	const struct tcp_sock___galago_rto *t2 = (const void *)tp;
 
 	if (bpf_core_field_exists(t2->total_rto))
-		return BPF_CORE_READ(t2, total_rto);
+		return t2->total_rto;
 	return TCP_UNSET;
 }
 
 static __always_inline __u32 sk_drops_of(const struct sock *sk)
 {
-	__u32 n = BPF_CORE_READ(sk, sk_drops.counter);
+	/* Direct loads (sk is a BTF pointer), not helper calls: this runs at
+	 * every close. */
+	__u32 n = sk->sk_drops.counter;
 	struct sock___galago *s2 = (void *)sk;
 
 	/* 6.17+: some protocols spread drops over NUMA counters. */
 	if (bpf_core_field_exists(s2->sk_drop_counters)) {
-		struct numa_drop_counters___galago *nd = BPF_CORE_READ(s2, sk_drop_counters);
+		struct numa_drop_counters___galago *nd = s2->sk_drop_counters;
 		if (nd)
-			n += BPF_CORE_READ(nd, drops0.counter) + BPF_CORE_READ(nd, drops1.counter);
+			n += nd->drops0.counter + nd->drops1.counter;
 	}
 	return n;
 }
