@@ -699,16 +699,12 @@ int listen_ingress(struct __sk_buff *skb)
 	o = listener_owner(bsk);
 	if (!o)
 		return 1;
-	parse_pkt(skb, &p);
-	if (!p.ok || (p.flags & (TCPHDR_SYN | TCPHDR_ACK | TCPHDR_RST | TCPHDR_FIN)) != TCPHDR_SYN)
-		return 1;
-	if (!fresh_syn(skb, &p))
-		return 1;
 	tp = bpf_skc_to_tcp_sock(bsk);
 	if (!tp)
 		return 1;
 
-	/* tcp_conn_request's checks, in its order. */
+	/* tcp_conn_request's checks, in its order, first: with room in both
+	 * queues (the usual case) the packet is not even parsed. */
 	struct sock *sk = (struct sock *)tp;
 	__u32 max = sk->sk_max_ack_backlog;
 	__u32 qlen = tp->inet_conn.icsk_accept_queue.qlen.counter;
@@ -719,6 +715,11 @@ int listen_ingress(struct __sk_buff *skb)
 	struct socket_tcp_val *v;
 
 	if (!syn_full && !accept_full)
+		return 1;
+	parse_pkt(skb, &p);
+	if (!p.ok || (p.flags & (TCPHDR_SYN | TCPHDR_ACK | TCPHDR_RST | TCPHDR_FIN)) != TCPHDR_SYN)
+		return 1;
+	if (!fresh_syn(skb, &p))
 		return 1;
 	key_owner(&k, o, SOCKET_ROLE_SERVER);
 	key_pkt(&k, &p);
