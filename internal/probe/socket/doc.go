@@ -130,9 +130,12 @@
 // program per packet received, and the two UDP programs per send and
 // receive. With kernel.bpf_stats_enabled each such run measures ~80-120
 // ns on the 2-core development VM (dispatch and the clock reads of the
-// stats themselves; the programs' own work is a few loads), ~0.6 µs per
-// nginx keep-alive request in all (was ~0.85 µs with the cgroup_skb egress
-// program that counted SYN/ACKs on every packet). SYN-time queue overflows
+// stats themselves; the programs' own work is a few loads), ~0.5 µs per
+// nginx keep-alive or redis request in all (was ~0.85 µs with the
+// cgroup_skb egress program that counted SYN/ACKs on every packet; see
+// BENCHMARKS.md). A SYN to a listener costs the ingress program a few
+// loads unless a queue is full: the packet is parsed and its connection
+// looked up only then. SYN-time queue overflows
 // have no per-event hook in 6.18 (tcp_conn_request drops the SYN with
 // consume_skb: no drop reason, no tracepoint; only the listener's sk_drops
 // and the namespace's MIB counters move, which name no client), so the
