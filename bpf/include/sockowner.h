@@ -69,6 +69,12 @@ struct galago_sk_owner {
 	__u16 _pad;
 	__u64 cgroup_id; /* cgroup2 id of the owner (for the snooper filter) */
 	char comm[GALAGO_TASK_COMM_LEN];
+	/* State of the probe that owns the map (each probe has its own
+	 * owners), kept here rather than in a second socket storage: a storage
+	 * element allocated per socket costs more than the hook that uses it.
+	 * Only the probe writes it (0 in a new owner); an inherited owner
+	 * copies the listener's, which the probe overwrites. */
+	__u64 aux;
 };
 
 struct {
@@ -98,9 +104,12 @@ struct {
 	__type(value, struct galago_sk_owner);
 } galago_listen_owners SEC(".maps");
 
+/* sk must be a BTF pointer (tracing, iterator and sock_ops programs): the
+ * loads are direct (CO-RE relocated), not helper calls, as in the rest of
+ * this header. */
 static __always_inline __u32 galago_sk_netns(const struct sock *sk)
 {
-	return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	return sk->__sk_common.skc_net.net->ns.inum;
 }
 
 /* galago_sk_local_port: the local port of sk, host byte order, also at and
@@ -111,7 +120,7 @@ static __always_inline __u32 galago_sk_netns(const struct sock *sk)
  * alone by put_port and still names the port. */
 static __always_inline __u16 galago_sk_local_port(const struct sock *sk)
 {
-	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	__u16 port = sk->__sk_common.skc_num;
 
 	if (!port)
 		port = bpf_ntohs(BPF_CORE_READ((const struct inet_sock *)sk, inet_sport));

@@ -1,8 +1,9 @@
 // Package socket is galago's socket feature, gala-gopher's endpoint probe:
 // per-process TCP endpoint statistics (endpoint_tcp: listeners and
 // connecting clients) and UDP socket statistics (endpoint_udp), collected
-// without kprobes or fentry, from tracepoints (tp_btf), cgroup_skb
-// programs at the cgroup2 root and cgroup post_bind programs.
+// without kprobes or fentry, from tracepoints (tp_btf), a cgroup_skb
+// ingress program, a sock_ops program at the cgroup2 root and cgroup
+// post_bind programs.
 //
 // Sub-items: tcp_socket (endpoint_tcp) and udp_socket (endpoint_udp); each
 // attaches only its own hooks, and Reconfigure attaches or detaches them.
@@ -56,7 +57,10 @@
 //	syn_drop            a SYN of a connecting socket freed by the local stack on transmit
 //	                    (kfree_skb without rx_sk: no neighbour, qdisc or netfilter drop)
 //	synack_sent         SYN/ACK segments a listener sends, retransmissions included, as
-//	                    gala-gopher counts them (cgroup_skb egress)
+//	                    gala-gopher counts them: the sock_ops RWND_INIT callback that
+//	                    tcp_conn_request makes on each request it answers, right before sending
+//	                    the SYN/ACK, plus tcp:tcp_retransmit_synack (sent retransmissions). The
+//	                    listener's owner is found by (netns, port), as for accepted children
 //	estab_latency       client: connect() to ESTABLISHED; server: the SYN/ACK to ACK time, the
 //	                    kernel's first RTT sample of the child (srtt_us, µs resolution), absent
 //	                    when the SYN/ACK was retransmitted (Karn's rule: no sample); a client socket
@@ -103,8 +107,40 @@
 // (ESTABLISHED and later, and the child's LISTEN -> SYN_RECV). An accepted
 // child gets no socket storage: at the end of its handshake the owner is
 // looked up in the listener index (galago_listen_owners). A client costs
-// two socket storages (the owner, needed by the softirq hooks, and the
-// connect() time).
+// one socket storage (the owner, needed by the softirq hooks; the connect()
+// time is kept in its aux word).
+//
+// Per connection (both ends on this host), the hooks that run and what
+// they do:
+//
+//	inet_sock_set_state  10 runs; 3 count (connect, the client's and the
+//	                     child's ESTABLISHED: owner, a hash lookup, atomic
+//	                     adds), 7 return on the state numbers
+//	sock_ops synack_sent ~9 runs (every always-on sock_ops callback of the
+//	                     connection's set-up); 1 counts (RWND_INIT of the
+//	                     request), the others return on the op number
+//	cgroup_skb ingress   every packet; a SYN to a listener is inspected (the
+//	                     tcp_conn_request checks), any other packet returns
+//	                     on the socket state, the first load
+//	sock_send_length,    every send and receive of every socket (UDP bytes
+//	sock_recv_length     have no per-socket kernel counter and no UDP-only
+//	                     hook); a TCP socket returns on sk_protocol
+//
+// On a keep-alive TCP connection only early returns run: the ingress
+// program per packet received, and the two UDP programs per send and
+// receive. With kernel.bpf_stats_enabled each such run measures ~80-120
+// ns on the 2-core development VM (dispatch and the clock reads of the
+// stats themselves; the programs' own work is a few loads), ~0.5 µs per
+// nginx keep-alive or redis request in all (was ~0.85 µs with the
+// cgroup_skb egress program that counted SYN/ACKs on every packet; see
+// BENCHMARKS.md). A SYN to a listener costs the ingress program a few
+// loads unless a queue is full: the packet is parsed and its connection
+// looked up only then. SYN-time queue overflows
+// have no per-event hook in 6.18 (tcp_conn_request drops the SYN with
+// consume_skb: no drop reason, no tracepoint; only the listener's sk_drops
+// and the namespace's MIB counters move, which name no client), so the
+// ingress program stays. Not tried: sk_lookup programs, which run per
+// listener lookup (per SYN) but attach per network namespace.
 //
 // The ring buffer ("events", a fixed 64 KiB: ringbuf_map_size does not
 // apply) carries only what needs user space: owner walk requests

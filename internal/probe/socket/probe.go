@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/galago-project/galago/internal/bpfrt"
@@ -38,7 +39,7 @@ const minWalkGap = time.Second
 // serves and the fields it measures (named when the hook is missing).
 type hook struct {
 	prog    string
-	kind    string // "tp_btf" or "cgroup"
+	kind    string // "tp_btf", "cgroup" or "sockops" (a cgroup hook that needs bpf_cast_to_kern_ctx)
 	target  string // tracepoint name, or "" for cgroup
 	attach  ebpf.AttachType
 	sub     uint32
@@ -51,7 +52,7 @@ var hooks = []hook{
 	{"tcp_rtx_skb", "tp_btf", "tcp_retransmit_skb", 0, bitTCP, []string{"retran_syn"}},
 	{"skb_drop", "tp_btf", "kfree_skb", 0, bitTCP, []string{"syn_drop", "ACK-time accept_overflow/listendrop"}},
 	{"listen_ingress", "cgroup", "", ebpf.AttachCGroupInetIngress, bitTCP, []string{"SYN-time accept_overflow/syn_overflow/listendrop"}},
-	{"listen_egress", "cgroup", "", ebpf.AttachCGroupInetEgress, bitTCP, []string{"synack_sent"}},
+	{"synack_sent", "sockops", "", ebpf.AttachCGroupSockOps, bitTCP, []string{"synack_sent"}},
 	{"udp_send", "tp_btf", "sock_send_length", 0, bitUDP, []string{"bind_sends"}},
 	{"udp_recv", "tp_btf", "sock_recv_length", 0, bitUDP, []string{"bind_rcvs"}},
 	{"udp_drop", "tp_btf", "udp_fail_queue_rcv_skb", 0, bitUDP, []string{"udp_rcv_drops"}},
@@ -189,9 +190,15 @@ func (p *Probe) load(cfg probe.Config) error {
 	p.cgroup2 = cg
 	for _, h := range hooks {
 		var herr error
-		if h.kind == "tp_btf" {
+		switch h.kind {
+		case "tp_btf":
 			herr = bpfrt.HaveTPBTF(h.target)
-		} else {
+		case "sockops":
+			herr = cgErr
+			if herr == nil {
+				herr = haveKernCtx()
+			}
+		default:
 			herr = cgErr
 		}
 		if herr != nil {
@@ -621,3 +628,19 @@ var (
 	_ [udpValSize]byte  = [unsafe.Sizeof(socketSocketUdpVal{})]byte{}
 	_ [WalkReqSize]byte = [unsafe.Sizeof(socketSocketWalkReq{})]byte{}
 )
+
+// haveKernCtx checks for the kfunc bpf_cast_to_kern_ctx (Linux 6.3+),
+// through which synack_sent reaches the request socket and its listener;
+// without it the program would fail the whole object's load.
+func haveKernCtx() error {
+	const hook = "sockops bpf_cast_to_kern_ctx"
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return &bpfrt.HookError{Hook: hook, Err: err}
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName("bpf_cast_to_kern_ctx", &fn); err != nil {
+		return &bpfrt.HookError{Hook: hook, Err: fmt.Errorf("kfunc bpf_cast_to_kern_ctx: %w (Linux 6.3+)", err)}
+	}
+	return nil
+}

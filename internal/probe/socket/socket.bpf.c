@@ -9,14 +9,17 @@
  *       /CLOSE), passive_open(_failed) (SYN_RECV->ESTABLISHED/other) of children
  *       of observed listeners, estab_latency (client: connect to ESTABLISHED;
  *       server: SYN/ACK to ESTABLISHED, the kernel's SYN/ACK RTT sample)
- *   tp_btf/tcp_retransmit_synack    retran_synacks (listener, request's peer)
+ *   tp_btf/tcp_retransmit_synack    retran_synacks (listener, request's peer),
+ *       and one more synack_sent
  *   tp_btf/tcp_retransmit_skb       retran_syn (SYN_SENT client sockets, err 0)
  *   tp_btf/kfree_skb                ACK-time listen overflow (reason
  *       TCP_LISTEN_OVERFLOW on the listener), syn_drop (a SYN of an observed
  *       SYN_SENT socket freed on transmit)
  *   cgroup_skb/ingress (cgroup2 root) SYN-time accept/syn queue overflows: the
  *       tcp_conn_request checks, evaluated on the listener just before it runs
- *   cgroup_skb/egress  (cgroup2 root) synack_sent (every SYN/ACK a listener sends)
+ *   sockops (cgroup2 root)          synack_sent: BPF_SOCK_OPS_RWND_INIT of a
+ *       request socket, once per SYN/ACK tcp_conn_request sends (no per-packet
+ *       callback is enabled); retransmitted ones in tcp_rtx_synack
  *   tp_btf/udp_fail_queue_rcv_skb   udp_rcv_drops (bytes of datagrams the
  *       receive queue refused; the kernel's InErrors path)
  *   tp_btf/sock_send_length, sock_recv_length  bind_sends / bind_rcvs (bytes)
@@ -33,7 +36,7 @@
  *   socket_walk_req), which need user space to run the iterator.
  * Filter: snoopers via GALAGO_FILTER, checked against the socket owner.
  * Kernel: 6.2+ (kfree_skb rx_sk needs 6.10+ for ACK-time overflows;
- *   sock_*_length 6.3+), BTF, cgroup2.
+ *   sock_*_length and the synack_sent sockops program 6.3+), BTF, cgroup2.
  */
 #define GALAGO_RINGBUF
 #define GALAGO_FILTER
@@ -271,15 +274,6 @@ struct {
 	__uint(max_entries, 64 * 1024);
 } events SEC(".maps");
 
-/* Start of connect() per client socket, for estab_latency. Socket storage:
- * freed with the socket. */
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, __u64);
-} connect_start SEC(".maps");
-
 /* Sockets that already asked for an owner walk: each unowned socket asks
  * once, so a socket no process holds (a kernel tunnel's UDP socket) cannot
  * make user space walk the fd tables again and again. */
@@ -438,10 +432,9 @@ int BPF_PROG(tcp_state, const struct sock *sk, const int oldstate, const int new
 		return 0;
 
 	if (oldstate == TCP_CLOSE && newstate == TCP_SYN_SENT) {
-		__u64 *ts = bpf_sk_storage_get(&connect_start, (struct sock *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-
-		if (ts)
-			*ts = bpf_ktime_get_ns();
+		/* The start of connect(), for estab_latency: in the owner's aux
+		 * word (no second socket storage per connection). */
+		o->aux = bpf_ktime_get_ns();
 		tcp_add_sk(SOCKET_C_SYN_SENT, sk, o, SOCKET_ROLE_CLIENT);
 		return 0;
 	}
@@ -449,14 +442,13 @@ int BPF_PROG(tcp_state, const struct sock *sk, const int oldstate, const int new
 		key_owner(&k, o, SOCKET_ROLE_CLIENT);
 		key_addrs_common(&k, &sk->__sk_common, true);
 		if (newstate == TCP_ESTABLISHED) {
-			__u64 *ts = bpf_sk_storage_get(&connect_start, (struct sock *)sk, 0, 0);
 			__u64 lat = 0;
 			bool have = false;
 
-			if (ts && *ts) {
-				lat = bpf_ktime_get_ns() - *ts;
+			if (o->aux) {
+				lat = bpf_ktime_get_ns() - o->aux;
 				have = true;
-				*ts = 0;
+				o->aux = 0;
 			}
 			tcp_open(&k, SOCKET_C_ACTIVE_OPEN, lat, have);
 		} else {
@@ -480,7 +472,13 @@ int BPF_PROG(tcp_rtx_synack, const struct sock *sk, const struct request_sock *r
 		return 0;
 	key_owner(&k, o, SOCKET_ROLE_SERVER);
 	key_addrs_common(&k, &req->__req_common, false);
-	tcp_add(&k, SOCKET_C_RETRAN_SYNACKS);
+	/* Fired only for a SYN/ACK actually sent again: one more sent. */
+	struct socket_tcp_val *v = endpoint(&tcp_endpoints, &k, &socket_tcp_zero);
+
+	if (!v)
+		return 0;
+	__sync_fetch_and_add(&v->counters[SOCKET_C_RETRAN_SYNACKS], 1);
+	__sync_fetch_and_add(&v->counters[SOCKET_C_SYNACK_SENT], 1);
 	return 0;
 }
 
@@ -623,18 +621,18 @@ static __always_inline void parse_pkt(struct __sk_buff *skb, struct pkt *p)
 	p->ok = 1;
 }
 
-static __always_inline void key_pkt(struct socket_tcp_key *k, const struct pkt *p, bool ingress)
+static __always_inline void key_pkt(struct socket_tcp_key *k, const struct pkt *p)
 {
-	/* Ingress SYN: source is the client. Egress SYN/ACK: destination is. */
+	/* An ingress SYN: the source is the client. */
 	k->family = p->family;
 	if (p->family == AF_INET) {
-		__builtin_memcpy(k->client, ingress ? &p->saddr4 : &p->daddr4, 4);
-		__builtin_memcpy(k->server, ingress ? &p->daddr4 : &p->saddr4, 4);
+		__builtin_memcpy(k->client, &p->saddr4, 4);
+		__builtin_memcpy(k->server, &p->daddr4, 4);
 	} else {
-		__builtin_memcpy(k->client, ingress ? p->saddr6 : p->daddr6, 16);
-		__builtin_memcpy(k->server, ingress ? p->daddr6 : p->saddr6, 16);
+		__builtin_memcpy(k->client, p->saddr6, 16);
+		__builtin_memcpy(k->server, p->daddr6, 16);
 	}
-	k->server_port = bpf_ntohs(ingress ? p->dport : p->sport);
+	k->server_port = bpf_ntohs(p->dport);
 }
 
 /* Is the SYN going to reach tcp_conn_request? Not when it belongs to a
@@ -691,7 +689,9 @@ int listen_ingress(struct __sk_buff *skb)
 	struct tcp_sock *tp;
 	struct pkt p = {};
 
-	if (!bsk)
+	/* Every packet of the host comes here: leave on the first load unless
+	 * it is for a listener (state is readable without a full socket). */
+	if (!bsk || bsk->state != BPF_TCP_LISTEN)
 		return 1;
 	bsk = bpf_sk_fullsock(bsk);
 	if (!bsk)
@@ -699,16 +699,12 @@ int listen_ingress(struct __sk_buff *skb)
 	o = listener_owner(bsk);
 	if (!o)
 		return 1;
-	parse_pkt(skb, &p);
-	if (!p.ok || (p.flags & (TCPHDR_SYN | TCPHDR_ACK | TCPHDR_RST | TCPHDR_FIN)) != TCPHDR_SYN)
-		return 1;
-	if (!fresh_syn(skb, &p))
-		return 1;
 	tp = bpf_skc_to_tcp_sock(bsk);
 	if (!tp)
 		return 1;
 
-	/* tcp_conn_request's checks, in its order. */
+	/* tcp_conn_request's checks, in its order, first: with room in both
+	 * queues (the usual case) the packet is not even parsed. */
 	struct sock *sk = (struct sock *)tp;
 	__u32 max = sk->sk_max_ack_backlog;
 	__u32 qlen = tp->inet_conn.icsk_accept_queue.qlen.counter;
@@ -720,8 +716,13 @@ int listen_ingress(struct __sk_buff *skb)
 
 	if (!syn_full && !accept_full)
 		return 1;
+	parse_pkt(skb, &p);
+	if (!p.ok || (p.flags & (TCPHDR_SYN | TCPHDR_ACK | TCPHDR_RST | TCPHDR_FIN)) != TCPHDR_SYN)
+		return 1;
+	if (!fresh_syn(skb, &p))
+		return 1;
 	key_owner(&k, o, SOCKET_ROLE_SERVER);
-	key_pkt(&k, &p, true);
+	key_pkt(&k, &p);
 	v = endpoint(&tcp_endpoints, &k, &socket_tcp_zero);
 	if (!v)
 		return 1;
@@ -738,27 +739,43 @@ int listen_ingress(struct __sk_buff *skb)
 	return 1;
 }
 
-SEC("cgroup_skb/egress")
-int listen_egress(struct __sk_buff *skb)
+/* ---- SYN/ACKs sent: once per request, not per packet ----
+ *
+ * tcp_conn_request sizes the receive window of every request it answers
+ * (tcp_openreq_init_rwin, for a normal, cookie or Fast Open SYN/ACK alike)
+ * right before it sends the SYN/ACK, and asks the sock_ops programs of the
+ * listener's cgroup for it (BPF_SOCK_OPS_RWND_INIT, on the request socket:
+ * not a full socket). A sock_ops program at the cgroup2 root runs only for
+ * a connection's few set-up callbacks (the per-packet ones need flags this
+ * probe never sets), so it costs nothing per packet. Retransmitted
+ * SYN/ACKs are counted by tcp_rtx_synack. */
+
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+SEC("sockops")
+int synack_sent(struct bpf_sock_ops *skops)
 {
-	struct bpf_sock *bsk = skb->sk;
+	struct bpf_sock_ops_kern *kctx;
+	struct galago_listen_key lk;
 	struct galago_sk_owner *o;
 	struct socket_tcp_key k;
-	struct pkt p = {};
+	struct sock *req;
 
-	if (!bsk)
+	if (skops->op != BPF_SOCK_OPS_RWND_INIT || skops->is_fullsock)
 		return 1;
-	bsk = bpf_sk_fullsock(bsk);
-	if (!bsk)
+	kctx = bpf_cast_to_kern_ctx(skops);
+	req = kctx->sk;
+	if (!req || req->__sk_common.skc_state != TCP_NEW_SYN_RECV)
 		return 1;
-	o = listener_owner(bsk);
-	if (!o)
-		return 1;
-	parse_pkt(skb, &p);
-	if (!p.ok || (p.flags & (TCPHDR_SYN | TCPHDR_ACK)) != (TCPHDR_SYN | TCPHDR_ACK))
+	/* The listener's owner by (netns, port), as accepted children find
+	 * it: the verifier sees the request's listener pointer (a union
+	 * member of sock_common) as a number, which socket storage refuses. */
+	lk = galago_listen_key_of(req);
+	o = bpf_map_lookup_elem(&galago_listen_owners, &lk);
+	if (!o || o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
 		return 1;
 	key_owner(&k, o, SOCKET_ROLE_SERVER);
-	key_pkt(&k, &p, false);
+	key_addrs_common(&k, &req->__sk_common, false);
 	tcp_add(&k, SOCKET_C_SYNACK_SENT);
 	return 1;
 }

@@ -28,6 +28,7 @@ type socketGalagoSkOwner struct {
 	Pad      uint16
 	CgroupId uint64
 	Comm     [16]int8
+	Aux      uint64
 }
 
 type socketSocketTcpCounter uint32
@@ -99,7 +100,6 @@ type socketSocketWalkReq struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	socketMapAggLost                      = "agg_lost"
-	socketMapConnectStart                 = "connect_start"
 	socketMapEvents                       = "events"
 	socketMapFilterCgroups                = "filter_cgroups"
 	socketMapFilterDecided                = "filter_decided"
@@ -114,9 +114,9 @@ const (
 	socketMapWalkAsked                    = "walk_asked"
 	socketProgGalagoFilterExec            = "galago_filter_exec"
 	socketProgGalagoFilterFork            = "galago_filter_fork"
-	socketProgListenEgress                = "listen_egress"
 	socketProgListenIngress               = "listen_ingress"
 	socketProgSkbDrop                     = "skb_drop"
+	socketProgSynackSent                  = "synack_sent"
 	socketProgTcpRtxSkb                   = "tcp_rtx_skb"
 	socketProgTcpRtxSynack                = "tcp_rtx_synack"
 	socketProgTcpState                    = "tcp_state"
@@ -183,9 +183,9 @@ type socketSpecs struct {
 type socketProgramSpecs struct {
 	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
-	ListenEgress     *ebpf.ProgramSpec `ebpf:"listen_egress"`
 	ListenIngress    *ebpf.ProgramSpec `ebpf:"listen_ingress"`
 	SkbDrop          *ebpf.ProgramSpec `ebpf:"skb_drop"`
+	SynackSent       *ebpf.ProgramSpec `ebpf:"synack_sent"`
 	TcpRtxSkb        *ebpf.ProgramSpec `ebpf:"tcp_rtx_skb"`
 	TcpRtxSynack     *ebpf.ProgramSpec `ebpf:"tcp_rtx_synack"`
 	TcpState         *ebpf.ProgramSpec `ebpf:"tcp_state"`
@@ -202,7 +202,6 @@ type socketProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type socketMapSpecs struct {
 	AggLost            *ebpf.MapSpec `ebpf:"agg_lost"`
-	ConnectStart       *ebpf.MapSpec `ebpf:"connect_start"`
 	Events             *ebpf.MapSpec `ebpf:"events"`
 	FilterCgroups      *ebpf.MapSpec `ebpf:"filter_cgroups"`
 	FilterDecided      *ebpf.MapSpec `ebpf:"filter_decided"`
@@ -255,7 +254,6 @@ func (o *socketObjects) Close() error {
 // It can be passed to loadSocketObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socketMaps struct {
 	AggLost            *ebpf.Map `ebpf:"agg_lost"`
-	ConnectStart       *ebpf.Map `ebpf:"connect_start"`
 	Events             *ebpf.Map `ebpf:"events"`
 	FilterCgroups      *ebpf.Map `ebpf:"filter_cgroups"`
 	FilterDecided      *ebpf.Map `ebpf:"filter_decided"`
@@ -273,7 +271,6 @@ type socketMaps struct {
 func (m *socketMaps) Close() error {
 	return _SocketClose(
 		m.AggLost,
-		m.ConnectStart,
 		m.Events,
 		m.FilterCgroups,
 		m.FilterDecided,
@@ -312,9 +309,9 @@ type socketVariables struct {
 type socketPrograms struct {
 	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
-	ListenEgress     *ebpf.Program `ebpf:"listen_egress"`
 	ListenIngress    *ebpf.Program `ebpf:"listen_ingress"`
 	SkbDrop          *ebpf.Program `ebpf:"skb_drop"`
+	SynackSent       *ebpf.Program `ebpf:"synack_sent"`
 	TcpRtxSkb        *ebpf.Program `ebpf:"tcp_rtx_skb"`
 	TcpRtxSynack     *ebpf.Program `ebpf:"tcp_rtx_synack"`
 	TcpState         *ebpf.Program `ebpf:"tcp_state"`
@@ -330,9 +327,9 @@ func (p *socketPrograms) Close() error {
 	return _SocketClose(
 		p.GalagoFilterExec,
 		p.GalagoFilterFork,
-		p.ListenEgress,
 		p.ListenIngress,
 		p.SkbDrop,
+		p.SynackSent,
 		p.TcpRtxSkb,
 		p.TcpRtxSynack,
 		p.TcpState,

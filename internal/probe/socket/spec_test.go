@@ -53,6 +53,7 @@ var cgroupProgType = map[ebpf.AttachType]ebpf.ProgramType{
 	ebpf.AttachCGroupInetEgress:    ebpf.CGroupSKB,
 	ebpf.AttachCGroupInet4PostBind: ebpf.CGroupSock,
 	ebpf.AttachCGroupInet6PostBind: ebpf.CGroupSock,
+	ebpf.AttachCGroupSockOps:       ebpf.SockOps,
 }
 
 func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
@@ -64,7 +65,7 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 		switch h.kind {
 		case "tp_btf":
 			progs[h.prog] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: h.target}
-		case "cgroup":
+		case "cgroup", "sockops":
 			typ, ok := cgroupProgType[h.attach]
 			if !ok {
 				t.Errorf("%s: no program type known for attach type %s", h.prog, h.attach)
@@ -86,9 +87,8 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 		"udp_endpoints":        {Type: ebpf.Hash, KeySize: udpKeySize, ValueSize: udpValSize, MaxEntries: 16384},
 		"agg_lost":             {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
 		"lost_events":          {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
-		"connect_start":        {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 8},
-		"galago_sk_owners":     {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 32},
-		"galago_listen_owners": {Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16384},
+		"galago_sk_owners":     {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 40},
+		"galago_listen_owners": {Type: ebpf.Hash, KeySize: 8, ValueSize: 40, MaxEntries: 16384},
 		"walk_asked":           {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 1},
 	}
 	maps.Copy(wantMaps, fmaps)
@@ -112,5 +112,5 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 	bpfspec.StructSize(t, spec, "socket_tcp_val", tcpValSize)
 	bpfspec.StructSize(t, spec, "socket_udp_key", udpKeySize)
 	bpfspec.StructSize(t, spec, "socket_udp_val", udpValSize)
-	bpfspec.StructSize(t, spec, "galago_sk_owner", 32)
+	bpfspec.StructSize(t, spec, "galago_sk_owner", 40)
 }

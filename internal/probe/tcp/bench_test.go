@@ -83,6 +83,8 @@ http { access_log off; client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastc
 	var offRPS, onRPS, probeCPU float64
 	var conns int
 	var lost uint64
+	progNs := map[string]time.Duration{}
+	progRuns := map[string]uint64{}
 	for range rounds {
 		r, _ := wrk(b, d)
 		offRPS += r
@@ -96,12 +98,16 @@ http { access_log off; client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastc
 		onRPS += r
 		conns += 2 * n // client and server side of every request
 		var bpfTime time.Duration
-		for _, prog := range []*ebpf.Program{p.objs.OnSetState, p.objs.DumpOwners, p.objs.DumpTcp, p.objs.OnSendReset, p.objs.OnReceiveReset, p.objs.OnKfreeSkb, p.objs.OnExceedBufLimit} {
+		for name, prog := range map[string]*ebpf.Program{"set_state": p.objs.OnSetState, "dump_owners": p.objs.DumpOwners,
+			"dump_tcp": p.objs.DumpTcp, "send_reset": p.objs.OnSendReset, "receive_reset": p.objs.OnReceiveReset,
+			"kfree_skb": p.objs.OnKfreeSkb, "exceed_buf_limit": p.objs.OnExceedBufLimit} {
 			if prog == nil {
 				continue
 			}
 			if st, err := prog.Stats(); err == nil {
 				bpfTime += st.Runtime
+				progNs[name] += st.Runtime
+				progRuns[name] += st.RunCount
 			}
 		}
 		probeCPU += (cpuSelf() - cpu0 + bpfTime).Seconds()
@@ -114,6 +120,15 @@ http { access_log off; client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastc
 	b.ReportMetric(onRPS/offRPS, "ratio")
 	b.ReportMetric(probeCPU/float64(conns)*100000, "cpu_s/100k_conns")
 	b.ReportMetric(float64(lost), "lost")
+	// Per program: ns per run and runs per connection end (the run time
+	// kernel.bpf_stats gives, so whole-host traffic is in it too).
+	for name, runs := range progRuns {
+		if runs == 0 || (name != "set_state" && name != "kfree_skb") {
+			continue
+		}
+		b.ReportMetric(float64(progNs[name].Nanoseconds())/float64(runs), name+"_ns/run")
+		b.ReportMetric(float64(runs)/float64(conns), name+"_runs/conn")
+	}
 }
 
 // BenchmarkConcurrentConns measures the probe's footprint with many

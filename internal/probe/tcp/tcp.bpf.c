@@ -36,8 +36,9 @@
  *                           socket at a time from tcp_sendmsg
  *                           (TSTAMP_SENDMSG_CB) to the ACK of its last byte
  *                           (TSTAMP_ACK_CB), one DELAY record per sample.
- * Maps: galago_sk_owners, galago_listen_owners (sockowner.h), tcp_counters
- *   (sk storage: the event counters above), events (ring buffer: CLOSE and
+ * Maps: galago_sk_owners, galago_listen_owners (sockowner.h; the owner's
+ *   aux word: SYN RTT and generation), tcp_counters (sk storage: the event
+ *   counters above, created by the first event), events (ring buffer: CLOSE and
  *   LATE records), lost_events, filter_* (snooper filter, common.h).
  * Kernel: 5.11+ (sk storage in tracing programs), 6.1+ for the drop reason
  *   and rx socket arguments of kfree_skb (checked by the loader), BTF.
@@ -64,7 +65,9 @@ enum tcp_rec_type {
 /* Value not available (e.g. CONFIG_HZ unknown for jiffies fields). */
 #define TCP_UNSET 0xffffffffu
 
-/* Per-socket event counters the kernel does not keep itself. */
+/* Per-socket event counters the kernel does not keep itself (socket
+ * storage, created by the first such event). In records, syn_srtt_us and
+ * gen come from the owner's aux word, not from the storage. */
 struct tcp_counters {
 	__u32 send_rsts;
 	__u32 receive_rsts;
@@ -194,6 +197,22 @@ static __always_inline bool owner_observed(const struct galago_sk_owner *o)
 	return o && o->tgid && galago_observed_in(o->tgid, o->cgroup_id);
 }
 
+/* The owner's aux word (sockowner.h) holds the two per-connection values
+ * every connection has, so that no second socket storage is allocated per
+ * connection: the low 32 bits the smoothed RTT when the handshake
+ * completed (us, 0 unknown), the high 32 bits the generation (connections
+ * closed on this socket: tcp_disconnect reuse). tcp_counters is created
+ * only by the rare events it counts. */
+static __always_inline __u32 owner_syn_srtt(const struct galago_sk_owner *o)
+{
+	return (__u32)o->aux;
+}
+
+static __always_inline __u32 owner_gen(const struct galago_sk_owner *o)
+{
+	return o->aux >> 32;
+}
+
 static __always_inline void fill_addrs(struct tcp_conn *e, const struct sock *sk)
 {
 	e->family = sk->__sk_common.skc_family;
@@ -235,20 +254,22 @@ static __always_inline __u32 total_rto_of(const struct tcp_sock *tp)
 	const struct tcp_sock___galago_rto *t2 = (const void *)tp;
 
 	if (bpf_core_field_exists(t2->total_rto))
-		return BPF_CORE_READ(t2, total_rto);
+		return t2->total_rto;
 	return TCP_UNSET;
 }
 
 static __always_inline __u32 sk_drops_of(const struct sock *sk)
 {
-	__u32 n = BPF_CORE_READ(sk, sk_drops.counter);
+	/* Direct loads (sk is a BTF pointer), not helper calls: this runs at
+	 * every close. */
+	__u32 n = sk->sk_drops.counter;
 	struct sock___galago *s2 = (void *)sk;
 
 	/* 6.17+: some protocols spread drops over NUMA counters. */
 	if (bpf_core_field_exists(s2->sk_drop_counters)) {
-		struct numa_drop_counters___galago *nd = BPF_CORE_READ(s2, sk_drop_counters);
+		struct numa_drop_counters___galago *nd = s2->sk_drop_counters;
 		if (nd)
-			n += BPF_CORE_READ(nd, drops0.counter) + BPF_CORE_READ(nd, drops1.counter);
+			n += nd->drops0.counter + nd->drops1.counter;
 	}
 	return n;
 }
@@ -315,13 +336,12 @@ static __always_inline void fill_conn(struct tcp_conn *e, struct tcp_sock *tp, c
 	e->sk_rcvbuf = sk->sk_rcvbuf;
 	e->sk_sndbuf = sk->sk_sndbuf;
 	e->total_rto = total_rto_of(tp);
-	if (c) {
+	if (c)
 		e->c = *c;
-		e->gen = c->gen;
-	} else {
+	else
 		__builtin_memset(&e->c, 0, sizeof(e->c));
-		e->gen = 0;
-	}
+	e->c.syn_srtt_us = owner_syn_srtt(o);
+	e->gen = e->c.gen = owner_gen(o);
 }
 
 /* Network namespaces that hold sockets, each with one process inside:
@@ -396,6 +416,22 @@ int BPF_PROG(on_set_state, const struct sock *sk, const int oldstate, const int 
 	struct tcp_sock *tp;
 	struct tcp_conn *e;
 
+	/* Half of a connection's transitions (LISTEN -> SYN_RECV of a child,
+	 * ESTABLISHED -> FIN_WAIT1 -> FIN_WAIT2, ESTABLISHED -> CLOSE_WAIT ->
+	 * LAST_ACK) neither change the owner nor end the connection: leave
+	 * before touching the socket or any map. */
+	switch (newstate) {
+	case TCP_SYN_SENT:
+		if (oldstate != TCP_CLOSE)
+			return 0;
+		break;
+	case TCP_ESTABLISHED:
+	case TCP_LISTEN:
+	case TCP_CLOSE:
+		break;
+	default:
+		return 0;
+	}
 	if (!is_tcp(sk))
 		return 0;
 	o = galago_owner_on_state(sk, oldstate, newstate);
@@ -403,9 +439,8 @@ int BPF_PROG(on_set_state, const struct sock *sk, const int oldstate, const int 
 		return 0;
 	if (newstate == TCP_ESTABLISHED) {
 		tp = bpf_skc_to_tcp_sock((void *)sk);
-		c = counters(sk, true);
-		if (tp && c)
-			c->syn_srtt_us = tp->srtt_us >> 3;
+		if (tp)
+			o->aux = ((__u64)owner_gen(o) << 32) | (__u32)(tp->srtt_us >> 3);
 		return 0;
 	}
 	if (newstate != TCP_CLOSE || oldstate == TCP_LISTEN)
@@ -422,11 +457,9 @@ int BPF_PROG(on_set_state, const struct sock *sk, const int oldstate, const int 
 		GALAGO_RB_SUBMIT(&events, e);
 	}
 	/* A socket can connect again after tcp_disconnect: start afresh. */
-	if (c) {
-		__u32 gen = c->gen + 1;
+	o->aux = (__u64)(owner_gen(o) + 1) << 32;
+	if (c)
 		__builtin_memset(c, 0, sizeof(*c));
-		c->gen = gen;
-	}
 	return 0;
 }
 
@@ -452,9 +485,8 @@ static __always_inline void count(const struct sock *sk, int field)
 		e->type = TCP_REC_LATE;
 		e->tgid = o->tgid;
 		e->cookie = bpf_get_socket_cookie((void *)sk);
-		c = counters(sk, false);
 		/* The closed connection is the previous generation. */
-		e->gen = c && c->gen ? c->gen - 1 : 0;
+		e->gen = owner_gen(o) ? owner_gen(o) - 1 : 0;
 		switch (field) {
 		case 0: e->c.send_rsts = 1; break;
 		case 1: e->c.receive_rsts = 1; break;

@@ -28,6 +28,7 @@ type tcpGalagoSkOwner struct {
 	Pad      uint16
 	CgroupId uint64
 	Comm     [16]int8
+	Aux      uint64
 }
 
 type tcpTcpConn struct {
