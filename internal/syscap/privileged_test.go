@@ -69,6 +69,40 @@ func (selfTargets) CgroupIDs() []uint64          { return nil }
 func (selfTargets) Labels(int) map[string]string { return nil }
 func (s selfTargets) Changed() <-chan struct{}   { return s.ch }
 
+// openCapture opens a capture reporting to opts.Handler, tracing protos for
+// targets (nil: every process); it is closed when the test ends.
+func openCapture(t *testing.T, opts Options, targets snoop.Targets, protos ...l7.Protocol) *Capture {
+	t.Helper()
+	c, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.SetConfig(Config{Protocols: protos}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetTargets(targets); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// runCapture reads c's records until stop, which lets the last ones
+// arrive first and fails the test if Run failed.
+func runCapture(t *testing.T, c *Capture) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return func() {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestCapturePrivileged: an HTTP/1.1 keep-alive exchange between a client
 // and a server of this process is captured on both ends, byte for byte,
 // with the protocol and roles inferred in the kernel; a connection of a
@@ -77,20 +111,8 @@ func TestCapturePrivileged(t *testing.T) {
 	probetest.RequirePrivileged(t)
 	rec := newRecorder()
 	var lost uint64
-	c, err := Open(Options{Handler: rec, OnLost: func(n uint64) { lost += n }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.HTTP}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetTargets(selfTargets{}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	c := openCapture(t, Options{Handler: rec, OnLost: func(n uint64) { lost += n }}, selfTargets{}, l7.HTTP)
+	stop := runCapture(t, c)
 
 	body := bytes.Repeat([]byte("b"), 3000)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -129,11 +151,7 @@ func TestCapturePrivileged(t *testing.T) {
 	_, _ = f.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
 	f.Close()
 
-	time.Sleep(300 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	rec.mu.Lock()
 	conns := rec.conns
 	rec.mu.Unlock()
@@ -230,26 +248,14 @@ func TestOpenSSLPrivileged(t *testing.T) {
 		lib = matches[0]
 	}
 	rec := newRecorder()
-	c, err := Open(Options{Handler: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.HTTP}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetTargets(nil); err != nil {
-		t.Fatal(err)
-	}
+	c := openCapture(t, Options{Handler: rec}, nil, l7.HTTP)
 	if ok, err := c.AttachOpenSSL(lib); err != nil || !ok {
 		t.Fatalf("attach %s: %v %v", lib, ok, err)
 	}
 	if ok, err := c.AttachOpenSSL(lib); err != nil || ok {
 		t.Fatalf("second attach of %s: %v %v, want a no-op", lib, ok, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	stop := runCapture(t, c)
 
 	page := strings.Repeat("galago ", 1000)
 	port := nginxTLS(t, page)
@@ -269,11 +275,7 @@ func TestOpenSSLPrivileged(t *testing.T) {
 			t.Fatalf("curl %d: %v, %d bytes", i, err, len(body))
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	rec.mu.Lock()
 	conns := maps.Clone(rec.conns)
 	rec.mu.Unlock()
@@ -332,20 +334,8 @@ func TestOpenSSLPrivileged(t *testing.T) {
 func TestSizePrefixReadPrivileged(t *testing.T) {
 	probetest.RequirePrivileged(t)
 	rec := newRecorder()
-	c, err := Open(Options{Handler: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.Kafka}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetTargets(selfTargets{}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	c := openCapture(t, Options{Handler: rec}, selfTargets{}, l7.Kafka)
+	stop := runCapture(t, c)
 
 	// ApiVersions v0, correlation id 7, client id "galago".
 	body := []byte{0, 18, 0, 0, 0, 0, 0, 7, 0, 6, 'g', 'a', 'l', 'a', 'g', 'o'}
@@ -392,11 +382,7 @@ func TestSizePrefixReadPrivileged(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	var server *Conn
 	for _, cn := range rec.conns {
 		if cn.Proto == l7.Kafka && cn.Role == l7.Server {
@@ -438,23 +424,11 @@ func TestGoTLSPrivileged(t *testing.T) {
 		t.Run(fmt.Sprintf("stripped=%v", stripped), func(t *testing.T) {
 			bin := buildGoTLS(t, stripped)
 			rec := newRecorder()
-			c, err := Open(Options{Handler: rec})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.HTTP}}); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.SetTargets(nil); err != nil {
-				t.Fatal(err)
-			}
+			c := openCapture(t, Options{Handler: rec}, nil, l7.HTTP)
 			if ok, err := c.AttachGoTLS(bin); err != nil || !ok {
 				t.Fatalf("attach: %v %v", ok, err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- c.Run(ctx) }()
+			stop := runCapture(t, c)
 			cmd := exec.Command(bin, "3")
 			out, err := cmd.Output()
 			if err != nil {
@@ -463,11 +437,7 @@ func TestGoTLSPrivileged(t *testing.T) {
 			if string(out) != "hello /item/0\nhello /item/1\nhello /item/2\n" {
 				t.Fatalf("gotls printed %q", out)
 			}
-			time.Sleep(300 * time.Millisecond)
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			stop()
 			rec.mu.Lock()
 			conns := maps.Clone(rec.conns)
 			rec.mu.Unlock()
