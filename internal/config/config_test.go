@@ -10,7 +10,7 @@ import (
 	"github.com/galago-project/galago/internal/libconfig"
 )
 
-const shippedConf = "../../testdata/gala-gopher.conf"
+const shippedConf = "../../deploy/package/gala-gopher.conf"
 
 // values drops what Load records besides the values, so configs can be
 // compared with Default().

@@ -115,6 +115,8 @@ type daemonOpts struct {
 	webTLS     string // replaces ssl_auth = "off" in web_server
 	restTLS    string // replaces ssl_auth = "off" in rest_api_server
 	env        []string
+	// wrap runs galago through this command (e.g. setpriv and its flags).
+	wrap []string
 	// metricChannel, eventChannel and metaChannel replace the default
 	// out_channel of metric (web_server), event and meta (logs).
 	metricChannel, eventChannel, metaChannel string
@@ -189,7 +191,8 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	dir := t.TempDir()
 	d := &daemon{t: t, dir: dir, metricPort: freePort(t), restPort: freePort(t), stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	d.conf = writeConfig(t, dir, d.metricPort, d.restPort, o)
-	d.cmd = exec.Command(binary(t), "-c", d.conf)
+	argv := append(append([]string{}, o.wrap...), binary(t), "-c", d.conf)
+	d.cmd = exec.Command(argv[0], argv[1:]...)
 	d.cmd.Env = append(os.Environ(), o.env...)
 	d.cmd.Stdout = d.stderr
 	d.cmd.Stderr = d.stderr
