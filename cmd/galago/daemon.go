@@ -134,6 +134,20 @@ func runDaemon(cfg *config.Config) error {
 		return err
 	}
 
+	if cfg.Metric.OutChannel.Has(config.ChannelOTLP) {
+		otlp, err := startOTLP(ctx, cfg, exporter, host, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, done := context.WithTimeout(context.Background(), 10*time.Second)
+			defer done()
+			if err := otlp.Close(sctx); err != nil {
+				log.Warn("otlp: closing", "err", err)
+			}
+		}()
+	}
+
 	go pipe.RunExpiry(ctx)
 	go pipe.RunMeta(ctx, mgr.Tables)
 
@@ -232,27 +246,29 @@ func addSinks(cfg *config.Config, pipe *output.Pipeline, host output.Host, log *
 			kafka = nil
 		}
 	}()
-	if cfg.Metric.OutChannel == config.ChannelKafka || cfg.Event.OutChannel == config.ChannelKafka || cfg.Meta.OutChannel == config.ChannelKafka {
+	if cfg.Metric.OutChannel.Has(config.ChannelKafka) || cfg.Event.OutChannel == config.ChannelKafka || cfg.Meta.OutChannel == config.ChannelKafka {
 		if kafka, err = newKafkaProducer(cfg.Kafka, log); err != nil {
 			return nil, err
 		}
 		log.Info("kafka producer started", "brokers", cfg.Kafka.Broker)
 	}
-	switch cfg.Metric.OutChannel {
-	case config.ChannelLogs:
-		s, err := output.NewMetricTextSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
-		if err != nil {
-			return kafka, err
+	for _, ch := range cfg.Metric.OutChannel.List() {
+		switch ch {
+		case config.ChannelLogs:
+			s, err := output.NewMetricTextSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
+			if err != nil {
+				return kafka, err
+			}
+			pipe.AddMetricSink("logs", s)
+		case config.ChannelJSON:
+			s, err := output.NewMetricJSONSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
+			if err != nil {
+				return kafka, err
+			}
+			pipe.AddMetricSink("json", s)
+		case config.ChannelKafka:
+			pipe.AddMetricSink("kafka", output.NewMetricKafkaSink(kafka, cfg.Metric.KafkaTopic, host.UUID))
 		}
-		pipe.AddMetricSink("logs", s)
-	case config.ChannelJSON:
-		s, err := output.NewMetricJSONSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
-		if err != nil {
-			return kafka, err
-		}
-		pipe.AddMetricSink("json", s)
-	case config.ChannelKafka:
-		pipe.AddMetricSink("kafka", output.NewMetricKafkaSink(kafka, cfg.Metric.KafkaTopic, host.UUID))
 	}
 	switch cfg.Event.OutChannel {
 	case config.ChannelLogs:
@@ -275,6 +291,29 @@ func addSinks(cfg *config.Config, pipe *output.Pipeline, host output.Host, log *
 		pipe.AddMetaSink("kafka", output.NewMetaKafkaSink(kafka, cfg.Meta.KafkaTopic))
 	}
 	return kafka, nil
+}
+
+// startOTLP starts the otlp metric channel over the exporter's registry
+// and registers its own counters there.
+func startOTLP(ctx context.Context, cfg *config.Config, exp *output.Exporter, host output.Host, log *slog.Logger) (*output.OTLP, error) {
+	o, err := output.StartOTLP(ctx, output.OTLPOptions{
+		Gatherer: exp.Gatherer(),
+		Host:     host,
+		Version:  version,
+		Protocol: cfg.OTLP.Protocol,
+		Endpoint: cfg.OTLP.Endpoint,
+		Insecure: cfg.OTLP.Insecure,
+		Interval: time.Duration(cfg.OTLP.ExportInterval) * time.Second,
+		Log:      log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := exp.Register(o); err != nil {
+		return nil, err
+	}
+	log.Info("otlp metric channel started", "protocol", output.OTLPProtocol(cfg.OTLP.Protocol), "endpoint", cfg.OTLP.Endpoint)
+	return o, nil
 }
 
 // newKafkaProducer maps the kafka section and galago's Kafka TLS and SASL
@@ -365,7 +404,7 @@ func startServers(cfg *config.Config, exp *output.Exporter, mgr *probe.Manager, 
 			s.failed <- fmt.Errorf("control socket: %w", err)
 		}
 	}()
-	if cfg.Metric.OutChannel == config.ChannelWebServer {
+	if cfg.Metric.OutChannel.Has(config.ChannelWebServer) {
 		tlsCfg, err := serverTLS(cfg.WebServer)
 		if err != nil {
 			return nil, fmt.Errorf("web_server: %w", err)

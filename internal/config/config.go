@@ -38,7 +38,9 @@
 //	           custom_json = "..."; host_path = "/host";
 //	           kafka_tls = true; kafka_tls_ca_file = "..."; kafka_tls_cert_file = "...";
 //	           kafka_tls_key_file = "..."; kafka_sasl_mechanism = "SCRAM-SHA-512";
-//	           kafka_sasl_username = "..."; kafka_sasl_password = "..."; };
+//	           kafka_sasl_username = "..."; kafka_sasl_password = "...";
+//	           otlp_endpoint = "collector:4317"; otlp_protocol = "grpc";
+//	           otlp_insecure = true; otlp_export_interval = 30; };
 package config
 
 import (
@@ -59,7 +61,31 @@ const (
 	ChannelLogs      Channel = "logs"
 	ChannelJSON      Channel = "json" // metrics only
 	ChannelKafka     Channel = "kafka"
+	ChannelOTLP      Channel = "otlp" // metrics only: OTLP push (galago's own)
 )
+
+// List splits a comma-separated out_channel ("web_server,otlp": galago
+// takes several metric channels at once; gala-gopher takes one).
+func (ch Channel) List() []Channel {
+	if ch == ChannelOff {
+		return nil
+	}
+	var out []Channel
+	for _, c := range strings.Split(string(ch), ",") {
+		out = append(out, Channel(strings.TrimSpace(c)))
+	}
+	return out
+}
+
+// Has reports whether c is one of the channels of ch.
+func (ch Channel) Has(c Channel) bool {
+	for _, x := range ch.List() {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
 
 // Config is the whole configuration. Field comments give the file key.
 type Config struct {
@@ -72,6 +98,7 @@ type Config struct {
 	RestAPIServer HTTPServer  // rest_api_server: the REST control API
 	Kafka         Kafka
 	Logs          Logs
+	OTLP          OTLP // galago section: the otlp metric channel
 
 	// galago section; not in gala-gopher's file.
 	PIDFile        string // galago.pid_file: singleton lock, /var/run/gala_gopher/gala-gopher.pid
@@ -149,6 +176,16 @@ type Kafka struct {
 	SASLMechanism string // galago.kafka_sasl_mechanism: "", PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
 	SASLUsername  string // galago.kafka_sasl_username
 	SASLPassword  string // galago.kafka_sasl_password
+}
+
+// OTLP configures the otlp metric channel. Unset fields fall back to the
+// standard OTEL_EXPORTER_OTLP_* and OTEL_METRIC_EXPORT_INTERVAL variables,
+// then to the OpenTelemetry SDK's defaults.
+type OTLP struct {
+	Endpoint       string // galago.otlp_endpoint: host:port (grpc, http/protobuf) or a URL (http/protobuf)
+	Protocol       string // galago.otlp_protocol: grpc or http/protobuf
+	Insecure       bool   // galago.otlp_insecure: plain text instead of TLS
+	ExportInterval int    // galago.otlp_export_interval: seconds between pushes
 }
 
 // Logs is the logs section.

@@ -80,6 +80,10 @@ var schema = []key{
 	{"galago", "kafka_sasl_mechanism", func(c *Config) any { return &c.Kafka.SASLMechanism }},
 	{"galago", "kafka_sasl_username", func(c *Config) any { return &c.Kafka.SASLUsername }},
 	{"galago", "kafka_sasl_password", func(c *Config) any { return &c.Kafka.SASLPassword }},
+	{"galago", "otlp_endpoint", func(c *Config) any { return &c.OTLP.Endpoint }},
+	{"galago", "otlp_protocol", func(c *Config) any { return &c.OTLP.Protocol }},
+	{"galago", "otlp_insecure", func(c *Config) any { return &c.OTLP.Insecure }},
+	{"galago", "otlp_export_interval", func(c *Config) any { return &c.OTLP.ExportInterval }},
 }
 
 // Load reads the config file at path. An empty path means DefaultPath, and

@@ -24,7 +24,15 @@ func TestValidateRejects(t *testing.T) {
 		{"log level", "global = {\n log_level = \"verbose\"; rest_api_on = true; };",
 			`f.conf:2: global.log_level: "verbose" is not one of "debug", "info", "warn", "error"`},
 		{"metric channel", `metric = { out_channel = "stdout"; };`,
-			`f.conf:1: metric.out_channel: "stdout" is not one of "web_server", "logs", "json", "kafka", ""`},
+			`f.conf:1: metric.out_channel: "stdout" is not one of "web_server", "logs", "json", "kafka", "otlp"`},
+		{"metric channel list item", `metric = { out_channel = "web_server,stdout"; };`,
+			`f.conf:1: metric.out_channel: "stdout" is not one of "web_server", "logs", "json", "kafka", "otlp"`},
+		{"metric channel twice", `metric = { out_channel = "otlp, otlp"; };`,
+			`f.conf:1: metric.out_channel: "otlp, otlp" names "otlp" twice`},
+		{"metric channel empty item", `metric = { out_channel = "web_server,"; };`,
+			`f.conf:1: metric.out_channel: "" is not one of "web_server", "logs", "json", "kafka", "otlp"`},
+		{"otlp protocol", `metric = { out_channel = "otlp"; }; galago = { otlp_protocol = "http/json"; };`,
+			`f.conf:1: galago.otlp_protocol: "http/json" is not one of "grpc", "http/protobuf"`},
 		{"event channel json", `event = { out_channel = "json"; };`,
 			`f.conf:1: event.out_channel: "json" is not one of "logs", "kafka", ""`},
 		{"meta channel web_server", `meta = { out_channel = "web_server"; };`,
@@ -142,7 +150,10 @@ func TestValidateAccepts(t *testing.T) {
 			metric = { out_channel = "kafka"; kafka_topic = "a_topic_name_longer_than_gala_gophers_31_chars"; };`,
 		"kafka sasl tls": `kafka = { kafka_broker = "k1:9093"; }; event = { out_channel = "kafka"; };
 			galago = { kafka_tls = true; kafka_tls_ca_file = "` + key + `"; kafka_sasl_mechanism = "scram-sha-512"; kafka_sasl_username = "u"; kafka_sasl_password = "p"; };`,
-		"tls": `rest_api_server = { ssl_auth = "on"; private_key = "` + key + `"; cert_file = "` + key + `"; ca_file = "` + key + `"; };`,
+		"web_server and otlp": `metric = { out_channel = "web_server, otlp"; };
+			galago = { otlp_endpoint = "127.0.0.1:4317"; otlp_protocol = "grpc"; otlp_insecure = true; otlp_export_interval = 10; };`,
+		"kafka and otlp": `kafka = { kafka_broker = "k1:9092"; }; metric = { out_channel = "kafka,otlp"; };`,
+		"tls":            `rest_api_server = { ssl_auth = "on"; private_key = "` + key + `"; cert_file = "` + key + `"; ca_file = "` + key + `"; };`,
 		"edges": `imdb = { max_tables_num = 4096; max_metrics_num = 128; max_records_num = 1; record_timeout = 1; };
 			web_server = { port = 65535; }; rest_api_server = { port = 1024; }; logs = { metric_total_size = 1024; };
 			event = { timeout = 0; };`,

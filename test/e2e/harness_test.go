@@ -115,6 +115,8 @@ type daemonOpts struct {
 	webTLS     string // replaces ssl_auth = "off" in web_server
 	restTLS    string // replaces ssl_auth = "off" in rest_api_server
 	env        []string
+	// galagoConf is appended inside the galago section.
+	galagoConf string
 	// wrap runs galago through this command (e.g. setpriv and its flags).
 	wrap []string
 	// metricChannel, eventChannel and metaChannel replace the default
@@ -161,9 +163,10 @@ logs = {
 galago = {
     pid_file = "%[5]s/galago.pid"; cmd_socket = "%[5]s/cmd.sock";
     probes_init = "%[5]s/probes.init"; custom_json = "%[5]s/gala-gopher-custom.json";
+    %[9]s
 };
 %[6]s
-`, rest, imdb, metricPort, restPort, dir, o.extraConf, webTLS, restTLS)
+`, rest, imdb, metricPort, restPort, dir, o.extraConf, webTLS, restTLS, o.galagoConf)
 	path := filepath.Join(dir, "gala-gopher.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o640); err != nil {
 		t.Fatal(err)
