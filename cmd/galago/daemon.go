@@ -36,6 +36,7 @@ import (
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
+	"github.com/galago-project/galago/internal/probe/virt"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/proctrack"
 	"github.com/galago-project/galago/internal/snoop"
@@ -126,6 +127,7 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(hw.Name, func() probe.Probe {
 		return hw.New(hw.WithStats(bpfStats), hw.WithMissingHooks(missing), hw.WithHostPath(cfg.HostPath))
 	})
+	mgr.Register(virt.Name, func() probe.Probe { return virt.New(fsys) })
 	mgr.Register(applog.Name, func() probe.Probe { return applog.New(applogOptions(cfg, ids)...) })
 	profiles := flamegraph.NewHub()
 	mgr.Register(flamegraph.Name, func() probe.Probe {
