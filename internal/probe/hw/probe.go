@@ -298,40 +298,50 @@ func (p *Probe) carrierRows(now time.Time, period time.Duration) {
 	}
 }
 
-// xmitRows publishes one nic_failure row per device and TX queue that timed
-// out during the period, and gala-gopher's nic_xmit_timeout event for it.
-func (p *Probe) xmitRows(m *ebpf.Map, now time.Time, period time.Duration) {
-	cur := map[hwNicKey]uint64{}
-	var k hwNicKey
+// growth reads a map of counts since load and returns the new snapshot
+// with the keys that grew since prev, ordered by name.
+func growth[K comparable](m *ebpf.Map, prev map[K]uint64, name func(K) string) (map[K]uint64, []K, error) {
+	cur := map[K]uint64{}
+	var k K
 	var v uint64
 	it := m.Iterate()
 	for it.Next(&k, &v) {
 		cur[k] = v
 	}
 	if err := it.Err(); err != nil {
+		return nil, nil, err
+	}
+	var keys []K
+	for k, v := range cur {
+		if v > prev[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return name(keys[i]) < name(keys[j]) })
+	return cur, keys, nil
+}
+
+// xmitRows publishes one nic_failure row per device and TX queue that timed
+// out during the period, and gala-gopher's nic_xmit_timeout event for it.
+func (p *Probe) xmitRows(m *ebpf.Map, now time.Time, period time.Duration) {
+	name := func(k hwNicKey) string { return nicName(k, p.hostNS) }
+	cur, keys, err := growth(m, p.prevNIC, name)
+	if err != nil {
 		p.rt.Error()
 		p.warnOnce("xmitmap", "hw: cannot read the xmit timeout counters", "err", err)
 		return
 	}
-	keys := make([]hwNicKey, 0, len(cur))
-	for k, v := range cur {
-		if v > p.prevNIC[k] {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool { return nicName(keys[i], p.hostNS) < nicName(keys[j], p.hostNS) })
 	t := table.NicFailure
 	for _, k := range keys {
-		n := cur[k] - p.prevNIC[k]
 		dev, drv := cstr(k.Dev[:]), cstr(k.Driver[:])
 		r := t.NewRecord(now, period)
-		r.SetStr(t.MustIndex("name"), nicName(k, p.hostNS))
+		r.SetStr(t.MustIndex("name"), name(k))
 		r.SetStr(t.MustIndex("dev_name"), dev)
 		if drv != "" {
 			r.SetStr(t.MustIndex("driver"), drv)
 		}
 		r.SetStr(t.MustIndex("queue_index"), strconv.Itoa(int(k.Queue)))
-		r.SetNum(t.MustIndex("xmit_timeout_count"), float64(n))
+		r.SetNum(t.MustIndex("xmit_timeout_count"), float64(cur[k]-p.prevNIC[k]))
 		p.rt.Record(r)
 		p.rt.Event(event.Event{
 			Time: now, Entity: Entity, EntityID: dev + "_" + drv, Metric: "nic_xmit_timeout",
@@ -345,25 +355,12 @@ func (p *Probe) xmitRows(m *ebpf.Map, now time.Time, period time.Duration) {
 // mcRows publishes one mem_mc_event row per error kind and location that
 // had errors during the period.
 func (p *Probe) mcRows(m *ebpf.Map, now time.Time, period time.Duration) {
-	cur := map[hwMcKey]uint64{}
-	var k hwMcKey
-	var v uint64
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		cur[k] = v
-	}
-	if err := it.Err(); err != nil {
+	cur, keys, err := growth(m, p.prevMC, mcName)
+	if err != nil {
 		p.rt.Error()
 		p.warnOnce("mcmap", "hw: cannot read the memory controller error counters", "err", err)
 		return
 	}
-	keys := make([]hwMcKey, 0, len(cur))
-	for k, v := range cur {
-		if v > p.prevMC[k] {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool { return mcName(keys[i]) < mcName(keys[j]) })
 	for _, k := range keys {
 		p.rt.Record(mcRecord(k, cur[k]-p.prevMC[k], now, period))
 	}

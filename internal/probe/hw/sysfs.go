@@ -2,12 +2,11 @@ package hw
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/galago-project/galago/internal/procfs"
 )
 
 // carrier is one interface's carrier counters from sysfs.
@@ -23,7 +22,8 @@ type carrier struct {
 // An interface that disappears while being read is skipped; a counter file
 // that exists but does not parse is an error naming the file.
 func readCarriers(root string) ([]carrier, error) {
-	dir := filepath.Join(root, "sys", "class", "net")
+	fs := procfs.FS{Root: root}
+	dir := fs.Path("/sys/class/net")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -32,13 +32,14 @@ func readCarriers(root string) ([]carrier, error) {
 	for _, e := range ents {
 		c := carrier{dev: e.Name()}
 		base := filepath.Join(dir, c.dev)
-		if c.up, err = readCount(filepath.Join(base, "carrier_up_count")); err != nil {
+		rel := filepath.Join("/sys/class/net", c.dev)
+		if c.up, err = fs.ReadUint(filepath.Join(rel, "carrier_up_count")); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
 			return nil, err
 		}
-		if c.down, err = readCount(filepath.Join(base, "carrier_down_count")); err != nil {
+		if c.down, err = fs.ReadUint(filepath.Join(rel, "carrier_down_count")); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
@@ -51,17 +52,4 @@ func readCarriers(root string) ([]carrier, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].dev < out[j].dev })
 	return out, nil
-}
-
-// readCount reads a sysfs file holding one unsigned decimal number.
-func readCount(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	return v, nil
 }
