@@ -134,6 +134,10 @@ func TestCarrierPrivileged(t *testing.T) {
 	if up-up0 != cycles || down-down0 != cycles {
 		t.Fatalf("sysfs: carrier up %d->%d, down %d->%d, want +%d each", up0, up, down0, down, cycles)
 	}
+	t.Logf("hwa sysfs: carrier_up_count %d -> %d, carrier_down_count %d -> %d after %d cycles", up0, up, down0, down, cycles)
+	if ch := sysCount(t, root, "hwa", "carrier_changes"); ch != up+down {
+		t.Errorf("sysfs carrier_changes %d != up %d + down %d", ch, up, down)
+	}
 	recs := rt.WaitTable(t, table.NicFailure, 1, func(r *table.Record) bool {
 		u, _ := num(r, "carrier_up_count")
 		d, _ := num(r, "carrier_down_count")
