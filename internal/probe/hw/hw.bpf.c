@@ -114,9 +114,10 @@ int BPF_PROG(hw_mc_event, unsigned int err_type, const char *error_msg, const ch
 	key.mid_layer = mid_layer;
 	if (label)
 		bpf_probe_read_kernel_str(key.label, sizeof(key.label), label);
-	/* The kernel reports at least one error per event; a count of 0
-	 * (EDAC's callers pass the grain count) still means one report. */
-	__u64 n = error_count > 0 ? (__u64)error_count : 1;
-	count(&mc_errors, &key, n, 1);
+	/* Every caller reports at least one error; a report of none adds
+	 * nothing rather than a guessed one. */
+	if (error_count <= 0)
+		return 0;
+	count(&mc_errors, &key, (__u64)error_count, 1);
 	return 0;
 }

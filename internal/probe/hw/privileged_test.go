@@ -194,6 +194,7 @@ func TestTracepointProgramsPrivileged(t *testing.T) {
 	run(mc, 1, 0, 0, 5, 1, 2, minus1)
 	run(mc, 1, 0, 0, 2, 1, 2, minus1)
 	run(mc, 0, 0, 0, 1, 1, 2, minus1) // another error type: its own row
+	run(mc, 3, 0, 0, 0, 1, 2, minus1) // a report of no error adds nothing
 	// net_dev_xmit_timeout(dev=NULL, queue_index=7), twice
 	run(xmit, 0, 7)
 	run(xmit, 0, 7)
@@ -213,6 +214,9 @@ func TestTracepointProgramsPrivileged(t *testing.T) {
 			sum(":7", "xmit_timeout_count") == 2
 	})
 	for _, r := range rt.Records() {
+		if r.Str("err_type") == "Fatal" {
+			t.Errorf("row for a report of 0 errors: %+v", r.Labels())
+		}
 		if r.Table == table.MemMcEvent && r.Str("name") == "mc1:2:-1:Uncorrected:" {
 			if r.Str("err_type") != "Uncorrected" || r.Str("mc_index") != "1" || r.Str("top_layer") != "2" || r.Str("mid_layer") != "-1" {
 				t.Errorf("mc row labels: %+v", r.Labels())
