@@ -19,6 +19,7 @@ import (
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/periodic"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -38,21 +39,17 @@ type Probe struct {
 	root     string // host root for /sys and /proc (GOPHER_HOST_PATH)
 	stats    *bpfrt.Stats
 	missing  *bpfrt.MissingHooks
-	interval time.Duration // replaces report_period when set (tests)
-	now      func() time.Time
+	loopOpts []periodic.Option
+	loop     *periodic.Loop
 
 	mu       sync.Mutex
-	cfg      probe.Config
-	rt       probe.Runtime
-	log      *slog.Logger
+	started  bool
 	coll     *ebpf.Collection
 	links    []link.Link
 	hostNS   uint32
 	prevNIC  map[hwNicKey]uint64
 	prevMC   map[hwMcKey]uint64
 	drops    [2]uint64
-	lastTick time.Time
-	warned   map[string]bool
 	stopOnce sync.Once
 }
 
@@ -81,14 +78,17 @@ func WithHostPath(root string) Option {
 }
 
 // withInterval replaces report_period (tests use sub-second periods).
-func withInterval(d time.Duration) Option { return func(p *Probe) { p.interval = d } }
+func withInterval(d time.Duration) Option {
+	return func(p *Probe) { p.loopOpts = append(p.loopOpts, periodic.Interval(d)) }
+}
 
 // New returns a stopped hw probe.
 func New(opts ...Option) *Probe {
-	p := &Probe{now: time.Now, root: "/"}
+	p := &Probe{root: "/"}
 	for _, o := range opts {
 		o(p)
 	}
+	p.loop = periodic.New(p.collect, p.loopOpts...)
 	return p
 }
 
@@ -97,16 +97,6 @@ func (p *Probe) Name() string { return Name }
 
 // Tables implements probe.Tables.
 func (p *Probe) Tables() []*table.Table { return []*table.Table{table.NicFailure, table.MemMcEvent} }
-
-func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
-}
 
 // hook is one raw tracepoint: its program, the sub-item it serves and what
 // its absence disables.
@@ -127,34 +117,34 @@ var hooks = []hook{
 func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.rt != nil {
+	if p.started {
 		return errors.New("hw: started twice")
 	}
 	if cfg.SubItems&(bitNIC|bitMem) == 0 {
 		return errors.New("hw: no sub-item enabled (hw_nic, hw_mem)")
 	}
-	p.cfg, p.rt, p.log = cfg, rt, rt.Logger()
-	p.warned = map[string]bool{}
+	log := rt.Logger()
 	p.prevNIC, p.prevMC = map[hwNicKey]uint64{}, map[hwMcKey]uint64{}
 	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(p.log)
+		p.missing = bpfrt.NewMissingHooks(log)
 	}
 	p.hostNS = netnsInode(p.root)
-	if err := p.load(cfg); err != nil {
+	if err := p.load(cfg, log); err != nil {
 		p.closeLocked()
 		if !cfg.Has(bitNIC) {
-			// hw_mem has no source without BPF.
-			p.rt = nil
-			return err
+			return err // hw_mem has no source without BPF
 		}
-		p.log.Warn("hw: BPF unavailable: nic_failure has carrier counts only", "err", err)
+		log.Warn("hw: BPF unavailable: nic_failure has carrier counts only", "err", err)
 	}
-	p.lastTick = p.now()
-	rt.Go(p.run)
+	if err := p.loop.Start(cfg, rt); err != nil {
+		p.closeLocked()
+		return fmt.Errorf("hw: %w", err)
+	}
+	p.started = true
 	return nil
 }
 
-func (p *Probe) load(cfg probe.Config) error {
+func (p *Probe) load(cfg probe.Config, log *slog.Logger) error {
 	spec, err := loadHw()
 	if err != nil {
 		return fmt.Errorf("hw: %w", err)
@@ -186,7 +176,7 @@ func (p *Probe) load(cfg probe.Config) error {
 	}
 	if p.stats != nil {
 		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			p.log.Warn("hw: BPF run-time statistics unavailable", "err", err)
+			log.Warn("hw: BPF run-time statistics unavailable", "err", err)
 		}
 	}
 	return nil
@@ -216,52 +206,29 @@ func (p *Probe) Stop() error {
 	return nil
 }
 
-func (p *Probe) run(ctx context.Context) error {
-	t := time.NewTicker(p.period(p.cfg))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			p.collect(p.now())
-		}
-	}
-}
-
-func (p *Probe) warnOnce(key, msg string, attrs ...any) {
-	if p.warned[key] {
-		return
-	}
-	p.warned[key] = true
-	p.log.Warn(msg, attrs...)
-}
-
-// collect publishes the rows of the period ending at now.
-func (p *Probe) collect(now time.Time) {
+// collect publishes the rows of the period c ends.
+func (p *Probe) collect(c periodic.Cycle) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	period := now.Sub(p.lastTick)
-	p.lastTick = now
-	if p.cfg.Has(bitNIC) {
-		p.carrierRows(now, period)
+	if c.Config.Has(bitNIC) {
+		p.carrierRows(c)
 	}
 	if p.coll == nil {
 		return
 	}
-	p.countDrops()
-	if m := p.coll.Maps["xmit_timeouts"]; m != nil && p.cfg.Has(bitNIC) && p.attached("hw_xmit_timeout") {
-		p.xmitRows(m, now, period)
+	p.countDrops(c.RT)
+	if m := p.coll.Maps["xmit_timeouts"]; m != nil && c.Config.Has(bitNIC) && p.attached("hw_xmit_timeout") {
+		p.xmitRows(c, m)
 	}
-	if m := p.coll.Maps["mc_errors"]; m != nil && p.cfg.Has(bitMem) && p.attached("hw_mc_event") {
-		p.mcRows(m, now, period)
+	if m := p.coll.Maps["mc_errors"]; m != nil && c.Config.Has(bitMem) && p.attached("hw_mc_event") {
+		p.mcRows(c, m)
 	}
 }
 
 func (p *Probe) attached(prog string) bool { return p.coll.Programs[prog] != nil }
 
 // countDrops reports events the full maps refused as lost.
-func (p *Probe) countDrops() {
+func (p *Probe) countDrops(rt probe.Runtime) {
 	m := p.coll.Maps["drops"]
 	for i := range p.drops {
 		var v uint64
@@ -269,7 +236,7 @@ func (p *Probe) countDrops() {
 			continue
 		}
 		if v > p.drops[i] {
-			p.rt.Lost(v - p.drops[i])
+			rt.Lost(v - p.drops[i])
 			p.drops[i] = v
 		}
 	}
@@ -277,24 +244,24 @@ func (p *Probe) countDrops() {
 
 // carrierRows publishes one nic_failure row per interface of the host's
 // network namespace with its sysfs carrier counters.
-func (p *Probe) carrierRows(now time.Time, period time.Duration) {
-	cs, err := readCarriers(p.root)
+func (p *Probe) carrierRows(c periodic.Cycle) {
+	carriers, err := readCarriers(p.root)
 	if err != nil {
-		p.rt.Error()
-		p.warnOnce("sysfs", "hw: cannot read carrier counters from sysfs", "dir", filepath.Join(p.root, "sys/class/net"), "err", err)
+		c.RT.Error()
+		c.WarnOnce("sysfs", "hw: cannot read carrier counters from sysfs", "dir", filepath.Join(p.root, "sys/class/net"), "err", err)
 		return
 	}
 	t := table.NicFailure
-	for _, c := range cs {
-		r := t.NewRecord(now, period)
-		r.SetStr(t.MustIndex("name"), c.dev)
-		r.SetStr(t.MustIndex("dev_name"), c.dev)
-		if c.driver != "" {
-			r.SetStr(t.MustIndex("driver"), c.driver)
+	for _, cr := range carriers {
+		r := t.NewRecord(c.Now, c.Period)
+		r.SetStr(t.MustIndex("name"), cr.dev)
+		r.SetStr(t.MustIndex("dev_name"), cr.dev)
+		if cr.driver != "" {
+			r.SetStr(t.MustIndex("driver"), cr.driver)
 		}
-		r.SetNum(t.MustIndex("carrier_up_count"), float64(c.up))
-		r.SetNum(t.MustIndex("carrier_down_count"), float64(c.down))
-		p.rt.Record(r)
+		r.SetNum(t.MustIndex("carrier_up_count"), float64(cr.up))
+		r.SetNum(t.MustIndex("carrier_down_count"), float64(cr.down))
+		c.RT.Record(r)
 	}
 }
 
@@ -323,18 +290,18 @@ func growth[K comparable](m *ebpf.Map, prev map[K]uint64, name func(K) string) (
 
 // xmitRows publishes one nic_failure row per device and TX queue that timed
 // out during the period, and gala-gopher's nic_xmit_timeout event for it.
-func (p *Probe) xmitRows(m *ebpf.Map, now time.Time, period time.Duration) {
+func (p *Probe) xmitRows(c periodic.Cycle, m *ebpf.Map) {
 	name := func(k hwNicKey) string { return nicName(k, p.hostNS) }
 	cur, keys, err := growth(m, p.prevNIC, name)
 	if err != nil {
-		p.rt.Error()
-		p.warnOnce("xmitmap", "hw: cannot read the xmit timeout counters", "err", err)
+		c.RT.Error()
+		c.WarnOnce("xmitmap", "hw: cannot read the xmit timeout counters", "err", err)
 		return
 	}
 	t := table.NicFailure
 	for _, k := range keys {
 		dev, drv := cstr(k.Dev[:]), cstr(k.Driver[:])
-		r := t.NewRecord(now, period)
+		r := t.NewRecord(c.Now, c.Period)
 		r.SetStr(t.MustIndex("name"), name(k))
 		r.SetStr(t.MustIndex("dev_name"), dev)
 		if drv != "" {
@@ -342,9 +309,9 @@ func (p *Probe) xmitRows(m *ebpf.Map, now time.Time, period time.Duration) {
 		}
 		r.SetStr(t.MustIndex("queue_index"), strconv.Itoa(int(k.Queue)))
 		r.SetNum(t.MustIndex("xmit_timeout_count"), float64(cur[k]-p.prevNIC[k]))
-		p.rt.Record(r)
-		p.rt.Event(event.Event{
-			Time: now, Entity: Entity, EntityID: dev + "_" + drv, Metric: "nic_xmit_timeout",
+		c.RT.Record(r)
+		c.RT.Event(event.Event{
+			Time: c.Now, Entity: Entity, EntityID: dev + "_" + drv, Metric: "nic_xmit_timeout",
 			Device: dev, Severity: event.SeverityWarn,
 			Message: fmt.Sprintf("HW nic nic_xmit_timeout (dev: %s (%s), queue_index: %d)", dev, drv, k.Queue),
 		})
@@ -354,15 +321,15 @@ func (p *Probe) xmitRows(m *ebpf.Map, now time.Time, period time.Duration) {
 
 // mcRows publishes one mem_mc_event row per error kind and location that
 // had errors during the period.
-func (p *Probe) mcRows(m *ebpf.Map, now time.Time, period time.Duration) {
+func (p *Probe) mcRows(c periodic.Cycle, m *ebpf.Map) {
 	cur, keys, err := growth(m, p.prevMC, mcName)
 	if err != nil {
-		p.rt.Error()
-		p.warnOnce("mcmap", "hw: cannot read the memory controller error counters", "err", err)
+		c.RT.Error()
+		c.WarnOnce("mcmap", "hw: cannot read the memory controller error counters", "err", err)
 		return
 	}
 	for _, k := range keys {
-		p.rt.Record(mcRecord(k, cur[k]-p.prevMC[k], now, period))
+		c.RT.Record(mcRecord(k, cur[k]-p.prevMC[k], c.Now, c.Period))
 	}
 	p.prevMC = cur
 }

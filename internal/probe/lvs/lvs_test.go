@@ -122,7 +122,7 @@ func TestBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Shutdown(t, p)
-	p.collect(time.Now())
+	p.loop.Collect(time.Now())
 	if rt.LostCount() != 7 {
 		t.Errorf("lost %d, want 7", rt.LostCount())
 	}
@@ -158,7 +158,7 @@ func TestBadTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Shutdown(t, p)
-	p.collect(time.Now())
+	p.loop.Collect(time.Now())
 	if rt.ErrorCount() != 1 || len(rt.Records()) != 0 || !strings.Contains(rt.Logs(), "cannot parse") {
 		t.Errorf("errors %d records %d logs %s", rt.ErrorCount(), len(rt.Records()), rt.Logs())
 	}

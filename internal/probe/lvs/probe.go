@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"os"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/periodic"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -31,16 +30,9 @@ var protoNumbers = map[string]int{"TCP": 6, "UDP": 17, "SCTP": 132}
 // Probe is the lvs feature. See the package documentation.
 type Probe struct {
 	fs       procfs.FS
-	interval time.Duration // replaces report_period when set (tests)
-	maxConns int           // replaces maxConnLines when set (tests)
-	now      func() time.Time
-
-	mu       sync.Mutex
-	cfg      probe.Config
-	rt       probe.Runtime
-	log      *slog.Logger
-	lastTick time.Time
-	warned   map[string]bool
+	maxConns int // replaces maxConnLines when set (tests)
+	loopOpts []periodic.Option
+	loop     *periodic.Loop
 }
 
 var (
@@ -51,15 +43,18 @@ var (
 // Option configures a Probe.
 type Option func(*Probe)
 
-func withInterval(d time.Duration) Option { return func(p *Probe) { p.interval = d } }
-func withMaxConns(n int) Option           { return func(p *Probe) { p.maxConns = n } }
+func withInterval(d time.Duration) Option {
+	return func(p *Probe) { p.loopOpts = append(p.loopOpts, periodic.Interval(d)) }
+}
+func withMaxConns(n int) Option { return func(p *Probe) { p.maxConns = n } }
 
 // New returns a stopped lvs probe reading the host under fsys.
 func New(fsys procfs.FS, opts ...Option) *Probe {
-	p := &Probe{fs: fsys, now: time.Now, maxConns: maxConnLines}
+	p := &Probe{fs: fsys, maxConns: maxConnLines}
 	for _, o := range opts {
 		o(p)
 	}
+	p.loop = periodic.New(p.collect, p.loopOpts...)
 	return p
 }
 
@@ -69,24 +64,9 @@ func (p *Probe) Name() string { return Name }
 // Tables implements probe.Tables.
 func (p *Probe) Tables() []*table.Table { return []*table.Table{table.IpvsLink} }
 
-func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
-}
-
 // Start fails with probe.ErrNotSupported, naming the file, when the
 // kernel has no IPVS; otherwise it starts the report loop.
 func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.rt != nil {
-		return errors.New("lvs: started twice")
-	}
 	path := p.fs.Path(connPath)
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -94,37 +74,14 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		}
 		return fmt.Errorf("lvs: %w", err)
 	}
-	p.cfg, p.rt, p.log, p.warned = cfg, rt, rt.Logger(), map[string]bool{}
-	p.lastTick = p.now()
-	rt.Go(p.run)
+	if err := p.loop.Start(cfg, rt); err != nil {
+		return fmt.Errorf("lvs: %w", err)
+	}
 	return nil
 }
 
 // Stop is a no-op: nothing is held between periods. Idempotent.
 func (p *Probe) Stop() error { return nil }
-
-func (p *Probe) run(ctx context.Context) error {
-	p.mu.Lock()
-	t := time.NewTicker(p.period(p.cfg))
-	p.mu.Unlock()
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			p.collect(p.now())
-		}
-	}
-}
-
-func (p *Probe) warnOnce(key, msg string, attrs ...any) {
-	if p.warned[key] {
-		return
-	}
-	p.warned[key] = true
-	p.log.Warn(msg, attrs...)
-}
 
 // linkKey is one ipvs_link row: the connections of one client to one
 // virtual service served by one real server, over one protocol.
@@ -136,31 +93,27 @@ type linkKey struct {
 }
 
 // collect reads the connection table and publishes one row per link.
-func (p *Probe) collect(now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	period := now.Sub(p.lastTick)
-	p.lastTick = now
+func (p *Probe) collect(c periodic.Cycle) {
 	f, err := os.Open(p.fs.Path(connPath))
 	if err != nil {
-		p.rt.Error()
-		p.warnOnce("open", "lvs: cannot read the IPVS connection table", "err", err)
+		c.RT.Error()
+		c.WarnOnce("open", "lvs: cannot read the IPVS connection table", "err", err)
 		return
 	}
 	conns, dropped, err := parseConns(f, p.maxConns)
 	f.Close()
 	if err != nil {
-		p.rt.Error()
-		p.warnOnce("parse", "lvs: cannot parse the IPVS connection table", "err", err)
+		c.RT.Error()
+		c.WarnOnce("parse", "lvs: cannot parse the IPVS connection table", "err", err)
 		return
 	}
 	if dropped > 0 {
-		p.rt.Lost(uint64(dropped))
-		p.warnOnce("bound", "lvs: connection table larger than the bound; the rest of each read is counted as lost", "bound", p.maxConns)
+		c.RT.Lost(uint64(dropped))
+		c.WarnOnce("bound", "lvs: connection table larger than the bound; the rest of each read is counted as lost", "bound", p.maxConns)
 	}
 	links, unknown := aggregate(conns)
 	for _, u := range unknown {
-		p.warnOnce("proto."+u, "lvs: connections of an unknown protocol are not reported", "protocol", u)
+		c.WarnOnce("proto."+u, "lvs: connections of an unknown protocol are not reported", "protocol", u)
 	}
 	keys := make([]linkKey, 0, len(links))
 	for k := range links {
@@ -168,7 +121,7 @@ func (p *Probe) collect(now time.Time) {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keyLess(keys[i], keys[j]) })
 	for _, k := range keys {
-		p.rt.Record(linkRecord(k, links[k], now, period))
+		c.RT.Record(linkRecord(k, links[k], c.Now, c.Period))
 	}
 }
 

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/periodic"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -22,17 +22,12 @@ const Name = "virt"
 // Probe is the virt feature. See the package documentation.
 type Probe struct {
 	fs       procfs.FS
-	interval time.Duration // replaces report_period when set (tests)
-	now      func() time.Time
 	cpuid    func() (string, bool)
+	loopOpts []periodic.Option
+	loop     *periodic.Loop
 
-	mu       sync.Mutex
-	cfg      probe.Config
-	rt       probe.Runtime
-	log      *slog.Logger
-	hv       Hypervisor
-	lastTick time.Time
-	warned   map[string]bool
+	mu sync.Mutex
+	hv Hypervisor
 }
 
 var (
@@ -43,14 +38,17 @@ var (
 // Option configures a Probe.
 type Option func(*Probe)
 
-func withInterval(d time.Duration) Option { return func(p *Probe) { p.interval = d } }
+func withInterval(d time.Duration) Option {
+	return func(p *Probe) { p.loopOpts = append(p.loopOpts, periodic.Interval(d)) }
+}
 
 // New returns a stopped virt probe reading the host under fsys.
 func New(fsys procfs.FS, opts ...Option) *Probe {
-	p := &Probe{fs: fsys, now: time.Now, cpuid: cpuidHypervisor}
+	p := &Probe{fs: fsys, cpuid: cpuidHypervisor}
 	for _, o := range opts {
 		o(p)
 	}
+	p.loop = periodic.New(p.collect, append(p.loopOpts, periodic.AtStart())...)
 	return p
 }
 
@@ -67,79 +65,47 @@ func (p *Probe) Hypervisor() Hypervisor {
 	return p.hv
 }
 
-func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
-}
-
 // Start identifies the host's own hypervisor (logged once) and starts the
 // report loop.
 func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) error {
+	hv := detectHypervisor(p.fs, p.cpuid)
+	if err := p.loop.Start(cfg, rt); err != nil {
+		return fmt.Errorf("virt: %w", err)
+	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.rt != nil {
-		return errors.New("virt: started twice")
-	}
-	p.cfg, p.rt, p.log, p.warned = cfg, rt, rt.Logger(), map[string]bool{}
-	p.hv = detectHypervisor(p.fs, p.cpuid)
-	if p.hv.VM() {
-		p.log.Info("virt: this host is a virtual machine; virt_proc lists the QEMU/KVM guests it runs itself (nested), if any",
-			"hypervisor", p.hv.Name, "source", p.hv.Source)
+	p.hv = hv
+	p.mu.Unlock()
+	if hv.VM() {
+		rt.Logger().Info("virt: this host is a virtual machine; virt_proc lists the QEMU/KVM guests it runs itself (nested), if any",
+			"hypervisor", hv.Name, "source", hv.Source)
 	} else {
-		p.log.Info("virt: this host is bare metal (no hypervisor seen in DMI, CPUID, /sys/hypervisor, device tree or cpuinfo)")
+		rt.Logger().Info("virt: this host is bare metal (no hypervisor seen in DMI, CPUID, /sys/hypervisor, device tree or cpuinfo)")
 	}
-	p.lastTick = p.now()
-	rt.Go(p.run)
 	return nil
 }
 
 // Stop is a no-op: the probe holds nothing between periods. Idempotent.
 func (p *Probe) Stop() error { return nil }
 
-func (p *Probe) run(ctx context.Context) error {
-	p.mu.Lock()
-	t := time.NewTicker(p.period(p.cfg))
-	p.mu.Unlock()
-	defer t.Stop()
-	p.collect(p.now())
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			p.collect(p.now())
-		}
-	}
-}
-
 // collect publishes one virt_proc row per QEMU process.
-func (p *Probe) collect(now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	period := now.Sub(p.lastTick)
-	p.lastTick = now
+func (p *Probe) collect(c periodic.Cycle) {
 	pids, err := p.fs.PIDs()
 	if err != nil {
-		p.rt.Error()
-		p.warnOnce("pids", "virt: cannot list processes", "err", err)
+		c.RT.Error()
+		c.WarnOnce("pids", "virt: cannot list processes", "err", err)
 		return
 	}
 	for _, pid := range pids {
 		g, ok, err := p.inspect(pid)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) { // exited meanwhile
-				p.rt.Error()
-				p.warnOnce("read", "virt: cannot read a process (logged once)", "pid", pid, "err", err)
+				c.RT.Error()
+				c.WarnOnce("read", "virt: cannot read a process (logged once)", "pid", pid, "err", err)
 			}
 			continue
 		}
 		if ok {
-			p.rt.Record(guestRecord(pid, g, now, period))
+			c.RT.Record(guestRecord(pid, g, c.Now, c.Period))
 		}
 	}
 }
@@ -197,12 +163,4 @@ func readLimited(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", path, errTooLong)
 	}
 	return b, nil
-}
-
-func (p *Probe) warnOnce(key, msg string, attrs ...any) {
-	if p.warned[key] {
-		return
-	}
-	p.warned[key] = true
-	p.log.Warn(msg, attrs...)
 }
