@@ -31,10 +31,13 @@ import (
 	"github.com/galago-project/galago/internal/probe/container"
 	"github.com/galago-project/galago/internal/probe/custom"
 	"github.com/galago-project/galago/internal/probe/flamegraph"
+	"github.com/galago-project/galago/internal/probe/hw"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
+	"github.com/galago-project/galago/internal/probe/lvs"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
+	"github.com/galago-project/galago/internal/probe/virt"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/proctrack"
 	"github.com/galago-project/galago/internal/snoop"
@@ -122,6 +125,11 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(l7probe.Name, func() probe.Probe {
 		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath))
 	})
+	mgr.Register(hw.Name, func() probe.Probe {
+		return hw.New(hw.WithStats(bpfStats), hw.WithMissingHooks(missing), hw.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(virt.Name, func() probe.Probe { return virt.New(fsys) })
+	mgr.Register(lvs.Name, func() probe.Probe { return lvs.New(fsys) })
 	mgr.Register(applog.Name, func() probe.Probe { return applog.New(applogOptions(cfg, ids)...) })
 	profiles := flamegraph.NewHub()
 	mgr.Register(flamegraph.Name, func() probe.Probe {
