@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/api"
@@ -138,7 +139,9 @@ func runDaemon(cfg *config.Config) error {
 	if err := addCustomProbes(cfg, mgr); err != nil {
 		return err
 	}
-	if err := exporter.Register(pipe, mgr, bpfStats); err != nil {
+	// The agent's own CPU and memory (process_*), as every Prometheus
+	// exporter serves them: the health dashboard and the overhead budget.
+	if err := exporter.Register(pipe, mgr, bpfStats, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return err
 	}
 
