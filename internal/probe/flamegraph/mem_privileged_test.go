@@ -1,0 +1,178 @@
+package flamegraph
+
+import (
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/probe/probetest"
+)
+
+// Sizes of the target's alloc command (testdata/burn.c).
+const (
+	block = 4000 // alloc_a's malloc, alloc_b's calloc
+	grown = 5000 // grow's realloc of a malloc(100)
+)
+
+// TestMemGlibcPrivileged: the C target allocates from three functions
+// through malloc, calloc and realloc, then frees a known part. The
+// allocated bytes per function are exact (3:1 between alloc_a and
+// alloc_b), and so are the live bytes: the first half of alloc_a's
+// blocks and all of alloc_b's were freed, grow's malloc(100) blocks were
+// freed by realloc.
+func TestMemGlibcPrivileged(t *testing.T) {
+	tg := startTarget(t, buildC(t))
+	pid := tg.cmd.Process.Pid
+	const n = 2000
+	outDir, flameDir := profiled(t, []string{"mem_glibc"}, pid, 10, func() { tg.run(t, fmt.Sprintf("alloc %d", n)) })
+
+	lines := readFoldedFile(t, flameDir, memGlibc, pid)
+	want := map[string]uint64{"alloc_a": 3 * n * block, "alloc_b": n * block, "grow": n * (100 + grown)}
+	got := map[string]uint64{}
+	for f, w := range want {
+		got[f], _ = weight(lines, f)
+		if got[f] != w {
+			t.Errorf("%s: %d bytes allocated, want %d", f, got[f], w)
+		}
+	}
+	within(t, "alloc_a/alloc_b bytes", float64(got["alloc_a"])/float64(got["alloc_b"]), 3, 0.05)
+
+	liveLines := readFolded(t, filepath.Join(flameDir, memGlibc.String(), "tmp_"+strconv.Itoa(pid)+liveSuffix))
+	wantLive := map[string]uint64{"alloc_a": 3 * n / 2 * block, "alloc_b": 0, "grow": n * grown}
+	for f, w := range wantLive {
+		if l, _ := weight(liveLines, f); l != w {
+			t.Errorf("%s: %d bytes live, want %d", f, l, w)
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("allocated:\n%v\nlive:\n%v", lines, liveLines)
+	}
+
+	// pprof: Go's heap sample types, the same bytes, and the objects.
+	prof := readPprof(t, outDir, memGlibc, pid)
+	types := ""
+	for _, st := range prof.SampleType {
+		types += st.Type + "/" + st.Unit + " "
+	}
+	if types != "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes " || prof.DefaultSampleType != "inuse_space" {
+		t.Errorf("sample types %q, default %q", types, prof.DefaultSampleType)
+	}
+	for f, w := range map[string][4]int64{
+		"alloc_a": {3 * n, 3 * n * block, 3 * n / 2, 3 * n / 2 * block},
+		"alloc_b": {n, n * block, 0, 0},
+		"grow":    {2 * n, n * (100 + grown), n, n * grown},
+	} {
+		if v := pprofValues(prof, f); v != w {
+			t.Errorf("pprof %s: %v, want %v", f, v, w)
+		}
+	}
+	checkSVG(t, outDir, memGlibc, pid, ".svg", "alloc_a")
+	checkSVG(t, outDir, memGlibc, pid, liveSuffix+".svg", "grow")
+}
+
+// TestMemPrivileged: the C target writes to 3n fresh pages from fault_a
+// and n from fault_b; the mem profile counts a page size per fault.
+func TestMemPrivileged(t *testing.T) {
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("page_fault_user"))
+	tg := startTarget(t, buildC(t))
+	pid := tg.cmd.Process.Pid
+	const n = 2000
+	outDir, flameDir := profiled(t, []string{"mem"}, pid, 10, func() { tg.run(t, fmt.Sprintf("fault %d", n)) })
+	lines := readFoldedFile(t, flameDir, mem, pid)
+	pg := uint64(os.Getpagesize())
+	a, total := weight(lines, "fault_a")
+	b, _ := weight(lines, "fault_b")
+	// Each page is one fault; the kernel may fault a page again (NUMA
+	// balancing, reclaim), never less.
+	if a < 3*n*pg || a > 3*n*pg*101/100 || b < n*pg || b > n*pg*101/100 {
+		t.Errorf("fault_a %d bytes, want %d; fault_b %d, want %d (of %d):\n%v", a, 3*n*pg, b, n*pg, total, lines)
+	}
+	within(t, "fault_a/fault_b bytes", float64(a)/float64(b), 3, 0.05)
+	prof := readPprof(t, outDir, mem, pid)
+	if len(prof.SampleType) != 2 || prof.SampleType[0].Type != "alloc_objects" || prof.SampleType[1].Type != "alloc_space" {
+		t.Errorf("sample types %v", prof.SampleType)
+	}
+	if v := pprofValues(prof, "fault_a"); uint64(v[0])*pg != a || uint64(v[1]) != a {
+		t.Errorf("pprof fault_a %v, folded %d bytes", v, a)
+	}
+	checkSVG(t, outDir, mem, pid, ".svg", "fault_a")
+}
+
+func readFolded(t *testing.T, name string) []foldedLine {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lines, err := parseFolded(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+func readPprof(t *testing.T, outDir string, k kind, pid int) *profile.Profile {
+	t.Helper()
+	pbs, _ := filepath.Glob(filepath.Join(outDir, k.String(), "*", "*-"+strconv.Itoa(pid)+".pb.gz"))
+	if len(pbs) != 1 {
+		t.Fatalf("pprof files %v, want one", pbs)
+	}
+	f, err := os.Open(pbs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	prof, err := profile.Parse(f)
+	if err != nil {
+		t.Fatalf("pprof: %v", err)
+	}
+	return prof
+}
+
+// pprofValues sums the values (up to four) of the samples through frame.
+func pprofValues(p *profile.Profile, frame string) (sum [4]int64) {
+	for _, s := range p.Sample {
+		for _, l := range s.Location {
+			if l.Line[0].Function.Name == frame {
+				for i, v := range s.Value {
+					sum[i] += v
+				}
+				break
+			}
+		}
+	}
+	return sum
+}
+
+// checkSVG: the one SVG named *-<pid><suffix> parses and has a frame.
+func checkSVG(t *testing.T, outDir string, k kind, pid int, suffix, frame string) {
+	t.Helper()
+	svgs, _ := filepath.Glob(filepath.Join(outDir, k.String(), "*", "*-"+strconv.Itoa(pid)+suffix))
+	if len(svgs) != 1 {
+		t.Fatalf("svg files %v, want one", svgs)
+	}
+	b, err := os.ReadFile(svgs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		XMLName xml.Name
+		Titles  []string `xml:"g>g>title"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("svg: %v", err)
+	}
+	for _, ti := range doc.Titles {
+		if len(ti) > len(frame)+2 && ti[:len(frame)+2] == frame+" (" {
+			return
+		}
+	}
+	t.Errorf("%s: no frame %s among %d", svgs[0], frame, len(doc.Titles))
+}
