@@ -20,20 +20,29 @@ const (
 	grown = 5000 // grow's realloc of a malloc(100)
 )
 
-// TestMemGlibcPrivileged: the C target allocates from three functions
+// TestMemGlibcPrivileged: the C target allocates from four functions
 // through malloc, calloc and realloc, then frees a known part. The
 // allocated bytes per function are exact (3:1 between alloc_a and
-// alloc_b), and so are the live bytes: the first half of alloc_a's
+// alloc_b; renew's realloc(NULL) counted once, not again for the malloc
+// it calls), and so are the live bytes: the first half of alloc_a's
 // blocks and all of alloc_b's were freed, grow's malloc(100) blocks were
-// freed by realloc.
+// freed by realloc. A second process running the same program on the
+// same libc, not observed, is not profiled.
 func TestMemGlibcPrivileged(t *testing.T) {
-	tg := startTarget(t, buildC(t))
+	bin := buildC(t)
+	tg, other := startTarget(t, bin), startTarget(t, bin)
 	pid := tg.cmd.Process.Pid
 	const n = 2000
-	outDir, flameDir := profiled(t, []string{"mem_glibc"}, pid, 10, func() { tg.run(t, fmt.Sprintf("alloc %d", n)) })
+	outDir, flameDir := profiled(t, []string{"mem_glibc"}, pid, 10, func() {
+		tg.run(t, fmt.Sprintf("alloc %d", n))
+		other.run(t, fmt.Sprintf("alloc %d", n))
+	})
+	if ents, err := os.ReadDir(filepath.Join(flameDir, memGlibc.String())); err != nil || len(ents) != 2 {
+		t.Errorf("folded files %v (%v), want the observed process's two", ents, err)
+	}
 
 	lines := readFoldedFile(t, flameDir, memGlibc, pid)
-	want := map[string]uint64{"alloc_a": 3 * n * block, "alloc_b": n * block, "grow": n * (100 + grown)}
+	want := map[string]uint64{"alloc_a": 3 * n * block, "alloc_b": n * block, "grow": n * (100 + grown), "renew": n * block}
 	got := map[string]uint64{}
 	for f, w := range want {
 		got[f], _ = weight(lines, f)
@@ -44,7 +53,7 @@ func TestMemGlibcPrivileged(t *testing.T) {
 	within(t, "alloc_a/alloc_b bytes", float64(got["alloc_a"])/float64(got["alloc_b"]), 3, 0.05)
 
 	liveLines := readFolded(t, filepath.Join(flameDir, memGlibc.String(), "tmp_"+strconv.Itoa(pid)+liveSuffix))
-	wantLive := map[string]uint64{"alloc_a": 3 * n / 2 * block, "alloc_b": 0, "grow": n * grown}
+	wantLive := map[string]uint64{"alloc_a": 3 * n / 2 * block, "alloc_b": 0, "grow": n * grown, "renew": n * block}
 	for f, w := range wantLive {
 		if l, _ := weight(liveLines, f); l != w {
 			t.Errorf("%s: %d bytes live, want %d", f, l, w)
@@ -67,6 +76,7 @@ func TestMemGlibcPrivileged(t *testing.T) {
 		"alloc_a": {3 * n, 3 * n * block, 3 * n / 2, 3 * n / 2 * block},
 		"alloc_b": {n, n * block, 0, 0},
 		"grow":    {2 * n, n * (100 + grown), n, n * grown},
+		"renew":   {n, n * block, n, n * block},
 	} {
 		if v := pprofValues(prof, f); v != w {
 			t.Errorf("pprof %s: %v, want %v", f, v, w)
@@ -74,6 +84,29 @@ func TestMemGlibcPrivileged(t *testing.T) {
 	}
 	checkSVG(t, outDir, memGlibc, pid, ".svg", "alloc_a")
 	checkSVG(t, outDir, memGlibc, pid, liveSuffix+".svg", "grow")
+}
+
+// TestMemGlibcBoundPrivileged: with room for 1000 live blocks, the
+// blocks beyond are counted as lost, exactly: alloc_a's 6000 mallocs fill
+// the map with its first 1000, so its other 5000, alloc_b's 2000, grow's
+// 2000 mallocs and 2000 reallocs and renew's 2000 are not tracked; the 1000 tracked are
+// among the alloc_a blocks freed, so nothing is live. The bytes allocated
+// are all counted.
+func TestMemGlibcBoundPrivileged(t *testing.T) {
+	tg := startTarget(t, buildC(t))
+	pid := tg.cmd.Process.Pid
+	const n = 2000
+	_, flameDir, lost := profiledWith(t, []string{"mem_glibc"}, pid, 10, func() { tg.run(t, fmt.Sprintf("alloc %d", n)) }, withMaxAllocs(1000))
+	if want := uint64(5000 + 2000 + 2*2000 + 2000); lost != want {
+		t.Errorf("lost %d, want %d", lost, want)
+	}
+	lines := readFoldedFile(t, flameDir, memGlibc, pid)
+	if a, _ := weight(lines, "alloc_a"); a != 3*n*block {
+		t.Errorf("alloc_a: %d bytes allocated, want %d", a, 3*n*block)
+	}
+	if _, err := os.Stat(filepath.Join(flameDir, memGlibc.String(), "tmp_"+strconv.Itoa(pid)+liveSuffix)); err == nil {
+		t.Errorf("live blocks written: %v", readFolded(t, filepath.Join(flameDir, memGlibc.String(), "tmp_"+strconv.Itoa(pid)+liveSuffix)))
+	}
 }
 
 // TestMemPrivileged: the C target writes to 3n fresh pages from fault_a

@@ -125,6 +125,14 @@ func buildGo(t *testing.T, ldflags string) string {
 // (which writes the window) and returns the output directories.
 func profiled(t *testing.T, sub []string, pid int, periodMs int, fn func()) (outDir, flameDir string) {
 	t.Helper()
+	outDir, flameDir, _ = profiledWith(t, sub, pid, periodMs, fn)
+	return outDir, flameDir
+}
+
+// profiledWith is profiled with probe options; it also returns the lost
+// events the probe reported.
+func profiledWith(t *testing.T, sub []string, pid int, periodMs int, fn func(), opts ...Option) (outDir, flameDir string, lost uint64) {
+	t.Helper()
 	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"))
 	outDir, flameDir = t.TempDir(), t.TempDir()
 	f := probe.LookupBuiltin(Name)
@@ -137,7 +145,7 @@ func profiled(t *testing.T, sub []string, pid int, periodMs int, fn func()) (out
 	params.OutputDir, params.FlameDir = outDir, flameDir
 	params.PerfSamplePeriod = periodMs
 	cfg := probe.Config{SubItems: bits, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}
-	p := New(withPeriods(300*time.Millisecond, time.Hour))
+	p := New(append([]Option{withPeriods(300*time.Millisecond, time.Hour)}, opts...)...)
 	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
@@ -148,7 +156,7 @@ func profiled(t *testing.T, sub []string, pid int, periodMs int, fn func()) (out
 		t.Errorf("%d errors: %s", n, rt.Logs())
 	}
 	t.Logf("lost: %d (kernel drops by reason: %v)", rt.LostCount(), p.drops)
-	return outDir, flameDir
+	return outDir, flameDir, rt.LostCount()
 }
 
 func readFoldedFile(t *testing.T, flameDir string, k kind, pid int) []foldedLine {

@@ -63,6 +63,7 @@ type Probe struct {
 	procRoot  string
 	drain     time.Duration // drainInterval unless set (tests)
 	svgPeriod time.Duration // replaces svg_period when set (tests)
+	maxAllocs uint32        // replaces glibc_allocs' size when set (tests)
 	now       func() time.Time
 
 	mu          sync.Mutex
@@ -125,6 +126,9 @@ func withPeriods(drain, svg time.Duration) Option {
 // WithIdentity names the container and pod of containerised processes in
 // their stacks' bottom frames ([Pod]<pod>;[Con]<container>) and labels.
 func WithIdentity(ids identity.Resolver) Option { return func(p *Probe) { p.ids = ids } }
+
+// withMaxAllocs bounds the live blocks mem_glibc tracks (tests).
+func withMaxAllocs(n uint32) Option { return func(p *Probe) { p.maxAllocs = n } }
 
 // withPush replaces the Pyroscope push interval (tests).
 func withPush(d time.Duration) Option { return func(p *Probe) { p.pushEvery = d } }
@@ -219,6 +223,9 @@ func (p *Probe) load() error {
 			_ = p.missing.Report(err, "mem")
 			delete(spec.Programs, tp)
 		}
+	}
+	if p.maxAllocs > 0 {
+		spec.Maps["glibc_allocs"].MaxEntries = p.maxAllocs
 	}
 	if err := spec.Variables["page_size"].Set(uint64(os.Getpagesize())); err != nil {
 		return fmt.Errorf("flamegraph: set page_size: %w", err)

@@ -10,9 +10,11 @@
  *              starts inside sleepy);
  *   alloc <n>  (n even) allocates BLOCK bytes 3n times with malloc from
  *              alloc_a and n times with calloc from alloc_b; n times
- *              malloc(100) then realloc to GROWN from grow; then frees
- *              every alloc_b block and the first half of alloc_a's: live
- *              are 3n/2 × BLOCK under alloc_a and n × GROWN under grow;
+ *              malloc(100) then realloc to GROWN from grow; n times
+ *              realloc(NULL, BLOCK) (which calls malloc inside libc) from
+ *              renew; then frees every alloc_b block and the first half
+ *              of alloc_a's: live are 3n/2 × BLOCK under alloc_a, n ×
+ *              GROWN under grow and n × BLOCK under renew;
  *   fault <n>  (pages) writes one byte to each of 3n fresh pages of an
  *              anonymous mapping from fault_a and to each of n from
  *              fault_b: 3n and n page faults;
@@ -97,7 +99,7 @@ __attribute__((noinline)) void sys_loop(int fd, long n)
 #define GROWN 5000
 #define MAX_BLOCKS 30000
 
-static void *blocks_a[3 * MAX_BLOCKS], *blocks_b[MAX_BLOCKS], *blocks_c[MAX_BLOCKS];
+static void *blocks_a[3 * MAX_BLOCKS], *blocks_b[MAX_BLOCKS], *blocks_c[MAX_BLOCKS], *blocks_d[MAX_BLOCKS];
 
 __attribute__((noinline)) void alloc_a(long n)
 {
@@ -120,6 +122,12 @@ __attribute__((noinline)) void grow(long n)
 }
 
 static long pg; /* the page size */
+
+__attribute__((noinline)) void renew(long n)
+{
+	for (long i = 0; i < n; i++)
+		blocks_d[i] = realloc(NULL, BLOCK);
+}
 
 __attribute__((noinline)) void fault_a(volatile char *p, long pages)
 {
@@ -206,6 +214,7 @@ int main(void)
 		alloc_a(3 * arg);
 		alloc_b(arg);
 		grow(arg);
+		renew(arg);
 		for (long i = 0; i < arg; i++)
 			free(blocks_b[i]);
 		for (long i = 0; i < 3 * arg / 2; i++)
