@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 
 	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/snoop"
 )
 
 // Sizes of the target's alloc command (testdata/burn.c).
@@ -208,4 +211,62 @@ func checkSVG(t *testing.T, outDir string, k kind, pid int, suffix, frame string
 		}
 	}
 	t.Errorf("%s: no frame %s among %d", svgs[0], frame, len(doc.Titles))
+}
+
+// TestMemReconfigurePrivileged: mem and mem_glibc come and go while the
+// probe runs: their hooks are attached and removed, and the live blocks
+// are forgotten with mem_glibc.
+func TestMemReconfigurePrivileged(t *testing.T) {
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"), bpfrt.HaveTPBTF("page_fault_user"))
+	tg := startTarget(t, buildC(t))
+	pid := tg.cmd.Process.Pid
+	params := probe.DefaultParams()
+	params.OutputDir, params.FlameDir = t.TempDir(), t.TempDir()
+	cfg := probe.Config{SubItems: bitOffCPU, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}
+	p := New(withPeriods(200*time.Millisecond, time.Hour))
+	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	state := func() (memLinks, libcFiles, liveBlocks int) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.glibc != nil {
+			libcFiles = len(p.glibc.files)
+		}
+		keys, _, err := readAllocs(p.coll.Maps["glibc_allocs"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p.memLinks), libcFiles, len(keys)
+	}
+	cfg.SubItems = bitMem | bitGlibc
+	if err := p.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	tg.run(t, "alloc 100")
+	if m, f, l := state(); m != 2 || f == 0 || l != 3*100/2+100+100 {
+		t.Errorf("mem and mem_glibc on: %d fault links, %d libc files, %d live blocks (want 2, >0, 350)", m, f, l)
+	}
+	probetest.WaitFor(t, "the live blocks drained", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.live[pid] != nil
+	})
+	cfg.SubItems = bitOffCPU
+	if err := p.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if m, f, l := state(); m != 0 || f != 0 || l != 0 {
+		t.Errorf("mem and mem_glibc off: %d fault links, %d libc files, %d live blocks", m, f, l)
+	}
+	p.mu.Lock()
+	if p.glibc != nil || len(p.live) != 0 {
+		t.Errorf("mem_glibc off: hooks %v, live %v", p.glibc, p.live)
+	}
+	p.mu.Unlock()
+	rt.Shutdown(t, p)
+	if n := rt.ErrorCount(); n != 0 {
+		t.Errorf("%d errors: %s", n, rt.Logs())
+	}
 }
