@@ -171,13 +171,15 @@ func (p *Probe) collect() error {
 	sr := &stackReader{m: p.coll.Maps["stacks"], cache: map[int32][]uint64{}, used: map[int32]bool{}}
 	var lost uint64
 	refreshed := map[int]bool{}
-	name := func(key flameFlameKey) string {
+	// mem_glibc's stacks are taken at the allocator's return: their
+	// leaf is a return address too.
+	name := func(key flameFlameKey, retLeaf bool) string {
 		pid := int(key.Tgid)
 		if !refreshed[pid] {
 			refreshed[pid] = true
 			_ = p.syms.Refresh(pid) // gone: its last mappings serve
 		}
-		frames, n := p.frames(pid, key, sr)
+		frames, n := p.frames(pid, key, sr, retLeaf)
 		lost += n
 		return strings.Join(frames, ";")
 	}
@@ -191,7 +193,7 @@ func (p *Probe) collect() error {
 			if kind(k) == offCPU {
 				v /= 1000 // ns -> µs
 			}
-			p.addSample(kind(k), pid, name(e.key), v, e.objs)
+			p.addSample(kind(k), pid, name(e.key, kind(k) == memGlibc), v, e.objs)
 		}
 	}
 	p.setLive(blocks, name)
@@ -229,12 +231,14 @@ func (p *Probe) collect() error {
 
 // frames names a key's stacks: the user frames root to leaf, then the
 // kernel frames suffixed "_[k]". n counts the stacks no longer in the map.
-func (p *Probe) frames(pid int, key flameFlameKey, sr *stackReader) (frames []string, n uint64) {
+// retLeaf: the user stack's leaf is a return address (named by the call
+// before it), not a sampled pc.
+func (p *Probe) frames(pid int, key flameFlameKey, sr *stackReader, retLeaf bool) (frames []string, n uint64) {
 	if id := key.UserStack; id >= 0 {
 		if pcs, ok := sr.read(id); ok {
 			for i := len(pcs) - 1; i >= 0; i-- {
 				pc := pcs[i]
-				if i > 0 {
+				if i > 0 || retLeaf {
 					pc-- // a return address: name the call
 				}
 				frames = append(frames, frameName(p.syms.User(pid, pc)))
@@ -335,17 +339,12 @@ func readComm(procRoot string, pid int) string {
 // (BPF_MAP_LOOKUP_AND_DELETE_ELEM), so a sample counted meanwhile lands in
 // the next drain.
 func drainMap[V any](m *ebpf.Map, val func(V) (uint64, uint64)) ([]entry, error) {
-	var keys []flameFlameKey
-	var k flameFlameKey
-	var v V
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		keys = append(keys, k)
-	}
-	if err := it.Err(); err != nil {
+	keys, err := mapKeys[flameFlameKey, V](m)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]entry, 0, len(keys))
+	var v V
 	for _, k := range keys {
 		if err := m.LookupAndDelete(&k, &v); err != nil {
 			if errors.Is(err, ebpf.ErrKeyNotExist) {

@@ -53,7 +53,10 @@
 //     and pvalloc are not probed (their blocks are neither counted nor,
 //     when freed, found); statically linked programs and other allocators
 //     (jemalloc, tcmalloc, Go's heap) are not seen; the blocks of a process
-//     are forgotten when it exits, not when it execs. Stacks: Debian's
+//     are forgotten when it exits, not when it execs; a live block's stack
+//     stays in the stack map (16384 slots) while the block lives, so many
+//     distinct live stacks make other stacks collide more often ("[lost
+//     user stack]", counted). Stacks: Debian's
 //     libc is built without frame pointers, so a stack through libc
 //     (malloc called from qsort's callback, stdio's buffers) loses the
 //     frames below the libc function; the allocating function and its

@@ -251,7 +251,7 @@ func readAllocs(m *ebpf.Map) ([]flameFlameAllocKey, []flameFlameAlloc, error) {
 
 // setLive names the live blocks' stacks and makes them the live profile of
 // each observed process, for the next flush and the Hub.
-func (p *Probe) setLive(blocks map[blockKey]live, name func(flameFlameKey) string) {
+func (p *Probe) setLive(blocks map[blockKey]live, name func(flameFlameKey, bool) string) {
 	procs := map[int]*procProfile{}
 	for b, l := range blocks {
 		pid := int(b.tgid)
@@ -264,7 +264,7 @@ func (p *Probe) setLive(blocks map[blockKey]live, name func(flameFlameKey) strin
 			pp.live = map[string]live{}
 			procs[pid] = pp
 		}
-		stack := name(flameFlameKey{Tgid: b.tgid, UserStack: b.stack, KernStack: errEFAULT})
+		stack := name(flameFlameKey{Tgid: b.tgid, UserStack: b.stack, KernStack: errEFAULT}, true)
 		sum := pp.live[stack]
 		sum.bytes += l.bytes
 		sum.objects += l.objects

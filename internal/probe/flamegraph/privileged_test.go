@@ -2,7 +2,6 @@ package flamegraph
 
 import (
 	"bufio"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"math"
@@ -17,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/google/pprof/profile"
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
@@ -161,16 +158,7 @@ func profiledWith(t *testing.T, sub []string, pid int, periodMs int, fn func(), 
 
 func readFoldedFile(t *testing.T, flameDir string, k kind, pid int) []foldedLine {
 	t.Helper()
-	f, err := os.Open(filepath.Join(flameDir, k.String(), "tmp_"+strconv.Itoa(pid)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	lines, err := parseFolded(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lines
+	return readFolded(t, filepath.Join(flameDir, k.String(), "tmp_"+strconv.Itoa(pid)))
 }
 
 // weight sums the counts of stacks holding frame; total sums all.
@@ -191,40 +179,8 @@ func weight(lines []foldedLine, frame string) (n, total uint64) {
 // parses and its sample total equals the folded total.
 func checkOutputs(t *testing.T, outDir string, k kind, pid int, lines []foldedLine, frame string) {
 	t.Helper()
-	svgs, _ := filepath.Glob(filepath.Join(outDir, k.String(), "*", "*-"+strconv.Itoa(pid)+".svg"))
-	pbs, _ := filepath.Glob(filepath.Join(outDir, k.String(), "*", "*-"+strconv.Itoa(pid)+".pb.gz"))
-	if len(svgs) != 1 || len(pbs) != 1 {
-		t.Fatalf("svg files %v, pprof files %v: want one each", svgs, pbs)
-	}
-	b, err := os.ReadFile(svgs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		XMLName xml.Name
-		Titles  []string `xml:"g>g>title"`
-	}
-	if err := xml.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("svg: %v", err)
-	}
-	found := false
-	for _, ti := range doc.Titles {
-		if strings.HasPrefix(ti, frame+" (") {
-			found = true
-		}
-	}
-	if doc.XMLName.Local != "svg" || !found {
-		t.Errorf("svg root %q, %d frames, %q among them: %v", doc.XMLName.Local, len(doc.Titles), frame, found)
-	}
-	pf, err := os.Open(pbs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pf.Close()
-	prof, err := profile.Parse(pf)
-	if err != nil {
-		t.Fatalf("pprof: %v", err)
-	}
+	checkSVG(t, outDir, k, pid, ".svg", frame)
+	prof := readPprof(t, outDir, k, pid)
 	var sum int64
 	for _, s := range prof.Sample {
 		sum += s.Value[0]

@@ -381,6 +381,17 @@ func (p *Probe) setFlag(name string, on bool) error {
 
 // clearMap deletes every row of a hash map of K to V.
 func clearMap[K, V any](m *ebpf.Map) error {
+	keys, err := mapKeys[K, V](m)
+	for _, k := range keys {
+		if err := m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+// mapKeys lists the keys of a hash map of K to V.
+func mapKeys[K, V any](m *ebpf.Map) ([]K, error) {
 	var keys []K
 	var k K
 	var v V
@@ -388,12 +399,7 @@ func clearMap[K, V any](m *ebpf.Map) error {
 	for it.Next(&k, &v) {
 		keys = append(keys, k)
 	}
-	for _, k := range keys {
-		if err := m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return err
-		}
-	}
-	return it.Err()
+	return keys, it.Err()
 }
 
 // openPerf opens a software cpu-clock sampling event on every online CPU
