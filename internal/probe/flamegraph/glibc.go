@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -176,7 +177,7 @@ func libcMappings(dir string) (out []string, mapped bool) {
 			continue
 		}
 		p := strings.TrimSuffix(line[i:], " (deleted)")
-		if isLibc(filepath.Base(p)) && (len(out) == 0 || out[len(out)-1] != p) {
+		if isLibc(filepath.Base(p)) && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
