@@ -18,8 +18,8 @@
  *   fault <n>  (pages) writes one byte to each of 3n fresh pages of an
  *              anonymous mapping from fault_a and to each of n from
  *              fault_b: 3n and n page faults;
- * prints "done <ns>" (the CPU time, or the time sleepy took, measured; 0
- * for alloc and fault) and waits for stdin to close, so that its mappings
+ * prints "done <ns>" (the CPU time, the time sleepy took, or the time the
+ * alloc command took, measured; 0 for fault) and waits for stdin to close, so that its mappings
  * can still be read.
  * Build: cc -O0 -fno-omit-frame-pointer -o burn burn.c -lpthread */
 #include <pthread.h>
@@ -211,6 +211,8 @@ int main(void)
 		pthread_join(t, NULL);
 		printf("done %lld\n", slept_ns);
 	} else if (strcmp(cmd, "alloc") == 0 && arg > 0 && arg <= MAX_BLOCKS && arg % 2 == 0) {
+		long long t0 = now_ns(CLOCK_MONOTONIC);
+
 		alloc_a(3 * arg);
 		alloc_b(arg);
 		grow(arg);
@@ -219,7 +221,7 @@ int main(void)
 			free(blocks_b[i]);
 		for (long i = 0; i < 3 * arg / 2; i++)
 			free(blocks_a[i]);
-		printf("done 0\n");
+		printf("done %lld\n", now_ns(CLOCK_MONOTONIC) - t0);
 	} else if (strcmp(cmd, "fault") == 0 && arg > 0) {
 		size_t len;
 		char *p;
