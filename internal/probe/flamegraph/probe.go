@@ -343,6 +343,7 @@ func (p *Probe) syncGlibc(cfg probe.Config) error {
 			return err
 		}
 		p.glibc.attachHost()
+		p.log.Info("flamegraph: mem_glibc counts malloc, calloc and realloc and follows free in libc; posix_memalign, aligned_alloc, memalign and valloc are not counted, nor processes without a shared libc")
 	}
 	if want {
 		p.glibc.scan(observer(cfg.Targets))
