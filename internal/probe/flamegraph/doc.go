@@ -52,15 +52,17 @@
 //     not be recorded); posix_memalign, aligned_alloc, memalign, valloc
 //     and pvalloc are not probed (their blocks are neither counted nor,
 //     when freed, found); statically linked programs and other allocators
-//     (jemalloc, tcmalloc, Go's heap) are not seen; the blocks of a process
-//     are forgotten when it exits, not when it execs; a live block's stack
-//     stays in the stack map (16384 slots) while the block lives, so many
-//     distinct live stacks make other stacks collide more often ("[lost
-//     user stack]", counted). Stacks: Debian's
-//     libc is built without frame pointers, so a stack through libc
-//     (malloc called from qsort's callback, stdio's buffers) loses the
-//     frames below the libc function; the allocating function and its
-//     callers are named when they keep frame pointers.
+//     (jemalloc, tcmalloc, Go's heap) are not seen; live means allocated
+//     since mem_glibc started (older blocks are unknown, their free finds
+//     nothing); the blocks of a process are forgotten when it exits (a
+//     process that execs keeps its old ones until then); a live block's
+//     stack stays in the stack map (16384 slots) while the block lives,
+//     so many distinct live stacks make other stacks collide more often
+//     ("[lost user stack]", counted). Stacks: Debian's libc is built
+//     without frame pointers, so a stack through libc (malloc called from
+//     qsort's callback, stdio's buffers) loses the frames below the libc
+//     function; the allocating function and its callers are named when
+//     they keep frame pointers.
 //   - io: NOT BUILT (gala-gopher has no program for it either). A request
 //     for only io is refused with "not supported in the current version";
 //     alongside a built sub-item it is named in one warning log line and
