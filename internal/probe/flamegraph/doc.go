@@ -26,8 +26,9 @@
 //     where. Unit: bytes; pprof alloc_objects (faults) and alloc_space.
 //     gala-gopher's other variant (brk growth and mmap lengths) is not
 //     built.
-//   - mem_glibc: uprobes and uretprobes on malloc, calloc and realloc and
-//     a uprobe on free, attached to every libc file (libc.so.6,
+//   - mem_glibc: uprobes and uretprobes on malloc, calloc, realloc,
+//     memalign, aligned_alloc, valloc, pvalloc (its rounding up to a page
+//     not counted) and posix_memalign, and a uprobe on free, attached to every libc file (libc.so.6,
 //     libc-2.x.so) the observed processes map, read through
 //     /proc/<pid>/root, once per file (device and inode), plus the host's
 //     libc at start so processes that start later are counted from their
@@ -49,9 +50,7 @@
 //     (the default). Limits: at most 65536 live blocks are tracked (a
 //     block beyond is counted as allocated, not as live, and the overflow
 //     is counted in the lost events, as is an allocation call that could
-//     not be recorded); posix_memalign, aligned_alloc, memalign, valloc
-//     and pvalloc are not probed (their blocks are neither counted nor,
-//     when freed, found); statically linked programs and other allocators
+//     not be recorded); statically linked programs and other allocators
 //     (jemalloc, tcmalloc, Go's heap) are not seen; live means allocated
 //     since mem_glibc started (older blocks are unknown, their free finds
 //     nothing); the blocks of a process are forgotten when it exits (a
@@ -145,7 +144,7 @@
 // switch on the machine; observed blocked threads add two stack walks and a
 // hash update. mem: one program run per page fault on the machine, two
 // (user fault) or three map operations and one or two stack walks for an
-// observed process. mem_glibc: every malloc, calloc, realloc and free of
+// observed process. mem_glibc: every allocator call and free of
 // every process mapping a probed libc traps into the kernel (a uprobe,
 // and a uretprobe for the allocators), observed or not: on the 2-core CI
 // VM the alloc command of testdata/burn.c (190k calls of 4000-byte

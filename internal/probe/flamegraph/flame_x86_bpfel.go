@@ -57,6 +57,7 @@ type flameFlamePending struct {
 	_    structs.HostLayout
 	Size uint64
 	Old  uint64
+	Out  uint64
 	Sp   uint64
 }
 
@@ -93,11 +94,14 @@ const (
 	flameProgGalagoFilterExec         = "galago_filter_exec"
 	flameProgGalagoFilterFork         = "galago_filter_fork"
 	flameProgMallocEnter              = "malloc_enter"
+	flameProgMemalignEnter            = "memalign_enter"
 	flameProgOffCpu                   = "off_cpu"
 	flameProgOnCpu                    = "on_cpu"
 	flameProgPageFaultKernel          = "page_fault_kernel"
 	flameProgPageFaultUser            = "page_fault_user"
+	flameProgPosixMemalignEnter       = "posix_memalign_enter"
 	flameProgReallocEnter             = "realloc_enter"
+	flameProgVallocEnter              = "valloc_enter"
 	flameVarGalagoExportFlameAlloc    = "__galago_export_flame_alloc"
 	flameVarGalagoExportFlameAllocKey = "__galago_export_flame_alloc_key"
 	flameVarGalagoExportFlameDrop     = "__galago_export_flame_drop"
@@ -154,17 +158,20 @@ type flameSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type flameProgramSpecs struct {
-	AllocReturn      *ebpf.ProgramSpec `ebpf:"alloc_return"`
-	CallocEnter      *ebpf.ProgramSpec `ebpf:"calloc_enter"`
-	FreeEnter        *ebpf.ProgramSpec `ebpf:"free_enter"`
-	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
-	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
-	MallocEnter      *ebpf.ProgramSpec `ebpf:"malloc_enter"`
-	OffCpu           *ebpf.ProgramSpec `ebpf:"off_cpu"`
-	OnCpu            *ebpf.ProgramSpec `ebpf:"on_cpu"`
-	PageFaultKernel  *ebpf.ProgramSpec `ebpf:"page_fault_kernel"`
-	PageFaultUser    *ebpf.ProgramSpec `ebpf:"page_fault_user"`
-	ReallocEnter     *ebpf.ProgramSpec `ebpf:"realloc_enter"`
+	AllocReturn        *ebpf.ProgramSpec `ebpf:"alloc_return"`
+	CallocEnter        *ebpf.ProgramSpec `ebpf:"calloc_enter"`
+	FreeEnter          *ebpf.ProgramSpec `ebpf:"free_enter"`
+	GalagoFilterExec   *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
+	GalagoFilterFork   *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
+	MallocEnter        *ebpf.ProgramSpec `ebpf:"malloc_enter"`
+	MemalignEnter      *ebpf.ProgramSpec `ebpf:"memalign_enter"`
+	OffCpu             *ebpf.ProgramSpec `ebpf:"off_cpu"`
+	OnCpu              *ebpf.ProgramSpec `ebpf:"on_cpu"`
+	PageFaultKernel    *ebpf.ProgramSpec `ebpf:"page_fault_kernel"`
+	PageFaultUser      *ebpf.ProgramSpec `ebpf:"page_fault_user"`
+	PosixMemalignEnter *ebpf.ProgramSpec `ebpf:"posix_memalign_enter"`
+	ReallocEnter       *ebpf.ProgramSpec `ebpf:"realloc_enter"`
+	VallocEnter        *ebpf.ProgramSpec `ebpf:"valloc_enter"`
 }
 
 // flameMapSpecs contains maps before they are loaded into the kernel.
@@ -282,17 +289,20 @@ type flameVariables struct {
 //
 // It can be passed to loadFlameObjects or ebpf.CollectionSpec.LoadAndAssign.
 type flamePrograms struct {
-	AllocReturn      *ebpf.Program `ebpf:"alloc_return"`
-	CallocEnter      *ebpf.Program `ebpf:"calloc_enter"`
-	FreeEnter        *ebpf.Program `ebpf:"free_enter"`
-	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
-	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
-	MallocEnter      *ebpf.Program `ebpf:"malloc_enter"`
-	OffCpu           *ebpf.Program `ebpf:"off_cpu"`
-	OnCpu            *ebpf.Program `ebpf:"on_cpu"`
-	PageFaultKernel  *ebpf.Program `ebpf:"page_fault_kernel"`
-	PageFaultUser    *ebpf.Program `ebpf:"page_fault_user"`
-	ReallocEnter     *ebpf.Program `ebpf:"realloc_enter"`
+	AllocReturn        *ebpf.Program `ebpf:"alloc_return"`
+	CallocEnter        *ebpf.Program `ebpf:"calloc_enter"`
+	FreeEnter          *ebpf.Program `ebpf:"free_enter"`
+	GalagoFilterExec   *ebpf.Program `ebpf:"galago_filter_exec"`
+	GalagoFilterFork   *ebpf.Program `ebpf:"galago_filter_fork"`
+	MallocEnter        *ebpf.Program `ebpf:"malloc_enter"`
+	MemalignEnter      *ebpf.Program `ebpf:"memalign_enter"`
+	OffCpu             *ebpf.Program `ebpf:"off_cpu"`
+	OnCpu              *ebpf.Program `ebpf:"on_cpu"`
+	PageFaultKernel    *ebpf.Program `ebpf:"page_fault_kernel"`
+	PageFaultUser      *ebpf.Program `ebpf:"page_fault_user"`
+	PosixMemalignEnter *ebpf.Program `ebpf:"posix_memalign_enter"`
+	ReallocEnter       *ebpf.Program `ebpf:"realloc_enter"`
+	VallocEnter        *ebpf.Program `ebpf:"valloc_enter"`
 }
 
 func (p *flamePrograms) Close() error {
@@ -303,11 +313,14 @@ func (p *flamePrograms) Close() error {
 		p.GalagoFilterExec,
 		p.GalagoFilterFork,
 		p.MallocEnter,
+		p.MemalignEnter,
 		p.OffCpu,
 		p.OnCpu,
 		p.PageFaultKernel,
 		p.PageFaultUser,
+		p.PosixMemalignEnter,
 		p.ReallocEnter,
+		p.VallocEnter,
 	)
 }
 

@@ -19,11 +19,13 @@
  *       one page fault of an observed process, counted as page_size bytes
  *       per (tgid, user stack[, kernel stack for a fault taken in the
  *       kernel on a user address]) in mem_counts (gala-gopher's mem).
- *   uprobes + uretprobes on libc malloc, calloc, realloc, uprobe on free
+ *   uprobes + uretprobes on libc malloc, calloc, realloc, memalign,
+ *       aligned_alloc, valloc, pvalloc, posix_memalign, uprobe on free
  *       (mem_glibc; attached by user space to each libc file the observed
  *       processes map, so they fire for every process mapping that file:
  *       the entry filters on the tgid)  the entry leaves {size, realloc's
- *       old block, entry stack pointer} in glibc_pending per thread; the
+ *       old block, posix_memalign's memptr, entry stack pointer} in
+ *       glibc_pending per thread; the
  *       return with the same stack pointer (a nested call, realloc(NULL, n)
  *       calling malloc, has a lower one and is not counted) takes the
  *       caller's user stack (the return address is the caller's pc, so a
@@ -33,7 +35,10 @@
  *       User space reads glibc_allocs for the live (in-use) bytes per stack.
  * Maps: stacks (BPF_MAP_TYPE_STACK_TRACE, ids are bucket indices; a bucket
  *   holding another stack gives -EEXIST: counted as a drop), oncpu_counts and
- *   offcpu_counts (struct flame_key -> samples / ns), offcpu_start,
+ *   offcpu_counts (struct flame_key -> samples / ns), mem_counts and
+ *   glibc_counts (struct flame_key -> struct flame_mem), offcpu_start,
+ *   glibc_allocs (bounded: a block beyond is counted as a drop),
+ *   glibc_pending,
  *   drops (per CPU, enum flame_drop). User space drains the counts maps and
  *   deletes the stacks they named every drain period.
  *   A sample whose stack could not be recorded is still counted, with the
@@ -117,6 +122,7 @@ struct flame_alloc {
 struct flame_pending {
 	__u64 size;
 	__u64 old; /* realloc's block */
+	__u64 out; /* posix_memalign's memptr: where the block's address goes */
 	__u64 sp;  /* the stack pointer at entry */
 };
 
@@ -348,11 +354,11 @@ int BPF_PROG(page_fault_kernel, unsigned long address, struct pt_regs *regs, uns
 	return 0;
 }
 
-static __always_inline void alloc_enter(struct pt_regs *ctx, __u64 size, __u64 old)
+static __always_inline void alloc_enter(struct pt_regs *ctx, __u64 size, __u64 old, __u64 out)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u64 sp = PT_REGS_SP(ctx);
-	struct flame_pending *cur, p = { .size = size, .old = old, .sp = sp };
+	struct flame_pending *cur, p = { .size = size, .old = old, .out = out, .sp = sp };
 
 	if (!glibc_on || !galago_observed(id >> 32))
 		return;
@@ -381,6 +387,9 @@ static __always_inline void alloc_exit(struct pt_regs *ctx)
 		return;
 	p = *cur;
 	bpf_map_delete_elem(&glibc_pending, &id);
+	/* posix_memalign returns 0 and stores the block's address. */
+	if (p.out && (ret || bpf_probe_read_user(&ret, sizeof(ret), (void *)p.out)))
+		return;
 	/* realloc freed the old block when it moved it or was asked for 0 bytes. */
 	if (p.old && (ret || !p.size)) {
 		ak.addr = p.old;
@@ -403,21 +412,44 @@ static __always_inline void alloc_exit(struct pt_regs *ctx)
 SEC("uprobe")
 int malloc_enter(struct pt_regs *ctx)
 {
-	alloc_enter(ctx, PT_REGS_PARM1(ctx), 0);
+	alloc_enter(ctx, PT_REGS_PARM1(ctx), 0, 0);
 	return 0;
 }
 
 SEC("uprobe")
 int calloc_enter(struct pt_regs *ctx)
 {
-	alloc_enter(ctx, PT_REGS_PARM1(ctx) * PT_REGS_PARM2(ctx), 0);
+	alloc_enter(ctx, PT_REGS_PARM1(ctx) * PT_REGS_PARM2(ctx), 0, 0);
 	return 0;
 }
 
 SEC("uprobe")
 int realloc_enter(struct pt_regs *ctx)
 {
-	alloc_enter(ctx, PT_REGS_PARM2(ctx), PT_REGS_PARM1(ctx));
+	alloc_enter(ctx, PT_REGS_PARM2(ctx), PT_REGS_PARM1(ctx), 0);
+	return 0;
+}
+
+/* memalign and aligned_alloc (alignment, size) */
+SEC("uprobe")
+int memalign_enter(struct pt_regs *ctx)
+{
+	alloc_enter(ctx, PT_REGS_PARM2(ctx), 0, 0);
+	return 0;
+}
+
+/* valloc and pvalloc (size): pvalloc's rounding up to a page is not counted */
+SEC("uprobe")
+int valloc_enter(struct pt_regs *ctx)
+{
+	alloc_enter(ctx, PT_REGS_PARM1(ctx), 0, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int posix_memalign_enter(struct pt_regs *ctx)
+{
+	alloc_enter(ctx, PT_REGS_PARM3(ctx), 0, PT_REGS_PARM1(ctx));
 	return 0;
 }
 

@@ -18,14 +18,22 @@ import (
 
 // libcProbes are mem_glibc's hooks in a libc: the entry program of each
 // allocator (every one of them returns through alloc_return) and free.
+// The optional ones are skipped where the libc lacks them. glibc may give
+// two names one address (memalign, aligned_alloc): both probes then run
+// on one call, which the entry's stack pointer makes count once.
 var libcProbes = []struct {
 	symbol, enter string
-	ret           bool
+	ret, optional bool
 }{
-	{"malloc", "malloc_enter", true},
-	{"calloc", "calloc_enter", true},
-	{"realloc", "realloc_enter", true},
-	{"free", "free_enter", false},
+	{"malloc", "malloc_enter", true, false},
+	{"calloc", "calloc_enter", true, false},
+	{"realloc", "realloc_enter", true, false},
+	{"free", "free_enter", false, false},
+	{"memalign", "memalign_enter", true, true},
+	{"aligned_alloc", "memalign_enter", true, true},
+	{"valloc", "valloc_enter", true, true},
+	{"pvalloc", "valloc_enter", true, true},
+	{"posix_memalign", "posix_memalign_enter", true, true},
 }
 
 // hostLibcDirs are where a host's libc usually is; it is probed when
@@ -122,9 +130,14 @@ func (g *glibcHooks) attach(path string) error {
 		g.files[id] = nil // not retried: the same file fails the same way
 		return err
 	}
+	missing := map[string]bool{}
 	for _, pr := range libcProbes {
 		if pr.ret {
 			l, err := ex.Uretprobe(pr.symbol, g.progs["alloc_return"], nil)
+			if pr.optional && errors.Is(err, link.ErrNoSymbol) {
+				missing[pr.symbol] = true
+				continue
+			}
 			if err != nil {
 				return fail(fmt.Errorf("uretprobe %s: %w", pr.symbol, err))
 			}
@@ -132,6 +145,9 @@ func (g *glibcHooks) attach(path string) error {
 		}
 	}
 	for _, pr := range libcProbes {
+		if missing[pr.symbol] {
+			continue
+		}
 		l, err := ex.Uprobe(pr.symbol, g.progs[pr.enter], nil)
 		if err != nil {
 			return fail(fmt.Errorf("uprobe %s: %w", pr.symbol, err))

@@ -20,12 +20,14 @@ import (
 
 // Sizes of the target's alloc command (testdata/burn.c).
 const (
-	block = 4000 // alloc_a's malloc, alloc_b's calloc
-	grown = 5000 // grow's realloc of a malloc(100)
+	block   = 4000 // alloc_a's malloc, alloc_b's calloc
+	grown   = 5000 // grow's realloc of a malloc(100)
+	aligned = 4032 // align's aligned_alloc (and a posix_memalign of block)
 )
 
-// TestMemGlibcPrivileged: the C target allocates from four functions
-// through malloc, calloc and realloc, then frees a known part. The
+// TestMemGlibcPrivileged: the C target allocates from five functions
+// through malloc, calloc, realloc, posix_memalign and aligned_alloc, then
+// frees a known part. The
 // allocated bytes per function are exact (3:1 between alloc_a and
 // alloc_b; renew's realloc(NULL) counted once, not again for the malloc
 // it calls), and so are the live bytes: the first half of alloc_a's
@@ -46,7 +48,7 @@ func TestMemGlibcPrivileged(t *testing.T) {
 	}
 
 	lines := readFoldedFile(t, flameDir, memGlibc, pid)
-	want := map[string]uint64{"alloc_a": 3 * n * block, "alloc_b": n * block, "grow": n * (100 + grown), "renew": n * block}
+	want := map[string]uint64{"alloc_a": 3 * n * block, "alloc_b": n * block, "grow": n * (100 + grown), "renew": n * block, "align": n * (block + aligned)}
 	got := map[string]uint64{}
 	for f, w := range want {
 		got[f], _ = weight(lines, f)
@@ -57,7 +59,7 @@ func TestMemGlibcPrivileged(t *testing.T) {
 	within(t, "alloc_a/alloc_b bytes", float64(got["alloc_a"])/float64(got["alloc_b"]), 3, 0.05)
 
 	liveLines := readFolded(t, filepath.Join(flameDir, memGlibc.String(), "tmp_"+strconv.Itoa(pid)+liveSuffix))
-	wantLive := map[string]uint64{"alloc_a": 3 * n / 2 * block, "alloc_b": 0, "grow": n * grown, "renew": n * block}
+	wantLive := map[string]uint64{"alloc_a": 3 * n / 2 * block, "alloc_b": 0, "grow": n * grown, "renew": n * block, "align": n * (block + aligned)}
 	for f, w := range wantLive {
 		if l, _ := weight(liveLines, f); l != w {
 			t.Errorf("%s: %d bytes live, want %d", f, l, w)
@@ -81,6 +83,7 @@ func TestMemGlibcPrivileged(t *testing.T) {
 		"alloc_b": {n, n * block, 0, 0},
 		"grow":    {2 * n, n * (100 + grown), n, n * grown},
 		"renew":   {n, n * block, n, n * block},
+		"align":   {2 * n, n * (block + aligned), 2 * n, n * (block + aligned)},
 	} {
 		if v := pprofValues(prof, f); v != w {
 			t.Errorf("pprof %s: %v, want %v", f, v, w)
@@ -93,7 +96,8 @@ func TestMemGlibcPrivileged(t *testing.T) {
 // TestMemGlibcBoundPrivileged: with room for 1000 live blocks, the
 // blocks beyond are counted as lost, exactly: alloc_a's 6000 mallocs fill
 // the map with its first 1000, so its other 5000, alloc_b's 2000, grow's
-// 2000 mallocs and 2000 reallocs and renew's 2000 are not tracked; the 1000 tracked are
+// 2000 mallocs and 2000 reallocs, renew's 2000 and align's 4000 are not
+// tracked; the 1000 tracked are
 // among the alloc_a blocks freed, so nothing is live. The bytes allocated
 // are all counted.
 func TestMemGlibcBoundPrivileged(t *testing.T) {
@@ -101,7 +105,7 @@ func TestMemGlibcBoundPrivileged(t *testing.T) {
 	pid := tg.cmd.Process.Pid
 	const n = 2000
 	_, flameDir, lost := profiledWith(t, []string{"mem_glibc"}, pid, 10, func() { tg.run(t, fmt.Sprintf("alloc %d", n)) }, withMaxAllocs(1000))
-	if want := uint64(5000 + 2000 + 2*2000 + 2000); lost != want {
+	if want := uint64(5000 + 2000 + 2*2000 + 2000 + 2*2000); lost != want {
 		t.Errorf("lost %d, want %d", lost, want)
 	}
 	lines := readFoldedFile(t, flameDir, memGlibc, pid)
@@ -246,8 +250,8 @@ func TestMemReconfigurePrivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg.run(t, "alloc 100")
-	if m, f, l := state(); m != 2 || f == 0 || l != 3*100/2+100+100 {
-		t.Errorf("mem and mem_glibc on: %d fault links, %d libc files, %d live blocks (want 2, >0, 350)", m, f, l)
+	if m, f, l := state(); m != 2 || f == 0 || l != 3*100/2+100+100+2*100 {
+		t.Errorf("mem and mem_glibc on: %d fault links, %d libc files, %d live blocks (want 2, >0, 550)", m, f, l)
 	}
 	probetest.WaitFor(t, "the live blocks drained", func() bool {
 		p.mu.Lock()

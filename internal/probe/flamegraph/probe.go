@@ -343,7 +343,7 @@ func (p *Probe) syncGlibc(cfg probe.Config) error {
 			return err
 		}
 		p.glibc.attachHost()
-		p.log.Info("flamegraph: mem_glibc counts malloc, calloc and realloc and follows free in libc; posix_memalign, aligned_alloc, memalign and valloc are not counted, nor processes without a shared libc")
+		p.log.Info("flamegraph: mem_glibc counts libc's malloc, calloc, realloc, memalign, aligned_alloc, valloc, pvalloc and posix_memalign and follows free; processes without a shared libc (static, other allocators) are not seen")
 	}
 	if want {
 		p.glibc.scan(observer(cfg.Targets))

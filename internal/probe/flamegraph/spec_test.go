@@ -17,15 +17,18 @@ func TestSpec(t *testing.T) {
 	bpfspec.Objects(t, _FlameBytes, []string{"flame_x86_bpfel.o", "flame_arm64_bpfel.o"}, func(t *testing.T, spec *ebpf.CollectionSpec) {
 		fmaps, fprogs := bpfspec.Filter()
 		progs := map[string]bpfspec.Program{
-			"on_cpu":            {Type: ebpf.PerfEvent},
-			"off_cpu":           {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_switch"},
-			"page_fault_user":   {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "page_fault_user"},
-			"page_fault_kernel": {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "page_fault_kernel"},
-			"malloc_enter":      {Type: ebpf.Kprobe},
-			"calloc_enter":      {Type: ebpf.Kprobe},
-			"realloc_enter":     {Type: ebpf.Kprobe},
-			"alloc_return":      {Type: ebpf.Kprobe},
-			"free_enter":        {Type: ebpf.Kprobe},
+			"on_cpu":               {Type: ebpf.PerfEvent},
+			"off_cpu":              {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_switch"},
+			"page_fault_user":      {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "page_fault_user"},
+			"page_fault_kernel":    {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "page_fault_kernel"},
+			"malloc_enter":         {Type: ebpf.Kprobe},
+			"calloc_enter":         {Type: ebpf.Kprobe},
+			"realloc_enter":        {Type: ebpf.Kprobe},
+			"alloc_return":         {Type: ebpf.Kprobe},
+			"free_enter":           {Type: ebpf.Kprobe},
+			"memalign_enter":       {Type: ebpf.Kprobe},
+			"valloc_enter":         {Type: ebpf.Kprobe},
+			"posix_memalign_enter": {Type: ebpf.Kprobe},
 		}
 		maps.Copy(progs, fprogs)
 		bpfspec.Programs(t, spec, progs)
@@ -37,7 +40,7 @@ func TestSpec(t *testing.T) {
 			"mem_counts":    {Type: ebpf.Hash, KeySize: 16, ValueSize: 16, MaxEntries: 32768},
 			"glibc_counts":  {Type: ebpf.Hash, KeySize: 16, ValueSize: 16, MaxEntries: 32768},
 			"glibc_allocs":  {Type: ebpf.Hash, KeySize: 16, ValueSize: 16, MaxEntries: 65536},
-			"glibc_pending": {Type: ebpf.Hash, KeySize: 8, ValueSize: 24, MaxEntries: 16384},
+			"glibc_pending": {Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16384},
 			"drops":         {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 6},
 		}
 		maps.Copy(want, fmaps)
@@ -54,7 +57,7 @@ func TestSpec(t *testing.T) {
 		bpfspec.StructSize(t, spec, "flame_mem", 16)
 		bpfspec.StructSize(t, spec, "flame_alloc_key", 16)
 		bpfspec.StructSize(t, spec, "flame_alloc", 16)
-		bpfspec.StructSize(t, spec, "flame_pending", 24)
+		bpfspec.StructSize(t, spec, "flame_pending", 32)
 	})
 	var k flameFlameKey
 	var s flameFlameStart

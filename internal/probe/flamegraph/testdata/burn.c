@@ -12,9 +12,11 @@
  *              alloc_a and n times with calloc from alloc_b; n times
  *              malloc(100) then realloc to GROWN from grow; n times
  *              realloc(NULL, BLOCK) (which calls malloc inside libc) from
- *              renew; then frees every alloc_b block and the first half
- *              of alloc_a's: live are 3n/2 × BLOCK under alloc_a, n ×
- *              GROWN under grow and n × BLOCK under renew;
+ *              renew; n times posix_memalign(64, BLOCK) and
+ *              aligned_alloc(64, ALIGNED) from align; then frees every
+ *              alloc_b block and the first half of alloc_a's: live are
+ *              3n/2 × BLOCK under alloc_a, n × GROWN under grow, n × BLOCK
+ *              under renew and n × (BLOCK + ALIGNED) under align;
  *   fault <n>  (pages) writes one byte to each of 3n fresh pages of an
  *              anonymous mapping from fault_a and to each of n from
  *              fault_b: 3n and n page faults;
@@ -97,9 +99,10 @@ __attribute__((noinline)) void sys_loop(int fd, long n)
 
 #define BLOCK 4000
 #define GROWN 5000
+#define ALIGNED 4032
 #define MAX_BLOCKS 30000
 
-static void *blocks_a[3 * MAX_BLOCKS], *blocks_b[MAX_BLOCKS], *blocks_c[MAX_BLOCKS], *blocks_d[MAX_BLOCKS];
+static void *blocks_a[3 * MAX_BLOCKS], *blocks_b[MAX_BLOCKS], *blocks_c[MAX_BLOCKS], *blocks_d[MAX_BLOCKS], *blocks_e[MAX_BLOCKS], *blocks_f[MAX_BLOCKS];
 
 __attribute__((noinline)) void alloc_a(long n)
 {
@@ -118,6 +121,15 @@ __attribute__((noinline)) void grow(long n)
 	for (long i = 0; i < n; i++) {
 		blocks_c[i] = malloc(100);
 		blocks_c[i] = realloc(blocks_c[i], GROWN);
+	}
+}
+
+__attribute__((noinline)) void align(long n)
+{
+	for (long i = 0; i < n; i++) {
+		if (posix_memalign(&blocks_e[i], 64, BLOCK))
+			exit(5);
+		blocks_f[i] = aligned_alloc(64, ALIGNED);
 	}
 }
 
@@ -217,6 +229,7 @@ int main(void)
 		alloc_b(arg);
 		grow(arg);
 		renew(arg);
+		align(arg);
 		for (long i = 0; i < arg; i++)
 			free(blocks_b[i]);
 		for (long i = 0; i < 3 * arg / 2; i++)
