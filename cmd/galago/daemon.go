@@ -70,6 +70,14 @@ func runDaemon(cfg *config.Config) error {
 	log.Info("galago starting", "version", version, "machine_id", host.MachineID(), "host_path", cfg.HostPath)
 
 	ids := identity.NewResolver(cfg.HostPath)
+	if err := ids.EnableRuntimes(identity.Runtimes{
+		CRI:        cfg.CRISockets(),
+		Containerd: cfg.ContainerdSocket,
+		Docker:     cfg.DockerSocket,
+	}, log.With("component", "identity")); err != nil {
+		return fmt.Errorf("container runtimes: %w", err)
+	}
+	go ids.RunRuntimes(ctx)
 	store := table.NewStore(table.Limits{
 		MaxTables:  cfg.IMDB.MaxTablesNum,
 		MaxRecords: cfg.IMDB.MaxRecordsNum,
@@ -130,7 +138,7 @@ func runDaemon(cfg *config.Config) error {
 	if err := addCustomProbes(cfg, mgr); err != nil {
 		return err
 	}
-	if err := exporter.Register(pipe, mgr, bpfStats); err != nil {
+	if err := exporter.Register(pipe, mgr, bpfStats, ids.RuntimeCollector()); err != nil {
 		return err
 	}
 

@@ -50,8 +50,13 @@ type Container struct {
 	PodID        string // pod uid
 	PodName      string
 	PodNamespace string
-	PodLabels    map[string]string
-	CgroupID     uint64
+	// PodLabels are the pod's Kubernetes labels, from the CRI API; nil
+	// when no CRI runtime said (unknown), empty when the pod has none.
+	PodLabels map[string]string
+	// Labels are the container's own labels in its runtime (CRI,
+	// containerd or Docker); nil when no runtime API said.
+	Labels   map[string]string
+	CgroupID uint64
 }
 
 // Resolver answers identity questions; implementations cache and are safe
