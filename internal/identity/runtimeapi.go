@@ -75,6 +75,9 @@ type sourceState struct {
 	logged     bool // the current up/down state was logged
 	errors     uint64
 	containers int
+	// last is what the last good listing gave: kept while the runtime
+	// fails (its containers outlive a restart of the runtime).
+	last []Container
 }
 
 // runtimeAPI keeps what the runtimes' APIs say of their containers, listed
@@ -225,6 +228,13 @@ func (a *runtimeAPI) refresh(ctx context.Context) {
 	byID := map[string]Container{}
 	var dropped uint64
 	for i, l := range lists {
+		s := a.sources[i]
+		a.noteState(s, errs[i], len(l))
+		if errs[i] != nil {
+			l = s.last
+		} else {
+			s.last = l
+		}
 		for _, c := range l {
 			c.ID = strings.ToLower(c.ID)
 			old, ok := byID[c.ID]
@@ -238,7 +248,6 @@ func (a *runtimeAPI) refresh(ctx context.Context) {
 			}
 			byID[c.ID] = c
 		}
-		a.noteState(a.sources[i], errs[i], len(l))
 	}
 	a.mu.Lock()
 	a.byID = byID

@@ -51,8 +51,14 @@ func (s *syncBuffer) String() string {
 // with what it logs.
 func startRuntimes(t *testing.T, rt identity.Runtimes, opts ...identity.Option) (*identity.CachingResolver, *syncBuffer) {
 	t.Helper()
+	return startRuntimesAt(t, "/", rt, opts...)
+}
+
+// startRuntimesAt is startRuntimes with the host's root at root.
+func startRuntimesAt(t *testing.T, root string, rt identity.Runtimes, opts ...identity.Option) (*identity.CachingResolver, *syncBuffer) {
+	t.Helper()
 	opts = append([]identity.Option{identity.WithStateDirs(), identity.WithCgroup2Mount(t.TempDir())}, opts...)
-	r := identity.NewResolver("/", opts...)
+	r := identity.NewResolver(root, opts...)
 	logs := &syncBuffer{}
 	if err := r.EnableRuntimes(rt, slog.New(slog.NewTextHandler(logs, nil))); err != nil {
 		t.Fatal(err)
@@ -227,11 +233,12 @@ const dockerList = `[
   "NetworkSettings":{"Networks":{}},"Mounts":[]}
 ]`
 
-// TestRuntimeDocker: names, images and labels from the Docker Engine API.
+// TestRuntimeDocker: names, images and labels from the Docker Engine API,
+// its socket found under the host root (galago in a container).
 func TestRuntimeDocker(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "docker.sock")
-	identitytest.StartFakeDocker(t, sock, dockerList)
-	r, _ := startRuntimes(t, identity.Runtimes{Docker: sock})
+	root := t.TempDir()
+	f := identitytest.StartFakeDocker(t, filepath.Join(root, "/var/run/docker.sock"), dockerList)
+	r, logs := startRuntimesAt(t, root, identity.Runtimes{Docker: "/var/run/docker.sock"})
 	want := identity.Container{ID: webID, Name: "shop-web", Image: "nginx:1.25",
 		Labels: map[string]string{"com.docker.compose.project": "shop", "maintainer": "NGINX Docker Maintainers"}}
 	if got := waitContainer(t, r, webID); !reflect.DeepEqual(got, want) {
@@ -241,6 +248,31 @@ func TestRuntimeDocker(t *testing.T) {
 	if !ok || got.Name != "envoy" || got.Image != "envoyproxy/envoy:v1.30" || got.PodName != "web-0" ||
 		got.PodNamespace != "shop" || got.PodID != webPodUID || got.PodLabels != nil {
 		t.Errorf("Container(cri-dockerd envoy) = %+v %v", got, ok)
+	}
+	want2 := `
+# HELP galago_identity_runtime_containers Containers the last listing of the runtime API returned.
+# TYPE galago_identity_runtime_containers gauge
+galago_identity_runtime_containers{runtime="docker",socket="/var/run/docker.sock"} 2
+`
+	if err := testutil.CollectAndCompare(r.RuntimeCollector(), strings.NewReader(want2), "galago_identity_runtime_containers"); err != nil {
+		t.Error(err)
+	}
+
+	// A malformed answer is an error naming what was wrong; what the last
+	// good listing said stays.
+	f.SetBody(`[{"Id":"web","Names":["/x"]}]`)
+	n := f.Lists.Load()
+	if _, ok := r.Container(exitedID); ok { // unknown: asks for a listing
+		t.Fatal("unknown container found")
+	}
+	probetest.WaitFor(t, "the bad listing counted", func() bool {
+		return f.Lists.Load() > n && testutil.ToFloat64(filtered{r.RuntimeCollector(), "galago_identity_runtime_errors_total"}) == 1
+	})
+	if got := waitContainer(t, r, webID); !reflect.DeepEqual(got, want) {
+		t.Errorf("after a bad listing Container(web) = %+v\nwant %+v", got, want)
+	}
+	if !strings.Contains(logs.String(), `container id \"web\" is not 64 hex digits`) {
+		t.Errorf("log does not name the bad id:\n%s", logs)
 	}
 }
 

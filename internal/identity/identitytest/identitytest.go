@@ -195,16 +195,36 @@ func (f *FakeCRI) PodSandboxStatus(_ context.Context, req *cri.PodSandboxStatusR
 	return nil, status.Errorf(codes.NotFound, "pod sandbox %q not found", req.GetPodSandboxId())
 }
 
+// FakeDocker is a Docker Engine API answering GET /containers/json.
+type FakeDocker struct {
+	mu   sync.Mutex
+	body string
+	// Lists counts GET /containers/json calls.
+	Lists atomic.Int64
+}
+
+// SetBody replaces the answer of GET /containers/json.
+func (f *FakeDocker) SetBody(body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.body = body
+}
+
 // StartFakeDocker serves body (a JSON answer of GET /containers/json) on
 // socket as the Docker Engine API does, until the test ends. Other paths
 // get the API's 404 error body.
-func StartFakeDocker(t testing.TB, socket, body string) {
+func StartFakeDocker(t testing.TB, socket, body string) *FakeDocker {
 	t.Helper()
+	f := &FakeDocker{body: body}
 	mux := http.NewServeMux()
 	handle := func(w http.ResponseWriter, r *http.Request) {
+		f.Lists.Add(1)
+		f.mu.Lock()
+		b := f.body
+		f.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Api-Version", "1.47")
-		_, _ = w.Write([]byte(body))
+		_, _ = w.Write([]byte(b))
 	}
 	mux.HandleFunc("GET /containers/json", handle)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -214,4 +234,5 @@ func StartFakeDocker(t testing.TB, socket, body string) {
 	})
 	srv := &http.Server{Handler: mux}
 	serve(t, socket, func(l net.Listener) { _ = srv.Serve(l) }, func() { _ = srv.Close() })
+	return f
 }
