@@ -303,7 +303,7 @@ func (r *CachingResolver) load(pid int, st Stat) (Process, bool) {
 // before any lookup, then run RunRuntimes. It fails for an endpoint that is
 // not a unix socket path, naming it.
 func (r *CachingResolver) EnableRuntimes(cfg Runtimes, log *slog.Logger) error {
-	a, err := newRuntimeAPI(r.root, cfg, r.maxConts, r.missTTL, log, r.now)
+	a, err := newRuntimeAPI(r.root, cfg, r.maxConts, r.missTTL, r.exitGrace, log, r.now)
 	if err != nil {
 		return err
 	}

@@ -96,18 +96,27 @@ type runtimeAPI struct {
 
 	mu       sync.RWMutex
 	sources  []*sourceState
-	byID     map[string]Container
+	byID     map[string]runtimeEntry
 	gen      uint64 // listings done
 	dropped  uint64 // containers a listing returned beyond max
 	missedAt lru[string, time.Time]
+	// keepGone is how long a container that left the listings is still
+	// answered: the rows its processes left behind (labelled for the exit
+	// grace) keep their names, so their series do not change.
+	keepGone time.Duration
 }
 
-func newRuntimeAPI(root string, cfg Runtimes, max int, missTTL time.Duration, log *slog.Logger, now func() time.Time) (*runtimeAPI, error) {
+type runtimeEntry struct {
+	c      Container
+	listed time.Time // last listing that had it
+}
+
+func newRuntimeAPI(root string, cfg Runtimes, max int, missTTL, keepGone time.Duration, log *slog.Logger, now func() time.Time) (*runtimeAPI, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &runtimeAPI{root: root, log: log, timeout: cfg.Timeout, period: cfg.Period, missTTL: missTTL,
-		max: max, now: now, kick: make(chan struct{}, 1), byID: map[string]Container{}}
+		max: max, now: now, kick: make(chan struct{}, 1), byID: map[string]runtimeEntry{}, keepGone: keepGone}
 	if a.timeout <= 0 {
 		a.timeout = DefaultRuntimeTimeout
 	}
@@ -149,10 +158,10 @@ func (a *runtimeAPI) hostPath(p string) string { return filepath.Join(a.root, p)
 // the background loop for a new listing.
 func (a *runtimeAPI) lookup(id string) (Container, bool) {
 	a.mu.RLock()
-	c, ok := a.byID[id]
+	e, ok := a.byID[id]
 	a.mu.RUnlock()
 	if ok || len(a.sources) == 0 {
-		return c, ok
+		return e.c, ok
 	}
 	now := a.now()
 	a.mu.Lock()
@@ -225,7 +234,8 @@ func (a *runtimeAPI) refresh(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	byID := map[string]Container{}
+	now := a.now()
+	byID := map[string]runtimeEntry{}
 	var dropped uint64
 	for i, l := range lists {
 		s := a.sources[i]
@@ -243,13 +253,18 @@ func (a *runtimeAPI) refresh(ctx context.Context) {
 				continue
 			}
 			if ok {
-				mergeContainer(&old, c)
-				c = old
+				mergeContainer(&old.c, c)
+				c = old.c
 			}
-			byID[c.ID] = c
+			byID[c.ID] = runtimeEntry{c: c, listed: now}
 		}
 	}
 	a.mu.Lock()
+	for id, e := range a.byID {
+		if _, ok := byID[id]; !ok && len(byID) < a.max && now.Sub(e.listed) < a.keepGone {
+			byID[id] = e
+		}
+	}
 	a.byID = byID
 	a.gen++
 	a.dropped += dropped
