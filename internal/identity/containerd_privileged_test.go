@@ -224,8 +224,8 @@ func TestPrivilegedContainerd(t *testing.T) {
 		t.Errorf("Container = %+v\nwant %+v (ctr info: image %q, labels %v)", got, want, info.Image, info.Labels)
 	}
 	t.Logf("ctr info labels: %v", info.Labels)
-	if !strings.Contains(logs.String(), "container runtime API reachable") {
-		t.Errorf("no reachable line:\n%s", logs)
+	if !strings.Contains(logs.Logs(), "container runtime API reachable") {
+		t.Errorf("no reachable line:\n%s", logs.Logs())
 	}
 
 	p, ok := r.Process(pid)

@@ -410,9 +410,13 @@ func (r *CachingResolver) containerFromFiles(id string) (Container, bool) {
 // expandLocked maps an abbreviated id to the one full id seen in a process
 // cgroup that starts with it; it returns prefix unchanged if none or
 // several.
-func (r *CachingResolver) expandLocked(prefix string) string {
+func (r *CachingResolver) expandLocked(prefix string) string { return uniquePrefix(r.seen.m, prefix) }
+
+// uniquePrefix returns the one key of m that starts with prefix; prefix
+// itself if none or several do.
+func uniquePrefix[V any](m map[string]V, prefix string) string {
 	found := ""
-	for id := range r.seen.m {
+	for id := range m {
 		if strings.HasPrefix(id, prefix) {
 			if found != "" {
 				return prefix

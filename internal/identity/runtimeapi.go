@@ -363,17 +363,5 @@ func (a *runtimeAPI) expand(prefix string) string {
 	if _, ok := a.byID[prefix]; ok {
 		return prefix
 	}
-	found := ""
-	for id := range a.byID {
-		if strings.HasPrefix(id, prefix) {
-			if found != "" {
-				return prefix
-			}
-			found = id
-		}
-	}
-	if found == "" {
-		return prefix
-	}
-	return found
+	return uniquePrefix(a.byID, prefix)
 }

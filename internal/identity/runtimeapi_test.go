@@ -1,13 +1,10 @@
 package identity_test
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,38 +26,20 @@ const (
 	imageSHA  = "sha256:9b1e8a4f0c2d3e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d"
 )
 
-// syncBuffer is a log destination safe for the refresh goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startRuntimes returns a resolver asking rt, running until the test ends,
 // with what it logs.
-func startRuntimes(t *testing.T, rt identity.Runtimes, opts ...identity.Option) (*identity.CachingResolver, *syncBuffer) {
+func startRuntimes(t *testing.T, rt identity.Runtimes, opts ...identity.Option) (*identity.CachingResolver, *probetest.Runtime) {
 	t.Helper()
 	return startRuntimesAt(t, "/", rt, opts...)
 }
 
 // startRuntimesAt is startRuntimes with the host's root at root.
-func startRuntimesAt(t *testing.T, root string, rt identity.Runtimes, opts ...identity.Option) (*identity.CachingResolver, *syncBuffer) {
+func startRuntimesAt(t *testing.T, root string, rt identity.Runtimes, opts ...identity.Option) (*identity.CachingResolver, *probetest.Runtime) {
 	t.Helper()
 	opts = append([]identity.Option{identity.WithStateDirs(), identity.WithCgroup2Mount(t.TempDir())}, opts...)
 	r := identity.NewResolver(root, opts...)
-	logs := &syncBuffer{}
-	if err := r.EnableRuntimes(rt, slog.New(slog.NewTextHandler(logs, nil))); err != nil {
+	logs := probetest.NewRuntime(t)
+	if err := r.EnableRuntimes(rt, logs.Logger()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -160,15 +139,15 @@ func TestRuntimeHungDoesNotBlock(t *testing.T) {
 	probetest.WaitFor(t, "the hung listing counted", func() bool {
 		return testutil.ToFloat64(filtered{col, "galago_identity_runtime_errors_total"}) == 1
 	})
-	if !strings.Contains(logs.String(), "container runtime API not reachable") || !strings.Contains(logs.String(), "DeadlineExceeded") {
-		t.Errorf("log does not say the runtime timed out:\n%s", logs)
+	if !strings.Contains(logs.Logs(), "container runtime API not reachable") || !strings.Contains(logs.Logs(), "DeadlineExceeded") {
+		t.Errorf("log does not say the runtime timed out:\n%s", logs.Logs())
 	}
 	release()
 	if c := waitContainer(t, r, webID); c.Name != "nginx" {
 		t.Errorf("after the runtime answered: %+v", c)
 	}
-	if n := strings.Count(logs.String(), "container runtime API reachable"); n != 1 {
-		t.Errorf("%d reachable lines, want 1:\n%s", n, logs)
+	if n := strings.Count(logs.Logs(), "container runtime API reachable"); n != 1 {
+		t.Errorf("%d reachable lines, want 1:\n%s", n, logs.Logs())
 	}
 }
 
@@ -202,8 +181,8 @@ func TestRuntimeAbsent(t *testing.T) {
 		}
 		time.Sleep(1100 * time.Millisecond) // past the gap between listings
 	}
-	if n := strings.Count(logs.String(), "not reachable"); n != 2 {
-		t.Errorf("%d not-reachable lines, want one per runtime:\n%s", n, logs)
+	if n := strings.Count(logs.Logs(), "not reachable"); n != 2 {
+		t.Errorf("%d not-reachable lines, want one per runtime:\n%s", n, logs.Logs())
 	}
 	want := `
 # HELP galago_identity_runtime_errors_total Failed listings of the container runtime API (an absent socket is not counted).
@@ -271,8 +250,8 @@ galago_identity_runtime_containers{runtime="docker",socket="/var/run/docker.sock
 	if got := waitContainer(t, r, webID); !reflect.DeepEqual(got, want) {
 		t.Errorf("after a bad listing Container(web) = %+v\nwant %+v", got, want)
 	}
-	if !strings.Contains(logs.String(), `container id \"web\" is not 64 hex digits`) {
-		t.Errorf("log does not name the bad id:\n%s", logs)
+	if !strings.Contains(logs.Logs(), `container id \"web\" is not 64 hex digits`) {
+		t.Errorf("log does not name the bad id:\n%s", logs.Logs())
 	}
 }
 
