@@ -224,7 +224,7 @@ func TestPrivilegedContainerd(t *testing.T) {
 		t.Errorf("Container = %+v\nwant %+v (ctr info: image %q, labels %v)", got, want, info.Image, info.Labels)
 	}
 	t.Logf("ctr info labels: %v", info.Labels)
-	if !strings.Contains(logs.Logs(), "container runtime API reachable") {
+	if !strings.Contains(logs.Logs(), `reachable="containerd `+sock+` (1 containers)"`) {
 		t.Errorf("no reachable line:\n%s", logs.Logs())
 	}
 

@@ -75,6 +75,7 @@ type sourceState struct {
 	logged     bool // the current up/down state was logged
 	errors     uint64
 	containers int
+	lastErr    error
 	// last is what the last good listing gave: kept while the runtime
 	// fails (its containers outlive a restart of the runtime).
 	last []Container
@@ -267,12 +268,18 @@ func (a *runtimeAPI) refresh(ctx context.Context) {
 	}
 	a.byID = byID
 	a.gen++
+	first := a.gen == 1
 	a.dropped += dropped
 	a.mu.Unlock()
+	if first {
+		a.logRuntimes()
+	}
 }
 
-// noteState records a source's result and logs a change of reachability
-// once: a runtime that is absent is one line at start, not one per try.
+// noteState records a source's result and logs a change of reachability:
+// the first listing of all runtimes is one line (which answered, which
+// did not and why), later a line per runtime that comes or goes, not one
+// per try.
 func (a *runtimeAPI) noteState(s *sourceState, err error, n int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -280,21 +287,44 @@ func (a *runtimeAPI) noteState(s *sourceState, err error, n int) {
 	if !up && !errors.Is(err, fs.ErrNotExist) {
 		s.errors++
 	}
+	s.containers = 0
 	if up {
 		s.containers = n
-	} else {
-		s.containers = 0
 	}
-	if s.logged && s.up == up {
+	first := !s.logged
+	if !first && s.up == up {
 		return
 	}
-	s.up, s.logged = up, true
+	s.up, s.logged, s.lastErr = up, true, err
+	if first {
+		return // logRuntimes says it
+	}
 	if up {
 		a.log.Info("container runtime API reachable", "runtime", s.src.kind(), "socket", s.src.socket(), "containers", n)
 		return
 	}
 	a.log.Info("container runtime API not reachable: names, images and pods from cgroup paths and state files only",
 		"runtime", s.src.kind(), "socket", s.src.socket(), "err", err)
+}
+
+// logRuntimes logs, once, what the first listing found.
+func (a *runtimeAPI) logRuntimes() {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var up, down []string
+	for _, s := range a.sources {
+		name := s.src.kind() + " " + s.src.socket()
+		if s.up {
+			up = append(up, fmt.Sprintf("%s (%d containers)", name, s.containers))
+		} else {
+			down = append(down, fmt.Sprintf("%s (%v)", name, s.lastErr))
+		}
+	}
+	msg := "container runtime APIs"
+	if len(up) == 0 {
+		msg = "no container runtime API reachable: names, images and pods from cgroup paths and state files only"
+	}
+	a.log.Info(msg, "reachable", strings.Join(up, ", "), "not_reachable", strings.Join(down, ", "))
 }
 
 // mergeContainer fills the empty fields of dst from src.
