@@ -22,8 +22,10 @@
 // and the APIs over the state files, field by field. At most the
 // container cache's size (1024) of listed containers are kept, the rest
 // counted in galago_identity_runtime_containers_dropped_total. A socket
-// that is absent is not an error: one log line when a runtime becomes
-// reachable or not, and galago_identity_runtime_up says which answer.
+// that is absent is not an error. The first listing is one log line
+// (which runtimes answered, which did not and why), then one line per
+// runtime that comes or goes; galago_identity_runtime_up says which
+// answer.
 //
 // Limits: container ids are recognised only as 64-hex cgroup path segments
 // (docker, containerd, CRI-O, podman, Kubernetes; a containerd `ctr`
