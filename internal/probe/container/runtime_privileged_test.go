@@ -2,8 +2,10 @@ package container
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -30,8 +32,9 @@ func labelStrings(ls []table.Label) []string {
 // nothing), and a CRI runtime (a fake RuntimeService on a unix socket)
 // that knows it: every row of the container probe, and the rows of a
 // process-keyed table for its process, carry the container name, image,
-// pod and the requested pod labels the CRI runtime gave, exactly; without
-// the runtime API only the pod uid of the cgroup path is known.
+// pod and the requested pod labels the CRI runtime gave, exactly, and a
+// container_name snooper selects it by that name; without the runtime API
+// only the pod uid of the cgroup path is known.
 func TestPrivilegedContainerCRINames(t *testing.T) {
 	probetest.RequireTools(t, "runc")
 	c := newCtr(t, []string{"/bin/sleep", "600"}, func(spec map[string]any) { delete(spec, "annotations") })
@@ -113,6 +116,15 @@ func TestPrivilegedContainerCRINames(t *testing.T) {
 	if got := labelStrings(enr.Enrich(pr, src)); !reflect.DeepEqual(got, wantProc) {
 		t.Errorf("process row labels\n got %q\nwant %q", got, wantProc)
 	}
+
+	// A container_name snooper selects the container by the CRI name.
+	sr := snoop.NewResolver("/", ids, os.Getpid(), nil)
+	defer sr.Close()
+	set := sr.Watch(snoop.Selectors{ContainerName: []string{"web"}}, snoop.Whitelist)
+	defer set.Close()
+	probetest.WaitFor(t, "container_name web selects the container's process", func() bool {
+		return slices.Equal(set.PIDs(), []int{c.pid})
+	})
 
 	// The same row without the runtime API: the cgroup path's pod uid only.
 	bare := identity.NewEnricher(identity.NewResolver("/"), host)
