@@ -99,12 +99,15 @@ func (s *criSource) list(ctx context.Context) ([]Container, error) {
 		if img, ok := s.images[ct.ID]; ok {
 			ct.Image = img
 		} else if !isImageName(ct.Image) {
+			// A container that exits meanwhile is not found: it keeps
+			// the listed image id, and is asked again next time.
 			st, err := rs.ContainerStatus(ctx, &cri.ContainerStatusRequest{ContainerId: c.GetId()})
-			if err != nil {
-				return nil, fmt.Errorf("ContainerStatus %s: %w", c.GetId(), err)
-			}
-			if img := st.GetStatus().GetImage().GetImage(); isImageName(img) {
+			if img := st.GetStatus().GetImage().GetImage(); err == nil && isImageName(img) {
 				ct.Image = img
+			}
+			if err != nil {
+				out = append(out, ct)
+				continue
 			}
 		}
 		images[ct.ID] = ct.Image

@@ -84,7 +84,9 @@ func webPod() ([]identitytest.Pod, []identitytest.CRIContainer) {
 func TestRuntimeCRI(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "cri.sock")
 	f := identitytest.StartFakeCRI(t, sock)
-	f.Set(webPod())
+	pods, cs := webPod()
+	const goneID = "bb0d1c2b3a4f5e6d7c8b9a0f1e2d3c4b5a6f7e8d9c0b1a2f3e4d5c6b7a8f9e0d"
+	f.Set(pods, append(cs, identitytest.CRIContainer{ID: goneID, PodID: sandboxID, Name: "job", ListImage: imageSHA, Gone: true}))
 	r, _ := startRuntimes(t, identity.Runtimes{CRI: []string{"unix://" + sock}})
 
 	want := identity.Container{ID: webID, Name: "nginx", Image: "docker.io/library/nginx:1.25",
@@ -103,6 +105,10 @@ func TestRuntimeCRI(t *testing.T) {
 	}
 	if got, ok := r.Container(exitedID); ok {
 		t.Errorf("exited container found: %+v", got)
+	}
+	// Its status not found: the listing stands, with the listed image id.
+	if got, ok := r.Container(goneID); !ok || got.Name != "job" || got.Image != imageSHA {
+		t.Errorf("Container(gone) = %+v %v, want job with image %s", got, ok, imageSHA)
 	}
 
 	host := identity.HostInfo{UUID: "u", IP: "192.0.2.1"}

@@ -33,6 +33,9 @@ type CRIContainer struct {
 	ListImage, StatusImage string
 	Labels                 map[string]string
 	Exited                 bool
+	// Gone makes ContainerStatus answer NotFound, as for a container that
+	// exited and was removed between the listing and the status.
+	Gone bool
 }
 
 // FakeCRI is a CRI runtime service answering ListContainers,
@@ -144,7 +147,7 @@ func (f *FakeCRI) ContainerStatus(_ context.Context, req *cri.ContainerStatusReq
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, c := range f.containers {
-		if c.ID == req.GetContainerId() {
+		if c.ID == req.GetContainerId() && !c.Gone {
 			return &cri.ContainerStatusResponse{Status: &cri.ContainerStatus{
 				Id: c.ID, Metadata: &cri.ContainerMetadata{Name: c.Name}, State: f.state(c),
 				Image: &cri.ImageSpec{Image: c.StatusImage}, ImageRef: c.ListImage, Labels: c.Labels,
