@@ -98,8 +98,9 @@ type runtimeAPI struct {
 	mu       sync.RWMutex
 	sources  []*sourceState
 	byID     map[string]runtimeEntry
-	gen      uint64 // listings done
-	dropped  uint64 // containers a listing returned beyond max
+	byShort  map[string]string // ShortID -> full id, "" when several share it
+	gen      uint64            // listings done
+	dropped  uint64            // containers a listing returned beyond max
 	missedAt lru[string, time.Time]
 	// keepGone is how long a container that left the listings is still
 	// answered: the rows its processes left behind (labelled for the exit
@@ -267,6 +268,15 @@ func (a *runtimeAPI) refresh(ctx context.Context) {
 		}
 	}
 	a.byID = byID
+	a.byShort = make(map[string]string, len(byID))
+	for id := range byID {
+		k := ShortID(id)
+		if _, dup := a.byShort[k]; dup {
+			a.byShort[k] = ""
+		} else {
+			a.byShort[k] = id
+		}
+	}
 	a.gen++
 	first := a.gen == 1
 	a.dropped += dropped
@@ -391,6 +401,13 @@ func (a *runtimeAPI) expand(prefix string) string {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if _, ok := a.byID[prefix]; ok {
+		return prefix
+	}
+	if len(prefix) == ShortIDLen {
+		// The container tables' key: no scan.
+		if full := a.byShort[prefix]; full != "" {
+			return full
+		}
 		return prefix
 	}
 	return uniquePrefix(a.byID, prefix)

@@ -26,7 +26,7 @@ func (s *listSource) list(context.Context) ([]Container, error) {
 
 // newTestAPI returns a runtimeAPI over sources whose sockets exist (empty
 // files under a temporary root), with a clock the test moves.
-func newTestAPI(t *testing.T, max int, now *time.Time, srcs ...*listSource) *runtimeAPI {
+func newTestAPI(t testing.TB, max int, now *time.Time, srcs ...*listSource) *runtimeAPI {
 	t.Helper()
 	root := t.TempDir()
 	a, err := newRuntimeAPI(root, Runtimes{}, max, time.Second, time.Minute, nil, func() time.Time { return *now })
@@ -88,6 +88,17 @@ func TestRuntimeRefresh(t *testing.T) {
 	a.refresh(ctx)
 	if c, ok := a.lookup(b2); ok {
 		t.Errorf("exited container still known after the grace period: %+v", c)
+	}
+
+	// Abbreviations: a unique 12-digit id (indexed) or other prefix expands,
+	// one that two containers share does not.
+	const a1twin = "a100000000009999999999999999999999999999999999999999999999999999"
+	c := newTestAPI(t, 8, &now, &listSource{name: "cri", sock: "c.sock", cs: []Container{{ID: a1}, {ID: a1twin}, {ID: b2}}})
+	c.refresh(ctx)
+	for prefix, want := range map[string]string{b2[:12]: b2, b2[:5]: b2, a1[:12]: a1[:12], a1[:14]: a1, a1twin[:13]: a1twin} {
+		if got := c.expand(prefix); got != want {
+			t.Errorf("expand(%s) = %s, want %s", prefix, got, want)
+		}
 	}
 
 	// Bound of 1: the second listed container is dropped and counted.
