@@ -74,6 +74,14 @@ func runDaemon(cfg *config.Config) error {
 	log.Info("galago starting", "version", version, "machine_id", host.MachineID(), "host_path", cfg.HostPath)
 
 	ids := identity.NewResolver(cfg.HostPath)
+	if err := ids.EnableRuntimes(identity.Runtimes{
+		CRI:        cfg.CRISockets(),
+		Containerd: cfg.ContainerdSocket,
+		Docker:     cfg.DockerSocket,
+	}, log.With("component", "identity")); err != nil {
+		return fmt.Errorf("container runtimes: %w", err)
+	}
+	go ids.RunRuntimes(ctx)
 	store := table.NewStore(table.Limits{
 		MaxTables:  cfg.IMDB.MaxTablesNum,
 		MaxRecords: cfg.IMDB.MaxRecordsNum,
@@ -141,7 +149,7 @@ func runDaemon(cfg *config.Config) error {
 	}
 	// The agent's own CPU and memory (process_*), as every Prometheus
 	// exporter serves them: the health dashboard and the overhead budget.
-	if err := exporter.Register(pipe, mgr, bpfStats, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+	if err := exporter.Register(pipe, mgr, bpfStats, ids.RuntimeCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return err
 	}
 

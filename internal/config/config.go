@@ -107,6 +107,11 @@ type Config struct {
 	CustomJSONFile string // galago.custom_json: /etc/gala-gopher/gala-gopher-custom.json
 	HostPath       string // galago.host_path, env GOPHER_HOST_PATH: root of the host file system, "/" or e.g. "/host" in a container
 
+	// Container runtime API sockets, looked up under HostPath; "" disables.
+	CRIEndpoints     string // galago.cri_endpoints: comma-separated CRI sockets (containerd, CRI-O, cri-dockerd, iSulad)
+	ContainerdSocket string // galago.containerd_socket: containerd's own API
+	DockerSocket     string // galago.docker_socket: the Docker Engine API
+
 	// ProbesInitContent, from GOPHER_PROBES_INIT, replaces the content of
 	// ProbesInitFile when non-empty.
 	ProbesInitContent string
@@ -231,7 +236,22 @@ func Default() *Config {
 		ProbesInitFile: "/etc/gala-gopher/probes.init",
 		CustomJSONFile: "/etc/gala-gopher/gala-gopher-custom.json",
 		HostPath:       "/",
+		// The kubelet's well-known CRI endpoints and iSulad's.
+		CRIEndpoints:     "/run/containerd/containerd.sock,/run/crio/crio.sock,/var/run/cri-dockerd.sock,/var/run/isulad.sock",
+		ContainerdSocket: "/run/containerd/containerd.sock",
+		DockerSocket:     "/var/run/docker.sock",
 	}
+}
+
+// CRISockets splits CRIEndpoints into its endpoints (empty ones dropped).
+func (c *Config) CRISockets() []string {
+	var out []string
+	for _, e := range strings.Split(c.CRIEndpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Warnings are notes from loading that do not stop start-up, such as

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -206,4 +207,20 @@ func treeString(s *libconfig.Setting) string {
 	}
 	walk(s, "")
 	return b.String()
+}
+
+func TestRuntimeSockets(t *testing.T) {
+	c, err := Parse("f.conf", []byte(`galago = { cri_endpoints = " unix:///run/a.sock , /run/b.sock ,"; docker_socket = ""; };`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CRISockets(); !slices.Equal(got, []string{"unix:///run/a.sock", "/run/b.sock"}) {
+		t.Errorf("CRISockets = %q", got)
+	}
+	if c.DockerSocket != "" || c.ContainerdSocket != Default().ContainerdSocket {
+		t.Errorf("docker %q (want disabled), containerd %q (want the default)", c.DockerSocket, c.ContainerdSocket)
+	}
 }

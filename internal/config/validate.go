@@ -82,7 +82,31 @@ func (c *Config) Validate() error {
 	if !filepath.IsAbs(c.HostPath) {
 		v.fail("galago.host_path", "%q is not an absolute path", c.HostPath)
 	}
+	for _, e := range c.CRISockets() {
+		v.socketEndpoint("galago.cri_endpoints", e)
+	}
+	v.socketEndpoint("galago.containerd_socket", c.ContainerdSocket)
+	v.socketEndpoint("galago.docker_socket", c.DockerSocket)
 	return errors.Join(v.errs...)
+}
+
+// socketEndpoint checks a runtime API endpoint: "" (disabled), an absolute
+// socket path or "unix://" and one.
+func (v *validator) socketEndpoint(key, e string) {
+	if e == "" {
+		return
+	}
+	p := e
+	if scheme, rest, ok := strings.Cut(e, "://"); ok {
+		if scheme != "unix" {
+			v.fail(key, "%q: only unix sockets are supported, not %s://", e, scheme)
+			return
+		}
+		p = rest
+	}
+	if !filepath.IsAbs(p) {
+		v.fail(key, "%q is not an absolute socket path", e)
+	}
 }
 
 type validator struct {

@@ -50,6 +50,9 @@ type Config struct {
 	Targets snoop.Targets
 	// CustomLabels are added to every record of the probe.
 	CustomLabels map[string]string
+	// PodLabels name the Kubernetes pod labels added to the records of pod
+	// containers (pod_labels).
+	PodLabels []string
 }
 
 // Has reports whether the sub-item with the given bit is enabled.

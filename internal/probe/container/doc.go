@@ -5,11 +5,12 @@
 //
 // Which containers: those holding a process the snoopers select (proc
 // snoopers; in blacklist mode every process not excluded), mapped to its
-// container by internal/identity (cgroup paths and runtime state files).
+// container by internal/identity (cgroup paths, runtime state files and
+// the runtimes' APIs: CRI, containerd, Docker Engine).
 // Each report_period every such container gets one row per table, keyed by
 // container_id, the 12-digit abbreviation gala-gopher uses in its labels;
-// the store's enrichment adds container_name, container_image and the pod
-// labels. The values are the kernel's cumulative counters and levels at
+// the store's enrichment adds container_name, container_image, the pod
+// labels and the pod_labels requested. The values are the kernel's cumulative counters and levels at
 // the end of the period, as cAdvisor exports them (gala-gopher types them
 // all as gauges).
 //
