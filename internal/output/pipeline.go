@@ -31,11 +31,23 @@ type PipelineConfig struct {
 	// (for histogram running totals) and a Sweep after each expiry.
 	Exporter *Exporter
 	// EventTimeout is event.timeout: the de-duplication window.
-	EventTimeout   time.Duration
+	EventTimeout time.Duration
+	// Language is event.desc_language: the language of the descriptions
+	// of catalogued events ("": en_US).
+	Language       event.Language
 	MetaInterval   time.Duration // 0: DefaultMetaInterval
 	ExpireInterval time.Duration // 0: DefaultExpireInterval
 	Log            *slog.Logger
 	Now            func() time.Time // nil: time.Now
+	// Tick starts a ticker of period d for the meta and expiry loops,
+	// returning its channel and its stop function; nil: time.NewTicker.
+	// Tests drive the loops with it.
+	Tick func(d time.Duration) (<-chan time.Time, func())
+}
+
+func realTick(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 // Pipeline is the one path from probes to outputs: records go to the store
@@ -49,8 +61,10 @@ type Pipeline struct {
 	store    *table.Store
 	exporter *Exporter
 	dedup    *event.Dedup
+	lang     event.Language
 	log      *slog.Logger
 	now      func() time.Time
+	tick     func(time.Duration) (<-chan time.Time, func())
 	metaEvery,
 	expireEvery time.Duration
 
@@ -82,8 +96,10 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 		store:       cfg.Store,
 		exporter:    cfg.Exporter,
 		dedup:       event.NewDedup(cfg.EventTimeout),
+		lang:        cfg.Language,
 		log:         cfg.Log,
 		now:         cfg.Now,
+		tick:        cfg.Tick,
 		metaEvery:   cfg.MetaInterval,
 		expireEvery: cfg.ExpireInterval,
 		descRecords: prometheus.NewDesc("galago_records_total",
@@ -107,6 +123,9 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 	}
 	if p.now == nil {
 		p.now = time.Now
+	}
+	if p.tick == nil {
+		p.tick = realTick
 	}
 	if p.metaEvery <= 0 {
 		p.metaEvery = DefaultMetaInterval
@@ -150,8 +169,9 @@ func (p *Pipeline) Record(r *table.Record, src *table.Source) {
 	}
 }
 
-// Event passes e through the de-duplication window to every event sink. An
-// event without a time is stamped now.
+// Event passes e through the de-duplication window to every event sink,
+// its description in the configured language. An event without a time is
+// stamped now.
 func (p *Pipeline) Event(e event.Event) {
 	if e.Time.IsZero() {
 		e.Time = p.now()
@@ -161,6 +181,7 @@ func (p *Pipeline) Event(e event.Event) {
 		return
 	}
 	p.events.Add(1)
+	e.Message = e.Describe(p.lang)
 	for _, s := range p.eventSinks {
 		if err := s.sink.WriteEvent(e); err != nil {
 			p.sinkFailed(&s.sinkStats, err)
@@ -185,13 +206,13 @@ func (p *Pipeline) RunMeta(ctx context.Context, tables func() []*table.Table) {
 		return
 	}
 	p.WriteMeta(tables())
-	t := time.NewTicker(p.metaEvery)
-	defer t.Stop()
+	c, stop := p.tick(p.metaEvery)
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-c:
 			p.WriteMeta(tables())
 		}
 	}
@@ -200,13 +221,13 @@ func (p *Pipeline) RunMeta(ctx context.Context, tables func() []*table.Table) {
 // RunExpiry removes aged records from the store, and their histogram totals
 // from the exporter, every expire interval until ctx ends.
 func (p *Pipeline) RunExpiry(ctx context.Context) {
-	t := time.NewTicker(p.expireEvery)
-	defer t.Stop()
+	c, stop := p.tick(p.expireEvery)
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-c:
 			p.store.Expire()
 			if p.exporter != nil {
 				p.exporter.Sweep()

@@ -170,7 +170,7 @@ func TestParseEvent(t *testing.T) {
 		Device: "eth0", Severity: event.SeverityWarn,
 		Message: "Wed Jul  1 12:00:00 2026 WARN Entity(x) TCP out of memory(3).",
 	}
-	if e != want {
+	if !reflect.DeepEqual(e, want) {
 		t.Fatalf("\n got %+v\nwant %+v", e, want)
 	}
 

@@ -111,8 +111,19 @@ func (rt *Runtime) Record(r *table.Record) {
 	rt.poke()
 }
 
-// Event implements probe.Runtime.
+// Event implements probe.Runtime. An event whose arguments do not fit its
+// catalogue texts in every language, or that has no text at all, fails the
+// test.
 func (rt *Runtime) Event(e event.Event) {
+	if e.Desc != nil {
+		for _, lang := range event.Languages {
+			if s := e.Describe(lang); event.BadArgs(s) {
+				rt.t.Errorf("event %s/%s: its arguments %v do not fit the %s text: %q", e.Entity, e.Metric, e.Args, lang, s)
+			}
+		}
+	} else if e.Message == "" {
+		rt.t.Errorf("event %s/%s has no description: raise it with event.New and a catalogue Desc", e.Entity, e.Metric)
+	}
 	rt.mu.Lock()
 	rt.events = append(rt.events, e)
 	rt.mu.Unlock()
