@@ -33,6 +33,12 @@ type EventSink interface {
 	Close() error
 }
 
+// LogSink is an EventSink that also takes the OpenTelemetry log records
+// probes report (|log| lines).
+type LogSink interface {
+	WriteLog(l event.Log) error
+}
+
 // MetaSink receives the table definitions at start and every meta period.
 type MetaSink interface {
 	WriteMeta(ts time.Time, tables []*table.Table) error

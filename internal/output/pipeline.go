@@ -75,8 +75,10 @@ type Pipeline struct {
 	records    atomic.Uint64
 	events     atomic.Uint64
 	suppressed atomic.Uint64
+	logs       atomic.Uint64
+	logsLost   atomic.Uint64
 
-	descRecords, descDropped, descStored, descSinkErrors, descEvents, descSuppressed *prometheus.Desc
+	descRecords, descDropped, descStored, descSinkErrors, descEvents, descSuppressed, descLogs, descLogsLost *prometheus.Desc
 }
 
 type sinkStats struct {
@@ -117,6 +119,10 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 			"Abnormal events passed to the event sinks.", nil, nil),
 		descSuppressed: prometheus.NewDesc("galago_events_suppressed_total",
 			"Abnormal events suppressed as repeats inside the event.timeout window.", nil, nil),
+		descLogs: prometheus.NewDesc("galago_logs_total",
+			"OpenTelemetry log records (|log| lines of custom probes) passed to the event sinks.", nil, nil),
+		descLogsLost: prometheus.NewDesc("galago_logs_dropped_total",
+			"OpenTelemetry log records (|log| lines of custom probes) dropped because no event channel is configured.", nil, nil),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -186,6 +192,28 @@ func (p *Pipeline) Event(e event.Event) {
 		if err := s.sink.WriteEvent(e); err != nil {
 			p.sinkFailed(&s.sinkStats, err)
 		}
+	}
+}
+
+// Log passes a probe's log record to every event sink that takes them
+// (both the logs and the kafka channel do); with no event channel it is
+// dropped and counted.
+func (p *Pipeline) Log(l event.Log) {
+	sent := false
+	for _, s := range p.eventSinks {
+		ls, ok := s.sink.(LogSink)
+		if !ok {
+			continue
+		}
+		sent = true
+		if err := ls.WriteLog(l); err != nil {
+			p.sinkFailed(&s.sinkStats, err)
+		}
+	}
+	if sent {
+		p.logs.Add(1)
+	} else {
+		p.logsLost.Add(1)
 	}
 }
 
@@ -263,7 +291,7 @@ func (p *Pipeline) Close() error {
 
 // Describe implements prometheus.Collector.
 func (p *Pipeline) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{p.descRecords, p.descDropped, p.descStored, p.descSinkErrors, p.descEvents, p.descSuppressed} {
+	for _, d := range []*prometheus.Desc{p.descRecords, p.descDropped, p.descStored, p.descSinkErrors, p.descEvents, p.descSuppressed, p.descLogs, p.descLogsLost} {
 		ch <- d
 	}
 }
@@ -276,6 +304,8 @@ func (p *Pipeline) Collect(ch chan<- prometheus.Metric) {
 	counter(p.descRecords, p.records.Load())
 	counter(p.descEvents, p.events.Load())
 	counter(p.descSuppressed, p.suppressed.Load())
+	counter(p.descLogs, p.logs.Load())
+	counter(p.descLogsLost, p.logsLost.Load())
 	ch <- prometheus.MustNewConstMetric(p.descStored, prometheus.GaugeValue, float64(p.store.Len()))
 
 	dropped := p.store.Dropped()

@@ -1,6 +1,7 @@
 package output
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -334,5 +335,47 @@ func TestPipelineEventLanguage(t *testing.T) {
 				t.Errorf("zh_CN event %v\nen_US event %v", zh, en)
 			}
 		}
+	}
+}
+
+// TestPipelineLogs: a probe's log record goes to both event channels in
+// gala-gopher's shape; with no event channel it is counted as dropped.
+func TestPipelineLogs(t *testing.T) {
+	l, err := event.ParseLog(bytes.Split([]byte(`1700000000123|"WARN"|13|{"thread.pid":12}|{"values":[]}|"body"`), []byte{'|'}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"Timestamp":1700000000123,"SeverityText":"WARN","SeverityNumber":13,"Resource":{"thread.pid":12,` +
+		`"host.id":"` + testHost.UUID + `","host.name":"` + testHost.Hostname + `","host.ip":"` + testHost.IP + `"},"Attributes":{"values":[]},"Body":"body"}`
+	if got := string(MarshalLog(l, testHost)); got != want {
+		t.Errorf("\n got %s\nwant %s", got, want)
+	}
+
+	dir := t.TempDir()
+	p := NewPipeline(PipelineConfig{Store: table.NewStore(table.Limits{}, nil, nil)})
+	p.Log(l) // no event channel
+	logSink, err := NewEventLogSink(dir, testHost, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.AddEventSink("logs", logSink)
+	p.AddEventSink("mem", &memSink{}) // takes events only
+	p.Log(l)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := lines(readFile(t, filepath.Join(dir, EventLogFile))); len(got) != 1 || string(got[0]) != want {
+		t.Errorf("event log %q", got)
+	}
+	wantMetrics := `
+# HELP galago_logs_dropped_total OpenTelemetry log records (|log| lines of custom probes) dropped because no event channel is configured.
+# TYPE galago_logs_dropped_total counter
+galago_logs_dropped_total 1
+# HELP galago_logs_total OpenTelemetry log records (|log| lines of custom probes) passed to the event sinks.
+# TYPE galago_logs_total counter
+galago_logs_total 1
+`
+	if got := collectText(t, p, "galago_logs_total", "galago_logs_dropped_total"); got != wantMetrics {
+		t.Errorf("self-metrics:\n%s\nwant:\n%s", got, wantMetrics)
 	}
 }

@@ -60,6 +60,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	records  []*table.Record
 	events   []event.Event
+	logs     []event.Log
 	lost     uint64
 	errors   int
 	goErrs   []error
@@ -128,6 +129,21 @@ func (rt *Runtime) Event(e event.Event) {
 	rt.events = append(rt.events, e)
 	rt.mu.Unlock()
 	rt.poke()
+}
+
+// Log implements probe.LogRuntime; LogRecords reads what was published.
+func (rt *Runtime) Log(l event.Log) {
+	rt.mu.Lock()
+	rt.logs = append(rt.logs, l)
+	rt.mu.Unlock()
+	rt.poke()
+}
+
+// LogRecords returns the log records (|log| lines) published so far.
+func (rt *Runtime) LogRecords() []event.Log {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Clone(rt.logs)
 }
 
 // Lost implements probe.Runtime; LostCount reads the sum.
