@@ -191,6 +191,31 @@ func (b *Broker) Kill() {
 // test when they do not all arrive within timeout.
 func Consume(t testing.TB, addr, topic string, n int, timeout time.Duration, opts ...kgo.Opt) [][]byte {
 	t.Helper()
+	out := read(t, addr, topic, timeout, func(out [][]byte, _ []byte) bool { return len(out) >= n }, opts...)
+	if len(out) < n {
+		t.Fatalf("topic %s: %d of %d messages after %v", topic, len(out), n, timeout)
+	}
+	return out[:n]
+}
+
+// ConsumeUntil reads topic from its start until stop accepts a message.
+func ConsumeUntil(t testing.TB, addr, topic string, timeout time.Duration, stop func([]byte) bool) [][]byte {
+	t.Helper()
+	done := false
+	out := read(t, addr, topic, timeout, func(_ [][]byte, last []byte) bool {
+		done = done || stop(last)
+		return done
+	})
+	if !done {
+		t.Fatalf("topic %s: the awaited message did not arrive within %v (%d others did)", topic, timeout, len(out))
+	}
+	return out
+}
+
+// read reads topic from its start until enough, called after each message
+// with those read so far and the last one, says so, or timeout passes.
+func read(t testing.TB, addr, topic string, timeout time.Duration, enough func(out [][]byte, last []byte) bool, opts ...kgo.Opt) [][]byte {
+	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(addr),
 		kgo.ConsumeTopics(topic),
@@ -203,40 +228,20 @@ func Consume(t testing.TB, addr, topic string, n int, timeout time.Duration, opt
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var out [][]byte
-	for len(out) < n {
+	for {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("topic %s: %d of %d messages after %v", topic, len(out), n, timeout)
+			return out
 		}
 		fs.EachError(func(topic string, p int32, err error) {
 			t.Logf("fetch %s/%d: %v", topic, p, err)
 		})
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r.Value) })
-	}
-	return out
-}
-
-// ConsumeUntil reads topic from its start until stop accepts a message.
-func ConsumeUntil(t testing.TB, addr, topic string, timeout time.Duration, stop func([]byte) bool) [][]byte {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var out [][]byte
-	for {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("topic %s: the awaited message did not arrive within %v (%d others did)", topic, timeout, len(out))
-		}
 		done := false
 		fs.EachRecord(func(r *kgo.Record) {
-			out = append(out, r.Value)
-			done = done || stop(r.Value)
+			if !done {
+				out = append(out, r.Value)
+				done = enough(out, r.Value)
+			}
 		})
 		if done {
 			return out
