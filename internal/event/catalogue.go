@@ -109,6 +109,10 @@ var (
 	BlockError = define("block", "err_code",
 		"IO errors occurred.(Disk %s(%d:%d), COMM %s, PID %d, op: %s, datalen %d, blk_err(%d) '%s', scsi_err(%d) '%s', timestamp %f)",
 		"IO操作有误(磁盘 %s(%d:%d), 进程名: %s, PID: %d, 操作: %s, 数据长度: %d, 操作错误码(%d) '%s', scsi错误码(%d) '%s', 时间戳 %f).")
+
+	// hw
+	HWNicXmitTimeout = define("hw", "nic_xmit_timeout", "HW nic nic_xmit_timeout (dev: %s (%s), queue_index: %d)",
+		"网卡硬件发送超时(设备: %s (%s), 发送队列: %d)")
 )
 
 // BadArgs reports whether a rendered description shows that its arguments
