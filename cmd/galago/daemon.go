@@ -24,6 +24,7 @@ import (
 	"github.com/galago-project/galago/internal/api"
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/config"
+	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/output"
 	"github.com/galago-project/galago/internal/probe"
@@ -97,6 +98,7 @@ func runDaemon(cfg *config.Config) error {
 		Store:        store,
 		Exporter:     exporter,
 		EventTimeout: time.Duration(cfg.Event.Timeout) * time.Second,
+		Language:     event.Language(cfg.Event.DescLanguage),
 		Log:          log,
 	})
 	kafka, err := addSinks(cfg, pipe, host, log)

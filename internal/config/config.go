@@ -140,6 +140,10 @@ type EventOutput struct {
 	OutChannel Channel // out_channel
 	KafkaTopic string  // kafka_topic
 	Timeout    int     // timeout: seconds an entity's event suppresses the next ones
+	// DescLanguage is desc_language: en_US or zh_CN, the language of event
+	// descriptions. gala-gopher's current conf no longer ships the key;
+	// its older releases and docs have it.
+	DescLanguage string
 }
 
 // IMDB is the imdb section: the limits of the metric store.
@@ -208,7 +212,7 @@ func Default() *Config {
 	return &Config{
 		Global: Global{LogFileName: "gopher.log", LogLevel: "info", RestAPIOn: true},
 		Metric: Output{OutChannel: ChannelWebServer, KafkaTopic: "gala_gopher"},
-		Event:  EventOutput{OutChannel: ChannelLogs, KafkaTopic: "gala_gopher_event", Timeout: 600},
+		Event:  EventOutput{OutChannel: ChannelLogs, KafkaTopic: "gala_gopher_event", Timeout: 600, DescLanguage: "en_US"},
 		Meta:   Output{OutChannel: ChannelLogs, KafkaTopic: "gala_gopher_metadata"},
 		IMDB:   IMDB{MaxTablesNum: 1024, MaxRecordsNum: 1024, MaxMetricsNum: 64, RecordTimeout: 60},
 		WebServer: HTTPServer{

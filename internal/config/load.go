@@ -32,6 +32,7 @@ var schema = []key{
 	{"event", "out_channel", func(c *Config) any { return &c.Event.OutChannel }},
 	{"event", "kafka_topic", func(c *Config) any { return &c.Event.KafkaTopic }},
 	{"event", "timeout", func(c *Config) any { return &c.Event.Timeout }},
+	{"event", "desc_language", func(c *Config) any { return &c.Event.DescLanguage }},
 
 	{"meta", "out_channel", func(c *Config) any { return &c.Meta.OutChannel }},
 	{"meta", "kafka_topic", func(c *Config) any { return &c.Meta.KafkaTopic }},

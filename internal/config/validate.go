@@ -39,6 +39,7 @@ func (c *Config) Validate() error {
 	v.topic("event", c.Event.OutChannel, c.Event.KafkaTopic)
 	v.topic("meta", c.Meta.OutChannel, c.Meta.KafkaTopic)
 	v.intRange("event.timeout", c.Event.Timeout, 0, math.MaxInt32)
+	v.oneOf("event.desc_language", c.Event.DescLanguage, c.Event.DescLanguage, "en_US", "zh_CN", "")
 
 	v.intRange("imdb.max_tables_num", c.IMDB.MaxTablesNum, 1, 4096)
 	v.intRange("imdb.max_records_num", c.IMDB.MaxRecordsNum, 1, math.MaxInt32)

@@ -39,6 +39,8 @@ func TestValidateRejects(t *testing.T) {
 			`f.conf:1: meta.out_channel: "web_server" is not one of "logs", "kafka", ""`},
 		{"event timeout", `event = { timeout = -1; };`,
 			`f.conf:1: event.timeout: -1 out of range [0, 2147483647]`},
+		{"event desc_language", `event = { desc_language = "zh"; };`,
+			`f.conf:1: event.desc_language: "zh" is not one of "en_US", "zh_CN", ""`},
 		{"empty topic", `kafka = { kafka_broker = "k:9092"; }; event = { out_channel = "kafka"; kafka_topic = ""; };`,
 			`f.conf:1: event.kafka_topic: must not be empty when event.out_channel is kafka`},
 		{"long topic", `kafka = { kafka_broker = "k:9092"; }; metric = { out_channel = "kafka"; kafka_topic = "` + strings.Repeat("t", 250) + `"; };`,

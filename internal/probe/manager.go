@@ -478,6 +478,13 @@ func (rt *runtimeImpl) Event(e event.Event) {
 	rt.m.pipe.Event(e)
 }
 
+// Log implements LogRuntime; a pipeline without LogPipeline drops it.
+func (rt *runtimeImpl) Log(l event.Log) {
+	if lp, ok := rt.m.pipe.(LogPipeline); ok {
+		lp.Log(l)
+	}
+}
+
 func (rt *runtimeImpl) Go(fn func(ctx context.Context) error) {
 	rt.inst.wg.Add(1)
 	go func() {

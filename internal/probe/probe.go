@@ -40,6 +40,18 @@ type Tables interface {
 	Tables() []*table.Table
 }
 
+// LogRuntime is the Runtime of a probe whose output may carry OpenTelemetry
+// log records (custom probes' |log| lines); the Manager's runtime has it.
+type LogRuntime interface {
+	// Log publishes one log record to the event channels.
+	Log(l event.Log)
+}
+
+// LogPipeline is a Pipeline that carries log records.
+type LogPipeline interface {
+	Log(l event.Log)
+}
+
 // Config is a probe's running configuration.
 type Config struct {
 	// SubItems is the bit set of enabled sub-items (Feature.SubItems bits).

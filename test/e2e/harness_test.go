@@ -122,6 +122,8 @@ type daemonOpts struct {
 	// metricChannel, eventChannel and metaChannel replace the default
 	// out_channel of metric (web_server), event and meta (logs).
 	metricChannel, eventChannel, metaChannel string
+	// descLanguage, when set, is the event section's desc_language.
+	descLanguage string
 }
 
 // writeConfig writes a galago config whose every path lives in dir.
@@ -142,6 +144,10 @@ func writeConfig(t testing.TB, dir string, metricPort, restPort int, o daemonOpt
 	if restTLS == "" {
 		restTLS = `ssl_auth = "off";`
 	}
+	descLanguage := ""
+	if o.descLanguage != "" {
+		descLanguage = `desc_language = "` + o.descLanguage + `"; `
+	}
 	orDefault := func(v, def string) string {
 		if v == "" {
 			return def
@@ -151,7 +157,7 @@ func writeConfig(t testing.TB, dir string, metricPort, restPort int, o daemonOpt
 	conf := fmt.Sprintf(`
 global = { log_file_name = "gopher.log"; log_level = "debug"; rest_api_on = %s; };
 metric = { out_channel = "`+orDefault(o.metricChannel, "web_server")+`"; kafka_topic = "gala_gopher"; };
-event = { out_channel = "`+orDefault(o.eventChannel, "logs")+`"; kafka_topic = "gala_gopher_event"; timeout = 600; };
+event = { out_channel = "`+orDefault(o.eventChannel, "logs")+`"; kafka_topic = "gala_gopher_event"; timeout = 600; `+descLanguage+`};
 meta = { out_channel = "`+orDefault(o.metaChannel, "logs")+`"; kafka_topic = "gala_gopher_metadata"; };
 imdb = { %s };
 web_server = { bind_addr = "127.0.0.1"; port = %[3]d; %[7]s };

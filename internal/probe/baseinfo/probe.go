@@ -257,12 +257,13 @@ func (c *cycle) failed(key, tables string, err error) {
 }
 
 // event publishes a WARN event when report_event is on.
-func (c *cycle) event(entity, id, metric, dev, msg string) {
+func (c *cycle) event(d *event.Desc, id, dev string, args ...any) {
 	if c.cfg.Params.ReportEvent != 1 {
 		return
 	}
-	c.rt.Event(event.Event{Time: c.now, Entity: entity, EntityID: id, Metric: metric,
-		Device: dev, Severity: event.SeverityWarn, Message: msg})
+	e := event.New(c.now, d, id, args...)
+	e.Device = dev
+	c.rt.Event(e)
 }
 
 // upperThr is res_upper_thr when events are on and the threshold is set.
