@@ -310,11 +310,9 @@ func (p *Probe) xmitRows(c periodic.Cycle, m *ebpf.Map) {
 		r.SetStr(t.MustIndex("queue_index"), strconv.Itoa(int(k.Queue)))
 		r.SetNum(t.MustIndex("xmit_timeout_count"), float64(cur[k]-p.prevNIC[k]))
 		c.RT.Record(r)
-		c.RT.Event(event.Event{
-			Time: c.Now, Entity: Entity, EntityID: dev + "_" + drv, Metric: "nic_xmit_timeout",
-			Device: dev, Severity: event.SeverityWarn,
-			Message: fmt.Sprintf("HW nic nic_xmit_timeout (dev: %s (%s), queue_index: %d)", dev, drv, k.Queue),
-		})
+		e := event.New(c.Now, event.HWNicXmitTimeout, dev+"_"+drv, dev, drv, k.Queue)
+		e.Device = dev
+		c.RT.Event(e)
 	}
 	p.prevNIC = cur
 }
