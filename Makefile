@@ -15,7 +15,7 @@ FUZZTIME ?= 5s
 # servers and tools for the privileged and end-to-end tiers.
 TEST_DEBS := clang llvm libbpf-dev bpftool prometheus iptables iproute2 runc busybox-static curl nginx wrk redis-server redis-tools postgresql memcached libmemcached-tools python3 kcat systemd containerd
 
-.PHONY: all build run test test-deps unit privileged e2e fuzz lint generate check-generated bench bench-micro package clean
+.PHONY: all build run test test-deps unit privileged e2e fuzz lint generate check-generated bench bench-micro package image clean
 
 all: build
 
@@ -104,6 +104,17 @@ package: build
 		GOARCH=$$($(GO) env GOARCH) PKG_VERSION='$(PKG_VERSION)' \
 			$(GO) tool -modfile=tools/go.mod nfpm package -f deploy/package/nfpm.yaml -p $$f -t $(DIST)/ || exit 1; \
 	done
+
+# The container image as a tarball (dist/galago-image.tar) for ctr/docker/
+# podman load, built without a daemon by tools/galago-image
+# (go-containerregistry): a static binary on an empty base.
+IMAGE_TAG ?= galago:$(subst +,-,$(subst ~,-,$(PKG_VERSION)))
+
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/galago-static ./cmd/galago
+	mkdir -p $(DIST)
+	cd tools && $(GO) run ./galago-image -bin $(CURDIR)/bin/galago-static -conf $(CURDIR)/deploy/package/gala-gopher.conf \
+		-tag '$(IMAGE_TAG)' -version '$(VERSION)' -o $(abspath $(DIST))/galago-image.tar
 
 GOLANGCI := $(shell $(GO) env GOPATH)/bin/golangci-lint
 GOLANGCI_VERSION := v2.15.0

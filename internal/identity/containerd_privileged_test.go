@@ -12,7 +12,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/identity"
+	"github.com/galago-project/galago/internal/identity/identitytest"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -118,48 +118,6 @@ func busyboxImage(t *testing.T, name string) string {
 	return p
 }
 
-// startContainerd runs containerd with everything under dir and returns
-// its socket.
-func startContainerd(t *testing.T, dir string) string {
-	t.Helper()
-	sock := filepath.Join(dir, "containerd.sock")
-	conf := fmt.Sprintf(`version = 2
-root = %q
-state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = %q
-[ttrpc]
-  address = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc")
-	confPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("containerd", "--config", confPath)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		logf.Close()
-	})
-	deadline := time.Now().Add(probetest.DefaultTimeout)
-	for exec.Command("ctr", "-a", sock, "version").Run() != nil {
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("containerd did not answer on %s:\n%s", sock, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return sock
-}
 
 func ctrRun(t *testing.T, sock string, args ...string) string {
 	t.Helper()
@@ -181,7 +139,7 @@ func TestPrivilegedContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sock := startContainerd(t, dir)
+	sock := identitytest.StartContainerd(t, dir)
 	const ns, image = "galago-test", "docker.io/galago/busybox:test"
 	id := randomHex(t, 64)
 	ctrRun(t, sock, "-n", ns, "images", "import", busyboxImage(t, image))

@@ -5,13 +5,17 @@ package identitytest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -238,4 +242,47 @@ func StartFakeDocker(t testing.TB, socket, body string) *FakeDocker {
 	srv := &http.Server{Handler: mux}
 	serve(t, socket, func(l net.Listener) { _ = srv.Serve(l) }, func() { _ = srv.Close() })
 	return f
+}
+
+// StartContainerd runs containerd with everything under dir and returns
+// its socket.
+func StartContainerd(t testing.TB, dir string) string {
+	t.Helper()
+	sock := filepath.Join(dir, "containerd.sock")
+	conf := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc")
+	confPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("containerd", "--config", confPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for exec.Command("ctr", "-a", sock, "version").Run() != nil {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("containerd did not answer on %s:\n%s", sock, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return sock
 }
