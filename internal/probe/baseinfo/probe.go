@@ -28,6 +28,8 @@ var (
 	bitProc = probe.MustSubItemBit(Name, "proc")
 	bitHost = probe.MustSubItemBit(Name, "host")
 	bitCon  = probe.MustSubItemBit(Name, "con")
+	// galago's own sub-items
+	bitDelay = probe.MustSubItemBit(Name, "delay")
 )
 
 // collector gathers one sub-item's tables.
@@ -97,6 +99,7 @@ func New(fs procfs.FS, opts ...Option) *Probe {
 		{bitProc, &procCollector{}},
 		{bitHost, &hostCollector{}},
 		{bitCon, &conCollector{resolver: p.resolver}},
+		{bitDelay, newDelayCollector()},
 	}
 	return p
 }
@@ -110,6 +113,7 @@ func (p *Probe) Tables() []*table.Table {
 		table.SystemCpu, table.SystemCpuUtil, table.SystemMeminfo, table.SystemDentry,
 		table.Nic, table.SystemTcp, table.SystemUdp, table.SystemIostat, table.SystemDf,
 		table.SystemProc, table.SystemOs, table.SystemConIo,
+		ProcDelay,
 	}
 }
 
@@ -163,12 +167,17 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 }
 
 // Stop implements probe.Probe. The Manager has already cancelled the loop
-// and waited for it; baseinfo holds no kernel objects, so Stop only marks
-// the instance finished.
+// and waited for it; Stop marks the instance finished and closes what
+// sub-items hold open (the delay sub-item's netlink socket). Idempotent.
 func (p *Probe) Stop() error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.stopped = true
-	p.mu.Unlock()
+	for _, s := range p.subs {
+		if c, ok := s.c.(interface{ close() }); ok {
+			c.close()
+		}
+	}
 	return nil
 }
 
