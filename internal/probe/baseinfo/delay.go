@@ -29,8 +29,9 @@ type delaySource interface {
 }
 
 type delaySample struct {
-	start uint64 // process start time, ticks since boot: tells a reused pid
-	stats taskstats.Stats
+	start   uint64 // process start time, ticks since boot: tells a reused pid
+	threads int
+	stats   taskstats.Stats
 }
 
 // delayCollector fills proc_delay for the observed processes from the
@@ -118,7 +119,7 @@ func (dc *delayCollector) sample(c *cycle) {
 			}
 			continue
 		}
-		cur[pid] = delaySample{start: st.StartTime, stats: s}
+		cur[pid] = delaySample{start: st.StartTime, threads: int(st.NumThreads), stats: s}
 	}
 	if c.emit && dc.prev != nil {
 		elapsed := c.now.Sub(dc.prevT)
@@ -137,13 +138,24 @@ func (dc *delayCollector) sample(c *cycle) {
 			}
 			r := ProcDelay.NewRecord(c.now, elapsed)
 			r.SetStr(delayTGID, strconv.Itoa(pid))
+			// No kind of wait can add up to more than the period times the
+			// threads (doubled for threads that came and went).
+			limit := float64(elapsed.Nanoseconds()) * float64(2*max(s.threads, base.threads, 1))
 			for _, k := range taskstats.Kinds {
 				if !s.stats.Has(k) || (k != taskstats.CPU && !all) {
 					continue
 				}
 				f := delayFields[k]
 				d, b := s.stats.Delays[k], base.stats.Delays[k]
-				r.SetNum(f[0], float64(delta(d.TotalNS, b.TotalNS)))
+				ns := float64(delta(d.TotalNS, b.TotalNS))
+				if ns > limit {
+					c.rt.Error()
+					c.warnOnce("delay.bogus."+k.String(), "baseinfo: the kernel's delay total grew more than the period allows; "+
+						"the field is left unset for that process and period (seen with blkio on kernels that stamp a wait's start and end on different CPUs or lose its start)",
+						"field", k.String()+"_delay_ns", "tgid", pid, "ns", ns, "limit_ns", limit)
+					continue
+				}
+				r.SetNum(f[0], ns)
 				r.SetNum(f[1], float64(delta(d.Count, b.Count)))
 			}
 			c.rt.Record(r)

@@ -30,6 +30,7 @@ var (
 	bitCon  = probe.MustSubItemBit(Name, "con")
 	// galago's own sub-items
 	bitDelay = probe.MustSubItemBit(Name, "delay")
+	bitApp   = probe.MustSubItemBit(Name, "app")
 )
 
 // collector gathers one sub-item's tables.
@@ -100,6 +101,7 @@ func New(fs procfs.FS, opts ...Option) *Probe {
 		{bitHost, &hostCollector{}},
 		{bitCon, &conCollector{resolver: p.resolver}},
 		{bitDelay, newDelayCollector()},
+		{bitApp, &appCollector{}},
 	}
 	return p
 }
@@ -113,7 +115,7 @@ func (p *Probe) Tables() []*table.Table {
 		table.SystemCpu, table.SystemCpuUtil, table.SystemMeminfo, table.SystemDentry,
 		table.Nic, table.SystemTcp, table.SystemUdp, table.SystemIostat, table.SystemDf,
 		table.SystemProc, table.SystemOs, table.SystemConIo,
-		ProcDelay,
+		ProcDelay, ProcApp,
 	}
 }
 

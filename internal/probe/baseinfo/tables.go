@@ -15,6 +15,12 @@ var (
 
 	// ProcDelay is the proc_delay table of the delay sub-item.
 	ProcDelay = mustTable("proc_delay.meta", procDelayMeta)
+
+	//go:embed proc_app.meta
+	procAppMeta []byte
+
+	// ProcApp is the proc_app table of the app sub-item.
+	ProcApp = mustTable("proc_app.meta", procAppMeta)
 )
 
 func mustTable(name string, b []byte) *table.Table {
