@@ -99,6 +99,7 @@ func New(fs procfs.FS, opts ...Option) *Probe {
 		{bitFS, newFSCollector()},
 		{bitProc, &procCollector{}},
 		{bitHost, &hostCollector{}},
+		{bitHost, &instanceCollector{}},
 		{bitCon, &conCollector{resolver: p.resolver}},
 		{bitDelay, newDelayCollector()},
 		{bitApp, &appCollector{}},
@@ -115,7 +116,7 @@ func (p *Probe) Tables() []*table.Table {
 		table.SystemCpu, table.SystemCpuUtil, table.SystemMeminfo, table.SystemDentry,
 		table.Nic, table.SystemTcp, table.SystemUdp, table.SystemIostat, table.SystemDf,
 		table.SystemProc, table.SystemOs, table.SystemConIo,
-		ProcDelay, ProcApp,
+		ProcDelay, ProcApp, HostInstance,
 	}
 }
 

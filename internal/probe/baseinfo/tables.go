@@ -21,6 +21,12 @@ var (
 
 	// ProcApp is the proc_app table of the app sub-item.
 	ProcApp = mustTable("proc_app.meta", procAppMeta)
+
+	//go:embed host_instance.meta
+	hostInstanceMeta []byte
+
+	// HostInstance is the host sub-item's host_instance table.
+	HostInstance = mustTable("host_instance.meta", hostInstanceMeta)
 )
 
 func mustTable(name string, b []byte) *table.Table {
