@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/table"
@@ -55,17 +56,6 @@ func decodeVictim(raw []byte) (oomOomVictim, error) {
 	return v, err
 }
 
-func cstr(b []int8) string {
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		out = append(out, byte(c))
-	}
-	return string(out)
-}
-
 // handleVictim takes one record of the victims ring: a kill of an
 // observed process (selected by the snoopers, or in a container reported
 // last period) becomes part of this period's proc_oom rows and, with
@@ -94,7 +84,7 @@ func (p *Probe) handleVictim(raw []byte) error {
 			p.rt.Lost(1)
 			return nil
 		}
-		vi = &victim{tgid: v.Tgid, comm: cstr(v.Comm[:]), containerID: cid}
+		vi = &victim{tgid: v.Tgid, comm: bpfrt.CString(v.Comm[:]), containerID: cid}
 		p.victims[v.Tgid] = vi
 	}
 	vi.kills++
