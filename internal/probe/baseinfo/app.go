@@ -2,7 +2,9 @@ package baseinfo
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 	"strconv"
 
 	"github.com/galago-project/galago/internal/appinfo"
@@ -14,12 +16,14 @@ var appF = struct{ tgid, appType, app, info int }{
 
 type appEntry struct {
 	start uint64 // process start time: a reused pid is detected again
+	exe   string // its executable: a process that execs is detected again
 	app   appinfo.App
 }
 
 // appCollector fills proc_app for the observed processes whose type is
-// known; a process is detected once (per start time) and remembered while
-// it is observed.
+// known; a process is detected once per start and executable (one stat and
+// one readlink per process and period otherwise) and remembered while it
+// is observed.
 type appCollector struct {
 	known map[int]appEntry
 }
@@ -38,8 +42,9 @@ func (ac *appCollector) sample(c *cycle) {
 		if err != nil {
 			continue // exited
 		}
+		exe, _ := os.Readlink(c.fs.Path(fmt.Sprintf("/proc/%d/exe", pid)))
 		e, ok := ac.known[pid]
-		if !ok || e.start != st.StartTime {
+		if !ok || e.start != st.StartTime || e.exe != exe {
 			a, err := appinfo.Read(c.fs, pid)
 			if err != nil {
 				if !errors.Is(err, fs.ErrNotExist) {
@@ -47,7 +52,7 @@ func (ac *appCollector) sample(c *cycle) {
 				}
 				continue
 			}
-			e = appEntry{start: st.StartTime, app: a}
+			e = appEntry{start: st.StartTime, exe: exe, app: a}
 		}
 		next[pid] = e
 		if !c.emit || e.app.Type == "" {

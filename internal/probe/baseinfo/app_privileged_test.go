@@ -10,12 +10,17 @@ import (
 	"github.com/galago-project/galago/internal/table"
 )
 
-// The app sub-item: a python program gets one proc_app row naming it; a
-// process of no known type (sleep) gets none.
+// The app sub-item: a shell that execs a python program after the
+// baseline gets one proc_app row naming python (detected again after the
+// exec); a process of no known type (sleep) gets none.
 func TestPrivilegedApp(t *testing.T) {
 	probetest.RequireTools(t, "python3", "sleep")
-	py := exec.Command("python3", "-u", "-c", "print('ready'); import time; time.sleep(60)")
+	py := exec.Command("sh", "-c", `read go; exec python3 -u -c "print('ready'); import time; time.sleep(60)"`)
 	out, err := py.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := py.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,14 +31,17 @@ func TestPrivilegedApp(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
 	}
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("python: %q %v", line, err)
-	}
 	d := newDelayRun(t, py.Process.Pid, sl.Process.Pid)
 	ac := &appCollector{}
-	ac.sample(d.p.newCycle(d.now(), false))
+	ac.sample(d.p.newCycle(d.now(), false)) // the shell, still reading
 	if recs, _ := d.rt.Take(); len(recs) != 0 {
 		t.Fatalf("a baseline published %d records", len(recs))
+	}
+	if _, err := in.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("python: %q %v", line, err)
 	}
 	ac.sample(d.p.newCycle(d.now(), true))
 	recs, _ := d.rt.Take()
