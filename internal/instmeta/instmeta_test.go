@@ -7,16 +7,17 @@ import (
 
 func TestCleanDMI(t *testing.T) {
 	for in, want := range map[string]string{
-		"  Dell Inc.\n":             "Dell Inc.",
-		"To Be Filled By O.E.M.":    "",
-		"Default string":            "",
-		"0000000000":                "",
-		"FFFFFFFF":                  "",
-		"PowerEdge\x00R640\x07":     "PowerEdgeR640",
-		"":                          "",
-		strings.Repeat("a", 300):    strings.Repeat("a", 128),
-		"m5.large":                  "m5.large",
-		"Google Compute Engine\r\n": "Google Compute Engine",
+		"  Dell Inc.\n":                "Dell Inc.",
+		"To Be Filled By O.E.M.":       "",
+		"Default string":               "",
+		"0000000000":                   "",
+		"FFFFFFFF":                     "",
+		"PowerEdge\x00R640\x07":        "PowerEdgeR640",
+		"":                             "",
+		strings.Repeat("a", 300):       strings.Repeat("a", 128),
+		"m5.large":                     "m5.large",
+		"a" + strings.Repeat("é", 100): "a" + strings.Repeat("é", 63), // a rune cut at the 128-byte limit goes
+		"Google Compute Engine\r\n":    "Google Compute Engine",
 	} {
 		if got := CleanDMI(in); got != want {
 			t.Errorf("CleanDMI(%q) = %q, want %q", in, got, want)
