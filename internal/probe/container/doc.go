@@ -44,7 +44,10 @@
 //	                                                          container's cgroup tree (cgroup.procs)
 //	container_start    start_time_seconds                     btime + start time of the container's oldest process
 //	container_oom      oom_events_total                       tp_btf/mark_victim kills whose victim was in one of the
-//	                                                          container's cgroups, since the probe started (oom.bpf.c)
+//	                                                          container's cgroups, since the probe started (oom.bpf.c),
+//	                                                          each killed process once (the kernel may mark a second
+//	                                                          thread of a dying victim at a later OOM; memory.events'
+//	                                                          oom_kill does not count that, and neither does galago)
 //
 // proc_oom (galago's own; coroot-node-agent's OOM events per process): the
 // same mark_victim program also writes one record per victim (pid, tgid,

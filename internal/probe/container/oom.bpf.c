@@ -4,9 +4,14 @@
  * oom_events_total).
  *
  * Hook: tp_btf/mark_victim (struct task_struct *task, uid_t uid), fired
- *   once per process the OOM killer picks (memcg and global OOM alike),
- *   with the victim itself, not the task that ran out of memory: in a pod
- *   with a pod-level limit the victim may be another container's process.
+ *   for each thread the OOM killer marks (memcg and global OOM alike), with
+ *   the victim itself, not the task that ran out of memory: in a pod with a
+ *   pod-level limit the victim may be another container's process. A
+ *   process whose memory is not freed yet can be marked again through
+ *   another of its threads by a later OOM (the kernel does not count that
+ *   as a kill): oom_seen keeps the processes already counted (tgid and
+ *   start time), so each killed process counts once, as memory.events'
+ *   oom_kill does.
  * Outputs:
  * - oom_kills, keyed by the victim's cgroups (struct oom_key): the
  *   kernfs id of its memory controller cgroup (the v1 memory hierarchy's
@@ -28,6 +33,20 @@ struct oom_key {
 	__u64 memcg_id;
 	__u64 cgroup_id;
 };
+
+struct oom_proc {
+	__u64 start_time; /* the thread group leader's, ns since boot */
+	__u32 tgid;
+	__u32 pad;
+};
+
+/* Processes already counted; LRU: a forgotten one is long dead. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct oom_proc);
+	__type(value, __u8);
+} oom_seen SEC(".maps");
 
 struct oom_victim {
 	__u64 memcg_id;
@@ -59,6 +78,15 @@ SEC("tp_btf/mark_victim")
 int BPF_PROG(mark_victim, struct task_struct *task, uid_t uid)
 {
 	struct oom_key key = {};
+	struct oom_proc proc = {
+		.start_time = BPF_CORE_READ(task, group_leader, start_time),
+		.tgid = BPF_CORE_READ(task, tgid),
+	};
+	__u8 yes = 1;
+
+	if (bpf_map_update_elem(&oom_seen, &proc, &yes, BPF_NOEXIST) != 0)
+		return 0; /* this process was counted already */
+
 	struct css_set *cset = BPF_CORE_READ(task, cgroups);
 	struct cgroup_subsys_state *css = NULL;
 	int mem = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);

@@ -19,6 +19,13 @@ type oomOomKey struct {
 	CgroupId uint64
 }
 
+type oomOomProc struct {
+	_         structs.HostLayout
+	StartTime uint64
+	Tgid      uint32
+	Pad       uint32
+}
+
 type oomOomVictim struct {
 	_           structs.HostLayout
 	MemcgId     uint64
@@ -36,6 +43,7 @@ type oomOomVictim struct {
 const (
 	oomMapLostEvents            = "lost_events"
 	oomMapOomKills              = "oom_kills"
+	oomMapOomSeen               = "oom_seen"
 	oomMapVictims               = "victims"
 	oomProgMarkVictim           = "mark_victim"
 	oomVarGalagoExportOomKey    = "__galago_export_oom_key"
@@ -94,6 +102,7 @@ type oomProgramSpecs struct {
 type oomMapSpecs struct {
 	LostEvents *ebpf.MapSpec `ebpf:"lost_events"`
 	OomKills   *ebpf.MapSpec `ebpf:"oom_kills"`
+	OomSeen    *ebpf.MapSpec `ebpf:"oom_seen"`
 	Victims    *ebpf.MapSpec `ebpf:"victims"`
 }
 
@@ -128,6 +137,7 @@ func (o *oomObjects) Close() error {
 type oomMaps struct {
 	LostEvents *ebpf.Map `ebpf:"lost_events"`
 	OomKills   *ebpf.Map `ebpf:"oom_kills"`
+	OomSeen    *ebpf.Map `ebpf:"oom_seen"`
 	Victims    *ebpf.Map `ebpf:"victims"`
 }
 
@@ -135,6 +145,7 @@ func (m *oomMaps) Close() error {
 	return _OomClose(
 		m.LostEvents,
 		m.OomKills,
+		m.OomSeen,
 		m.Victims,
 	)
 }

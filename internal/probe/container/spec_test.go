@@ -19,6 +19,7 @@ func TestSpec(t *testing.T) {
 		bpfspec.Maps(t, spec, map[string]bpfspec.Map{
 			"oom_kills":   {Type: ebpf.LRUHash, KeySize: 16, ValueSize: 8, MaxEntries: 4096},
 			"victims":     {Type: ebpf.RingBuf, MaxEntries: 64 * 1024},
+			"oom_seen":    {Type: ebpf.LRUHash, KeySize: 16, ValueSize: 1, MaxEntries: 4096},
 			"lost_events": {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
 		})
 		bpfspec.StructSize(t, spec, "oom_key", int(unsafe.Sizeof(oomOomKey{})))
