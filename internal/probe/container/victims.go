@@ -89,9 +89,9 @@ func (p *Probe) handleVictim(raw []byte) error {
 	}
 	vi.kills++
 	if p.cfg.Params.ReportEvent == 1 {
-		msg := fmt.Sprintf("Process(PID:%d, COMM:%s) killed by the OOM killer(oom_score_adj %d).", v.Tgid, vi.comm, v.OomScoreAdj)
-		p.rt.Event(event.Event{Time: p.now(), Entity: "proc", EntityID: strconv.Itoa(int(v.Tgid)), Metric: "oom_kills",
-			PID: int(v.Tgid), Comm: vi.comm, ContainerID: cid, Severity: event.SeverityWarn, Message: msg})
+		e := event.New(p.now(), event.ProcOOMKill, strconv.Itoa(int(v.Tgid)), v.Tgid, vi.comm, v.OomScoreAdj)
+		e.PID, e.Comm, e.ContainerID = int(v.Tgid), vi.comm, cid
+		p.rt.Event(e)
 	}
 	return nil
 }
