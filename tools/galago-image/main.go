@@ -112,19 +112,24 @@ func build(binPath, confPath, tag, out, version string) error {
 	if err != nil {
 		return err
 	}
-	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
-		Architecture: "amd64", OS: "linux", Created: v1.Time{Time: mtime},
-		Config: v1.Config{
-			Entrypoint: []string{"/usr/bin/galago"},
-			Cmd:        []string{"-c", "/etc/gala-gopher/gala-gopher.conf"},
-			Env:        []string{"GOPHER_HOST_PATH=/host", "PATH=/usr/bin"},
-			Labels: map[string]string{
-				"org.opencontainers.image.title":   "galago",
-				"org.opencontainers.image.version": version,
-				"org.opencontainers.image.source":  "https://github.com/galago-project/galago",
-			},
+	// The config keeps the layer's diff id that AppendLayers recorded.
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Architecture, cfg.OS, cfg.Created = "amd64", "linux", v1.Time{Time: mtime}
+	cfg.Config = v1.Config{
+		Entrypoint: []string{"/usr/bin/galago"},
+		Cmd:        []string{"-c", "/etc/gala-gopher/gala-gopher.conf"},
+		Env:        []string{"GOPHER_HOST_PATH=/host", "PATH=/usr/bin"},
+		Labels: map[string]string{
+			"org.opencontainers.image.title":   "galago",
+			"org.opencontainers.image.version": version,
+			"org.opencontainers.image.source":  "https://github.com/galago-project/galago",
 		},
-	})
+	}
+	img, err = mutate.ConfigFile(img, cfg)
 	if err != nil {
 		return err
 	}
