@@ -118,7 +118,6 @@ func busyboxImage(t *testing.T, name string) string {
 	return p
 }
 
-
 func ctrRun(t *testing.T, sock string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("ctr", append([]string{"-a", sock}, args...)...).CombinedOutput()
