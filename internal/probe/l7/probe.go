@@ -42,7 +42,8 @@ type Probe struct {
 	mu       sync.Mutex
 	cfg      probe.Config
 	rt       probe.Runtime
-	capture  *syscap.Capture
+	shared   *syscap.Shared // nil: a capture of its own
+	capture  *syscap.Sub
 	agg      *aggregator
 	conns    map[uint64]*conn
 	out      []l7.Exchange // reused by every Feed
@@ -74,6 +75,10 @@ func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.
 
 // WithHostPath roots /proc (GOPHER_HOST_PATH).
 func WithHostPath(root string) Option { return func(p *Probe) { p.hostPath = root } }
+
+// WithShared makes the probe a consumer of s, the syscall capture it
+// shares with the ksli and postgre_sli views.
+func WithShared(s *syscap.Shared) Option { return func(p *Probe) { p.shared = s } }
 
 // New returns an l7 probe.
 func New(opts ...Option) *Probe {
@@ -117,7 +122,11 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 			p.rt = nil
 		}
 	}()
-	p.capture, err = syscap.Open(syscap.Options{Log: log, Handler: handler{p}, OnLost: rt.Lost, HostPath: p.hostPath})
+	shared := p.shared
+	if shared == nil {
+		shared = syscap.NewShared(syscap.Options{Log: log, HostPath: p.hostPath})
+	}
+	p.capture, err = shared.Subscribe(handler{p}, rt.Lost)
 	if err != nil {
 		return fmt.Errorf("l7: %w", err)
 	}
