@@ -24,8 +24,9 @@ import (
 // otherwise it observes every process and each consumer with snoopers
 // of its own gets only the connections of the processes they observe,
 // checked once per connection in user space. A connection goes to each
-// consumer that traces its protocol and observes its process; its Data
-// and Close records go to those consumers only.
+// consumer that traces its protocol and observes its process (a TLS
+// connection, only to consumers that attached TLS uprobes); its Data and
+// Close records go to those consumers only.
 type Shared struct {
 	opts Options // Handler and OnLost are the Shared's own
 
@@ -307,6 +308,9 @@ func (h sharedHandler) Conn(c *Conn) {
 	for _, sub := range s.subs {
 		if !slices.Contains(sub.cfg.Protocols, c.Proto) {
 			continue
+		}
+		if c.SSL && !sub.tls {
+			continue // another consumer's TLS uprobes: not this one's
 		}
 		if sub.filter && !sub.targets.Observed(int(c.TGID)) {
 			continue

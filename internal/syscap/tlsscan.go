@@ -40,7 +40,13 @@ type TLSScanner struct {
 	root   string
 	log    func(msg string, args ...any)
 	seen   map[procID]int
+	// exes are the executables already looked at: the processes of one
+	// program (a PostgreSQL server's backends) cost one ELF read.
+	exes map[fileID]bool
 }
+
+// maxExes bounds TLSScanner.exes (forgotten, then filled again).
+const maxExes = 4096
 
 // TLSTarget is what a TLSScanner attaches to: a Capture, or a consumer
 // of a Shared one.
@@ -52,12 +58,15 @@ type TLSTarget interface {
 // NewTLSScanner returns a scanner of the processes under root (the host
 // path) that attaches to t and logs what it attached through log.
 func NewTLSScanner(t TLSTarget, root string, log func(msg string, args ...any)) *TLSScanner {
-	return &TLSScanner{target: t, root: root, log: log, seen: map[procID]int{}}
+	return &TLSScanner{target: t, root: root, log: log, seen: map[procID]int{}, exes: map[fileID]bool{}}
 }
 
 // Forget makes every process scanned again (after the uprobes were
 // detached).
-func (a *TLSScanner) Forget() { clear(a.seen) }
+func (a *TLSScanner) Forget() {
+	clear(a.seen)
+	clear(a.exes)
+}
 
 func (a *TLSScanner) attach(path string) {
 	ok, err := a.target.AttachOpenSSL(path)
@@ -67,6 +76,22 @@ func (a *TLSScanner) attach(path string) {
 	case ok:
 		a.log("TLS uprobes attached", "file", path, "library", "openssl")
 	}
+}
+
+// attachExe probes an executable's OpenSSL and Go crypto/tls, once per
+// file.
+func (a *TLSScanner) attachExe(path string) {
+	if id, err := fileIDOf(path); err == nil {
+		if a.exes[id] {
+			return
+		}
+		if len(a.exes) >= maxExes {
+			clear(a.exes)
+		}
+		a.exes[id] = true
+	}
+	a.attach(path)
+	a.attachGo(path)
 }
 
 // attachGo probes a Go executable's crypto/tls.
@@ -116,8 +141,7 @@ func (a *TLSScanner) Scan(observed func(int) bool) {
 		}
 		if a.seen[id] == 1 {
 			if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil && !strings.HasSuffix(exe, " (deleted)") {
-				a.attach(filepath.Join(dir, "root", exe))
-				a.attachGo(filepath.Join(dir, "root", exe))
+				a.attachExe(filepath.Join(dir, "root", exe))
 			}
 		}
 	}
@@ -165,4 +189,3 @@ func sslMappings(dir string) []string {
 	}
 	return out
 }
-

@@ -91,7 +91,9 @@ type Probe struct {
 	reportEvery time.Duration
 	// onFlush, when set, sees each period's rows (tests: request counts).
 	onFlush func(map[rowKey]*row)
-	now     func() time.Time
+	// tlsReady is closed once the TLS uprobes were first attached.
+	tlsReady chan struct{}
+	now      func() time.Time
 
 	mu    sync.Mutex
 	cfg   probe.Config
@@ -163,6 +165,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	p.agg = newAgg()
 	p.conns = map[uint64]*conn{}
 	p.in = &l7.Interner{Max: internMax}
+	p.tlsReady = make(chan struct{})
 	shared := p.shared
 	if shared == nil {
 		shared = syscap.NewShared(syscap.Options{Log: log, HostPath: p.hostPath})
@@ -337,7 +340,7 @@ func (p *Probe) exchangesLocked(cn *conn) {
 // OpenSSL of the PostgreSQL servers (by process name) it finds.
 func (p *Probe) tlsLoop(ctx context.Context) error {
 	p.mu.Lock()
-	sub, log, root := p.sub, p.rt.Logger(), p.root()
+	sub, log, root, ready := p.sub, p.rt.Logger(), p.root(), p.tlsReady
 	p.mu.Unlock()
 	if sub == nil {
 		return nil
@@ -346,8 +349,11 @@ func (p *Probe) tlsLoop(ctx context.Context) error {
 	a.AttachHost()
 	t := time.NewTicker(tlsScanInterval)
 	defer t.Stop()
-	for {
+	for first := true; ; first = false {
 		a.Scan(func(pid int) bool { return p.isServer(root, pid) })
+		if first {
+			close(ready)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
