@@ -73,6 +73,7 @@ var schema = []key{
 	{"galago", "probes_init", func(c *Config) any { return &c.ProbesInitFile }},
 	{"galago", "custom_json", func(c *Config) any { return &c.CustomJSONFile }},
 	{"galago", "host_path", func(c *Config) any { return &c.HostPath }},
+	{"galago", "pg_stat_conf", func(c *Config) any { return &c.PgStatConf }},
 	{"galago", "kafka_tls", func(c *Config) any { return &c.Kafka.TLS }},
 	{"galago", "kafka_tls_ca_file", func(c *Config) any { return &c.Kafka.TLSCAFile }},
 	{"galago", "kafka_tls_cert_file", func(c *Config) any { return &c.Kafka.TLSCertFile }},

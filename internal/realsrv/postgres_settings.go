@@ -58,3 +58,6 @@ func (p *Postgres) Log() string { return p.log }
 
 // Socket is the directory of the server's Unix socket.
 func (p *Postgres) Socket() string { return p.dir }
+
+// Pid is the postmaster's process id.
+func (p *Postgres) Pid() int { return p.proc.Pid() }

@@ -52,5 +52,5 @@
 // reached the NIC) needs a tc program per device (dev_name); galago times
 // from the syscall that read the request, so queueing in the socket
 // buffer before the server reads is not included (dev_name is accepted
-// and not used, said in the log).
+// and not used; said in one log line at start).
 package dbsli

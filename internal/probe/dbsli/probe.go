@@ -180,6 +180,8 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		p.rt = nil
 		return fmt.Errorf("%s: %w", p.v.name, err)
 	}
+	log.Info(p.v.name + ": latency runs from the server's read of a request to its write of the response; " +
+		"the time a request waits in the socket before the read is not measured (gala-gopher's tc ingress timestamp, dev_name, is not built)")
 	rt.Go(p.sub.Run)
 	rt.Go(p.loop)
 	if p.v.tls {
