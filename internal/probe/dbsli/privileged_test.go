@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"fmt"
 	"maps"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -103,7 +105,9 @@ func run(t *testing.T, ctx context.Context, name string, args ...string) []byte 
 // command redis ran (INFO commandstats, redis-benchmark's CONFIG GETs
 // included), and its slowest request of each is no slower than the
 // slowest redis-benchmark measured from the client (which adds the two
-// loopback trips and the client's own scheduling).
+// loopback trips and the client's own scheduling). A script that spins
+// 50 ms on redis's own clock is seen taking at least that, and at most
+// what its client measured, less than 5 ms (the network share) apart.
 //
 // The load runs in bursts, each once the view has counted the one before,
 // so that the capture's ring buffer never overflows under -race.
@@ -139,21 +143,32 @@ func TestKSLIRedisBenchmarkPrivileged(t *testing.T) {
 		}
 		want = 0
 		for name, calls := range after {
-			if name != "info" {
+			if !notOnTCP[name] {
 				want += calls - before[name]
 			}
 		}
 		probetest.WaitFor(t, "the burst counted", func() bool { return tl.total() >= want })
 	}
+	// A request the server itself takes 50 ms over (a script that spins
+	// on redis's clock): the view's latency of it is at least that, and
+	// at most what the client saw around it.
+	clientEval := slowEval(t, r.Port(), 50*time.Millisecond)
 	after, err := r.CommandStats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	want = 0
+	for name, calls := range after {
+		if !notOnTCP[name] {
+			want += calls - before[name]
+		}
+	}
+	probetest.WaitFor(t, "the script counted", func() bool { return tl.total() >= want })
 	time.Sleep(300 * time.Millisecond) // a late extra count would show
 	counts, maxNs := tl.snapshot()
 	got := maps.Clone(counts)
 	for name, calls := range after {
-		if name == "info" {
+		if notOnTCP[name] {
 			continue
 		}
 		m := strings.ToUpper(strings.ReplaceAll(name, "|", " "))
@@ -176,6 +191,12 @@ func TestKSLIRedisBenchmarkPrivileged(t *testing.T) {
 		if maxNs[m] == 0 || ms > clientMaxMs*1.001+0.001 {
 			t.Errorf("%s: server-side max %.3f ms, client's max %.3f ms", m, ms, clientMaxMs)
 		}
+	}
+	t.Logf("EVAL: %v at the server, %v at the client", time.Duration(maxNs["EVAL"]), clientEval)
+	// The client's share (two loopback trips, its wake-up) is a fraction
+	// of a millisecond here: 5 ms leaves room for a busy machine.
+	if d := time.Duration(maxNs["EVAL"]); d < 50*time.Millisecond || d > clientEval || d < clientEval-5*time.Millisecond {
+		t.Errorf("EVAL: server-side latency %v, want >= 50ms (the script's own spin), <= %v (the client's) and within 5ms of it", d, clientEval)
 	}
 	if n := rt.LostCount(); n != 0 {
 		t.Errorf("%d lost", n)
@@ -200,6 +221,35 @@ func TestKSLIRedisBenchmarkPrivileged(t *testing.T) {
 	if !sli || !maxSli {
 		t.Errorf("redis_sli rows %v, redis_max_sli rows %v", sli, maxSli)
 	}
+}
+
+// notOnTCP are the commands redis counts that no TCP client sent: the
+// harness's INFO reads (over the Unix socket) and the script's TIME calls.
+var notOnTCP = map[string]bool{"info": true, "time": true}
+
+// slowEval runs a script that spins for d on redis's own clock and
+// returns the latency the client saw.
+func slowEval(t *testing.T, port int, d time.Duration) time.Duration {
+	t.Helper()
+	script := fmt.Sprintf("local s=redis.call('TIME') local t0=s[1]*1000000+s[2] "+
+		"while true do local n=redis.call('TIME') if n[1]*1000000+n[2]-t0>=%d then break end end return 1", d.Microseconds())
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := fmt.Sprintf("*3\r\n$4\r\nEVAL\r\n$%d\r\n%s\r\n$1\r\n0\r\n", len(script), script)
+	buf := make([]byte, 64)
+	start := time.Now()
+	if _, err := c.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Read(buf)
+	took := time.Since(start)
+	if err != nil || string(buf[:n]) != ":1\r\n" {
+		t.Fatalf("EVAL: %q, %v", buf[:n], err)
+	}
+	return took
 }
 
 // csvMaxLatency is the largest max_latency_ms of redis-benchmark --csv.
