@@ -74,10 +74,10 @@ func (t *tally) snapshot() (map[string]uint64, map[string]uint64) {
 	return c, m
 }
 
-// start starts p (and l7 when given) on one shared capture, reporting
-// every 100 ms.
+// start starts p on the package's shared capture, reporting every 100 ms.
 func start(t *testing.T, p *Probe, params func(*probe.Params)) *probetest.Runtime {
 	t.Helper()
+	p.shared = testShared
 	p.reportEvery = 100 * time.Millisecond
 	rt := probetest.NewRuntime(t, probetest.ProbeName(p.Name()))
 	cfg := probe.Config{Params: probe.DefaultParams()}
@@ -107,7 +107,7 @@ func run(t *testing.T, ctx context.Context, name string, args ...string) []byte 
 // slowest redis-benchmark measured from the client (which adds the two
 // loopback trips and the client's own scheduling). A script that spins
 // 50 ms on redis's own clock is seen taking at least that, and at most
-// what its client measured, less than 5 ms (the network share) apart.
+// what its client measured.
 //
 // The load runs in bursts, each once the view has counted the one before,
 // so that the capture's ring buffer never overflows under -race.
@@ -193,10 +193,12 @@ func TestKSLIRedisBenchmarkPrivileged(t *testing.T) {
 		}
 	}
 	t.Logf("EVAL: %v at the server, %v at the client", time.Duration(maxNs["EVAL"]), clientEval)
-	// The client's share (two loopback trips, its wake-up) is a fraction
-	// of a millisecond here: 5 ms leaves room for a busy machine.
-	if d := time.Duration(maxNs["EVAL"]); d < 50*time.Millisecond || d > clientEval || d < clientEval-5*time.Millisecond {
-		t.Errorf("EVAL: server-side latency %v, want >= 50ms (the script's own spin), <= %v (the client's) and within 5ms of it", d, clientEval)
+	// The client's share (two loopback trips, its wake-up, and the time
+	// the request waits before redis reads it) is a fraction of a
+	// millisecond on an idle machine, tens of ms on a loaded one: it is
+	// logged, not bounded.
+	if d := time.Duration(maxNs["EVAL"]); d < 50*time.Millisecond || d > clientEval {
+		t.Errorf("EVAL: server-side latency %v, want >= 50ms (the script's own spin) and <= %v (the client's)", d, clientEval)
 	}
 	if n := rt.LostCount(); n != 0 {
 		t.Errorf("%d lost", n)
