@@ -61,3 +61,17 @@ func (p *Postgres) Socket() string { return p.dir }
 
 // Pid is the postmaster's process id.
 func (p *Postgres) Pid() int { return p.proc.Pid() }
+
+// ReachableTempDir makes a temporary directory that the postgres user
+// can reach (PostgreSQL must not run as root); the caller removes it.
+func ReachableTempDir(prefix string) (string, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}

@@ -32,15 +32,11 @@ func TestPostgreSLIPgbenchPrivileged(t *testing.T) {
 	defer cancel()
 	procs := realsrv.NewProcs()
 	defer procs.StopAll()
-	// PostgreSQL runs as postgres: its directory must be reachable.
-	dir, err := os.MkdirTemp("", "galago-pgsli-")
+	dir, err := realsrv.ReachableTempDir("galago-pgsli-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	pg, err := realsrv.StartPostgresScale(ctx, procs, dir, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -132,38 +132,17 @@ func TestKSLIRedisBenchmarkPrivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var clientMaxMs float64
-	var want uint64
 	for range bursts {
 		out := run(t, ctx, "redis-benchmark", "-h", "127.0.0.1", "-p", strconv.Itoa(r.Port()), "-n", strconv.Itoa(perBurst),
 			"-c", "4", "-t", "set,get", "--csv")
 		clientMaxMs = max(clientMaxMs, csvMaxLatency(t, out))
-		after, err := r.CommandStats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = 0
-		for name, calls := range after {
-			if !notOnTCP[name] {
-				want += calls - before[name]
-			}
-		}
-		probetest.WaitFor(t, "the burst counted", func() bool { return tl.total() >= want })
+		waitCounted(ctx, t, r, before, tl)
 	}
 	// A request the server itself takes 50 ms over (a script that spins
 	// on redis's clock): the view's latency of it is at least that, and
 	// at most what the client saw around it.
 	clientEval := slowEval(t, r.Port(), 50*time.Millisecond)
-	after, err := r.CommandStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = 0
-	for name, calls := range after {
-		if !notOnTCP[name] {
-			want += calls - before[name]
-		}
-	}
-	probetest.WaitFor(t, "the script counted", func() bool { return tl.total() >= want })
+	after := waitCounted(ctx, t, r, before, tl)
 	time.Sleep(300 * time.Millisecond) // a late extra count would show
 	counts, maxNs := tl.snapshot()
 	got := maps.Clone(counts)
@@ -223,6 +202,24 @@ func TestKSLIRedisBenchmarkPrivileged(t *testing.T) {
 	if !sli || !maxSli {
 		t.Errorf("redis_sli rows %v, redis_max_sli rows %v", sli, maxSli)
 	}
+}
+
+// waitCounted waits until the view has counted every command redis ran
+// since before over TCP, and returns redis's counts.
+func waitCounted(ctx context.Context, t *testing.T, r *realsrv.Redis, before map[string]uint64, tl *tally) map[string]uint64 {
+	t.Helper()
+	after, err := r.CommandStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want uint64
+	for name, calls := range after {
+		if !notOnTCP[name] {
+			want += calls - before[name]
+		}
+	}
+	probetest.WaitFor(t, "the view to count what redis ran", func() bool { return tl.total() >= want })
+	return after
 }
 
 // notOnTCP are the commands redis counts that no TCP client sent: the

@@ -29,15 +29,11 @@ func TestPgbenchTPSPrivileged(t *testing.T) {
 	defer cancel()
 	procs := realsrv.NewProcs()
 	defer procs.StopAll()
-	// PostgreSQL runs as postgres: its directory must be reachable.
-	dir, err := os.MkdirTemp("", "galago-opengauss-")
+	dir, err := realsrv.ReachableTempDir("galago-opengauss-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	pg, err := realsrv.StartPostgresScale(ctx, procs, dir, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -137,39 +137,17 @@ func (p *Probe) Stop() error {
 	return nil
 }
 
-func (p *Probe) period() time.Duration {
-	if p.reportEvery > 0 {
-		return p.reportEvery
-	}
-	if d := p.cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
-}
+func (p *Probe) period() time.Duration { return probe.ReportPeriod(p.reportEvery, p.cfg.Params) }
 
 // loop polls at start (the first counts) and then every period.
 func (p *Probe) loop(ctx context.Context) error {
-	p.mu.Lock()
-	cur := p.period()
-	p.mu.Unlock()
 	p.poll(ctx)
-	t := time.NewTicker(cur)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-p.kick:
-			p.mu.Lock()
-			if d := p.period(); d != cur {
-				cur = d
-				t.Reset(d)
-			}
-			p.mu.Unlock()
-		case <-t.C:
-			p.poll(ctx)
-		}
-	}
+	probe.Every(ctx, p.kick, func() time.Duration {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.period()
+	}, func() { p.poll(ctx) })
+	return nil
 }
 
 // poll reads every server's commit counts and records each database's
