@@ -260,7 +260,9 @@ func (sub *Sub) detachTLSLocked() error {
 }
 
 // Close removes the consumer; the last one closes the capture (after its
-// Run returned). Idempotent.
+// Run returned). Idempotent. The caller must not hold a lock its handler
+// takes: the capture may be delivering a record to it, and the last
+// Close waits for the capture to stop.
 func (sub *Sub) Close() error {
 	s := sub.s
 	s.mu.Lock()

@@ -152,6 +152,12 @@ func (p *Probe) Tables() []*table.Table { return []*table.Table{p.v.sli, p.v.max
 
 // Start subscribes to the syscall capture and starts the report loop.
 func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (err error) {
+	var leave *syscap.Sub
+	defer func() {
+		if leave != nil {
+			_ = leave.Close()
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.rt != nil {
@@ -176,8 +182,8 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	}
 	// Every process: gala-gopher's ksli and postgre_sli have no snoopers.
 	if err := p.sub.SetConfig(syscap.Config{Protocols: []l7.Protocol{p.v.proto}}); err != nil {
-		_ = p.sub.Close()
-		p.rt = nil
+		// Left once p.mu is released (see Stop).
+		leave, p.sub, p.rt = p.sub, nil, nil
 		return fmt.Errorf("%s: %w", p.v.name, err)
 	}
 	log.Info(p.v.name + ": latency runs from the server's read of a request to its write of the response; " +
@@ -206,7 +212,8 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	return nil
 }
 
-// Stop leaves the capture. Idempotent.
+// Stop leaves the capture, with p.mu released: the capture may be
+// delivering a record to the handler, which waits for it. Idempotent.
 func (p *Probe) Stop() error {
 	p.mu.Lock()
 	sub := p.sub

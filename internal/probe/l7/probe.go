@@ -99,6 +99,13 @@ func (p *Probe) Tables() []*table.Table {
 
 // Start loads the syscall capture and starts the report loop.
 func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (err error) {
+	// A failed start leaves the capture after unlocking: see Stop.
+	var leave *syscap.Sub
+	defer func() {
+		if leave != nil {
+			_ = leave.Close()
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.rt != nil {
@@ -118,7 +125,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	p.topics = map[uint32]*procTopics{}
 	defer func() {
 		if err != nil {
-			p.closeLocked()
+			leave = p.closeLocked()
 			p.rt = nil
 		}
 	}()
@@ -217,23 +224,29 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 // Stop detaches everything. Idempotent.
 func (p *Probe) Stop() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closeLocked()
+	sub := p.closeLocked()
+	p.mu.Unlock()
+	// The shared capture may still be delivering a record to the
+	// handler, which waits for p.mu: leave it unlocked.
+	if sub != nil {
+		_ = sub.Close()
+	}
 	return nil
 }
 
-func (p *Probe) closeLocked() {
+// closeLocked releases what Start acquired but the capture, which it
+// returns for the caller to close once p.mu is released.
+func (p *Probe) closeLocked() *syscap.Sub {
 	if p.stats != nil {
 		p.stats.Unregister(Name)
 	}
-	if p.capture != nil {
-		_ = p.capture.Close()
-		p.capture = nil
-	}
+	sub := p.capture
+	p.capture = nil
 	if p.backends != nil {
 		_ = p.backends.Close()
 		p.backends = nil
 	}
+	return sub
 }
 
 func (p *Probe) period() time.Duration { return probe.ReportPeriod(p.reportEvery, p.cfg.Params) }
