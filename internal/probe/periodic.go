@@ -2,15 +2,21 @@ package probe
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
 // Every runs fn every period() until ctx is done. A value on kick (a
 // Reconfigure) makes it read period() again and restart its ticker when
-// the period changed. period is called from Every's goroutine: it does
-// its own locking.
-func Every(ctx context.Context, kick <-chan struct{}, period func() time.Duration, fn func()) {
-	cur := period()
+// the period changed. period is called with mu held (the probe's lock,
+// which guards its configuration); fn without.
+func Every(ctx context.Context, kick <-chan struct{}, mu sync.Locker, period func() time.Duration, fn func()) {
+	locked := func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return period()
+	}
+	cur := locked()
 	t := time.NewTicker(cur)
 	defer t.Stop()
 	for {
@@ -18,7 +24,7 @@ func Every(ctx context.Context, kick <-chan struct{}, period func() time.Duratio
 		case <-ctx.Done():
 			return
 		case <-kick:
-			if d := period(); d != cur {
+			if d := locked(); d != cur {
 				cur = d
 				t.Reset(d)
 			}

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func TestEvery(t *testing.T) {
 	var runs atomic.Int32
 	done := make(chan struct{})
 	go func() {
-		Every(ctx, kick, func() time.Duration { return time.Duration(period.Load()) }, func() { runs.Add(1) })
+		Every(ctx, kick, &sync.Mutex{}, func() time.Duration { return time.Duration(period.Load()) }, func() { runs.Add(1) })
 		close(done)
 	}()
 	period.Store(int64(time.Millisecond))

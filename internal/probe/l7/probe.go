@@ -252,11 +252,7 @@ func (p *Probe) closeLocked() *syscap.Sub {
 func (p *Probe) period() time.Duration { return probe.ReportPeriod(p.reportEvery, p.cfg.Params) }
 
 func (p *Probe) loop(ctx context.Context) error {
-	probe.Every(ctx, p.kick, func() time.Duration {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.period()
-	}, p.report)
+	probe.Every(ctx, p.kick, &p.mu, p.period, p.report)
 	return nil
 }
 

@@ -142,11 +142,7 @@ func (p *Probe) period() time.Duration { return probe.ReportPeriod(p.reportEvery
 // loop polls at start (the first counts) and then every period.
 func (p *Probe) loop(ctx context.Context) error {
 	p.poll(ctx)
-	probe.Every(ctx, p.kick, func() time.Duration {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.period()
-	}, func() { p.poll(ctx) })
+	probe.Every(ctx, p.kick, &p.mu, p.period, func() { p.poll(ctx) })
 	return nil
 }
 
