@@ -32,17 +32,20 @@ import (
 	"github.com/galago-project/galago/internal/probe/baseinfo"
 	"github.com/galago-project/galago/internal/probe/container"
 	"github.com/galago-project/galago/internal/probe/custom"
+	"github.com/galago-project/galago/internal/probe/dbsli"
 	"github.com/galago-project/galago/internal/probe/flamegraph"
 	"github.com/galago-project/galago/internal/probe/hw"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 	"github.com/galago-project/galago/internal/probe/lvs"
+	"github.com/galago-project/galago/internal/probe/opengauss"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
 	"github.com/galago-project/galago/internal/probe/virt"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/proctrack"
 	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/syscap"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -133,8 +136,19 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(ioprobe.Name, func() probe.Probe {
 		return ioprobe.New(ioprobe.WithStats(bpfStats), ioprobe.WithMissingHooks(missing), ioprobe.WithHostPath(cfg.HostPath))
 	})
+	// One syscall capture for l7 and the ksli and postgre_sli views.
+	capture := syscap.NewShared(syscap.Options{Log: log.With("component", "syscap"), HostPath: cfg.HostPath})
 	mgr.Register(l7probe.Name, func() probe.Probe {
-		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath))
+		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithShared(capture))
+	})
+	mgr.Register(dbsli.KSLIName, func() probe.Probe {
+		return dbsli.NewKSLI(dbsli.WithShared(capture), dbsli.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(dbsli.PostgreSLIName, func() probe.Probe {
+		return dbsli.NewPostgreSLI(dbsli.WithShared(capture), dbsli.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(opengauss.Name, func() probe.Probe {
+		return opengauss.New(opengauss.WithConf(cfg.PgStatConf), opengauss.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(hw.Name, func() probe.Probe {
 		return hw.New(hw.WithStats(bpfStats), hw.WithMissingHooks(missing), hw.WithHostPath(cfg.HostPath))

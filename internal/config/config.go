@@ -35,7 +35,7 @@
 // gala-gopher ignores, so one file serves both:
 //
 //	galago = { pid_file = "..."; cmd_socket = "..."; probes_init = "...";
-//	           custom_json = "..."; host_path = "/host";
+//	           custom_json = "..."; host_path = "/host"; pg_stat_conf = "...";
 //	           kafka_tls = true; kafka_tls_ca_file = "..."; kafka_tls_cert_file = "...";
 //	           kafka_tls_key_file = "..."; kafka_sasl_mechanism = "SCRAM-SHA-512";
 //	           kafka_sasl_username = "..."; kafka_sasl_password = "...";
@@ -106,6 +106,7 @@ type Config struct {
 	ProbesInitFile string // galago.probes_init: /etc/gala-gopher/probes.init
 	CustomJSONFile string // galago.custom_json: /etc/gala-gopher/gala-gopher-custom.json
 	HostPath       string // galago.host_path, env GOPHER_HOST_PATH: root of the host file system, "/" or e.g. "/host" in a container
+	PgStatConf     string // galago.pg_stat_conf: opengauss_sli's servers, /etc/gala-gopher/extend_probes/pg_stat_probe.conf
 
 	// Container runtime API sockets, looked up under HostPath; "" disables.
 	CRIEndpoints     string // galago.cri_endpoints: comma-separated CRI sockets (containerd, CRI-O, cri-dockerd, iSulad)
@@ -244,6 +245,7 @@ func Default() *Config {
 		CRIEndpoints:     "/run/containerd/containerd.sock,/run/crio/crio.sock,/var/run/cri-dockerd.sock,/var/run/isulad.sock",
 		ContainerdSocket: "/run/containerd/containerd.sock",
 		DockerSocket:     "/var/run/docker.sock",
+		PgStatConf:       "/etc/gala-gopher/extend_probes/pg_stat_probe.conf",
 	}
 }
 

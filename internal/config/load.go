@@ -77,6 +77,7 @@ var schema = []key{
 	{"galago", "cri_endpoints", func(c *Config) any { return &c.CRIEndpoints }},
 	{"galago", "containerd_socket", func(c *Config) any { return &c.ContainerdSocket }},
 	{"galago", "docker_socket", func(c *Config) any { return &c.DockerSocket }},
+	{"galago", "pg_stat_conf", func(c *Config) any { return &c.PgStatConf }},
 	{"galago", "kafka_tls", func(c *Config) any { return &c.Kafka.TLS }},
 	{"galago", "kafka_tls_ca_file", func(c *Config) any { return &c.Kafka.TLSCAFile }},
 	{"galago", "kafka_tls_cert_file", func(c *Config) any { return &c.Kafka.TLSCertFile }},

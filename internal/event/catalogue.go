@@ -114,6 +114,10 @@ var (
 	HWNicXmitTimeout = define("hw", "nic_xmit_timeout", "HW nic nic_xmit_timeout (dev: %s (%s), queue_index: %d)",
 		"网卡硬件发送超时(设备: %s (%s), 发送队列: %d)")
 
+	// ksli, postgre_sli (latency_thr)
+	SLIExceeded = define("sli", "rtt_nsec", "Process(TID:%d, %s) SLI(%s:%d) exceed the threshold.",
+		"进程(TID:%d, %s)的SLI(%s:%d)超过阈值.")
+
 	// container (OOM kills per process, from mark_victim)
 	ProcOOMKill = define("proc", "oom_kills", "Process(PID:%d, COMM:%s) killed by the OOM killer(oom_score_adj %d).",
 		"进程(PID:%d, 进程名:%s)被OOM killer杀死(oom_score_adj %d).")

@@ -42,7 +42,8 @@ type Probe struct {
 	mu       sync.Mutex
 	cfg      probe.Config
 	rt       probe.Runtime
-	capture  *syscap.Capture
+	shared   *syscap.Shared // nil: a capture of its own
+	capture  *syscap.Sub
 	agg      *aggregator
 	conns    map[uint64]*conn
 	out      []l7.Exchange // reused by every Feed
@@ -75,6 +76,10 @@ func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.
 // WithHostPath roots /proc (GOPHER_HOST_PATH).
 func WithHostPath(root string) Option { return func(p *Probe) { p.hostPath = root } }
 
+// WithShared makes the probe a consumer of s, the syscall capture it
+// shares with the ksli and postgre_sli views.
+func WithShared(s *syscap.Shared) Option { return func(p *Probe) { p.shared = s } }
+
 // New returns an l7 probe.
 func New(opts ...Option) *Probe {
 	p := &Probe{now: time.Now, kick: make(chan struct{}, 1), tlsKick: make(chan struct{}, 1), warned: map[string]bool{}}
@@ -94,6 +99,13 @@ func (p *Probe) Tables() []*table.Table {
 
 // Start loads the syscall capture and starts the report loop.
 func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (err error) {
+	// A failed start leaves the capture after unlocking: see Stop.
+	var leave *syscap.Sub
+	defer func() {
+		if leave != nil {
+			_ = leave.Close()
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.rt != nil {
@@ -113,11 +125,15 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	p.topics = map[uint32]*procTopics{}
 	defer func() {
 		if err != nil {
-			p.closeLocked()
+			leave = p.closeLocked()
 			p.rt = nil
 		}
 	}()
-	p.capture, err = syscap.Open(syscap.Options{Log: log, Handler: handler{p}, OnLost: rt.Lost, HostPath: p.hostPath})
+	shared := p.shared
+	if shared == nil {
+		shared = syscap.NewShared(syscap.Options{Log: log, HostPath: p.hostPath})
+	}
+	p.capture, err = shared.Subscribe(handler{p}, rt.Lost)
 	if err != nil {
 		return fmt.Errorf("l7: %w", err)
 	}
@@ -208,56 +224,36 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 // Stop detaches everything. Idempotent.
 func (p *Probe) Stop() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closeLocked()
+	sub := p.closeLocked()
+	p.mu.Unlock()
+	// The shared capture may still be delivering a record to the
+	// handler, which waits for p.mu: leave it unlocked.
+	if sub != nil {
+		_ = sub.Close()
+	}
 	return nil
 }
 
-func (p *Probe) closeLocked() {
+// closeLocked releases what Start acquired but the capture, which it
+// returns for the caller to close once p.mu is released.
+func (p *Probe) closeLocked() *syscap.Sub {
 	if p.stats != nil {
 		p.stats.Unregister(Name)
 	}
-	if p.capture != nil {
-		_ = p.capture.Close()
-		p.capture = nil
-	}
+	sub := p.capture
+	p.capture = nil
 	if p.backends != nil {
 		_ = p.backends.Close()
 		p.backends = nil
 	}
+	return sub
 }
 
-func (p *Probe) period() time.Duration {
-	if p.reportEvery > 0 {
-		return p.reportEvery
-	}
-	if d := p.cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
-}
+func (p *Probe) period() time.Duration { return probe.ReportPeriod(p.reportEvery, p.cfg.Params) }
 
 func (p *Probe) loop(ctx context.Context) error {
-	p.mu.Lock()
-	cur := p.period()
-	p.mu.Unlock()
-	t := time.NewTicker(cur)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-p.kick:
-			p.mu.Lock()
-			if d := p.period(); d != cur {
-				cur = d
-				t.Reset(d)
-			}
-			p.mu.Unlock()
-		case <-t.C:
-			p.report()
-		}
-	}
+	probe.Every(ctx, p.kick, &p.mu, p.period, p.report)
+	return nil
 }
 
 // report publishes the period's rows.

@@ -1,0 +1,191 @@
+package syscap
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// tlsScans is how many times a process's mappings are read: at first
+// sight and once more a scan later (libraries loaded with dlopen after
+// start).
+const tlsScans = 2
+
+// hostLibDirs are where a host's shared OpenSSL usually lives; the
+// libraries found there are probed at start, so a process that starts
+// later is covered from its first TLS call.
+var hostLibDirs = []string{"/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/local/lib64", "/usr/lib/*-linux-gnu", "/lib/*-linux-gnu"}
+
+// procID is a process: its pid and start time (ticks), a reused pid is
+// another process.
+type procID struct {
+	pid   int
+	start string
+}
+
+// TLSScanner attaches the capture's TLS uprobes to the OpenSSL and the Go
+// crypto/tls every observed process uses: the host's libssl at start,
+// then, for each process, the libssl files it maps (inside its container
+// through /proc/<pid>/root) and its executable (OpenSSL linked
+// statically, or a Go program). A process is looked at when a scan first
+// sees it: its first TLS calls before that are not seen when its library
+// is not the host's.
+type TLSScanner struct {
+	target TLSTarget
+	root   string
+	log    func(msg string, args ...any)
+	seen   map[procID]int
+	// exes are the executables already looked at: the processes of one
+	// program (a PostgreSQL server's backends) cost one ELF read.
+	exes map[fileID]bool
+}
+
+// maxExes bounds TLSScanner.exes (forgotten, then filled again).
+const maxExes = 4096
+
+// TLSTarget is what a TLSScanner attaches to: a Capture, or a consumer
+// of a Shared one.
+type TLSTarget interface {
+	AttachOpenSSL(path string) (bool, error)
+	AttachGoTLS(path string) (bool, error)
+}
+
+// NewTLSScanner returns a scanner of the processes under root (the host
+// path) that attaches to t and logs what it attached through log.
+func NewTLSScanner(t TLSTarget, root string, log func(msg string, args ...any)) *TLSScanner {
+	return &TLSScanner{target: t, root: root, log: log, seen: map[procID]int{}, exes: map[fileID]bool{}}
+}
+
+// Forget makes every process scanned again (after the uprobes were
+// detached).
+func (a *TLSScanner) Forget() {
+	clear(a.seen)
+	clear(a.exes)
+}
+
+func (a *TLSScanner) attach(path string) {
+	ok, err := a.target.AttachOpenSSL(path)
+	switch {
+	case err != nil && !errors.Is(err, ErrNoOpenSSL) && !errors.Is(err, os.ErrNotExist):
+		a.log("TLS uprobes not attached", "file", path, "err", err)
+	case ok:
+		a.log("TLS uprobes attached", "file", path, "library", "openssl")
+	}
+}
+
+// attachExe probes an executable's OpenSSL and Go crypto/tls, once per
+// file.
+func (a *TLSScanner) attachExe(path string) {
+	if id, err := fileIDOf(path); err == nil {
+		if a.exes[id] {
+			return
+		}
+		if len(a.exes) >= maxExes {
+			clear(a.exes)
+		}
+		a.exes[id] = true
+	}
+	a.attach(path)
+	a.attachGo(path)
+}
+
+// attachGo probes a Go executable's crypto/tls.
+func (a *TLSScanner) attachGo(path string) {
+	ok, err := a.target.AttachGoTLS(path)
+	switch {
+	case err != nil && !errors.Is(err, ErrNotGoTLS) && !errors.Is(err, os.ErrNotExist):
+		a.log("Go TLS uprobes not attached", "file", path, "err", err)
+	case ok:
+		a.log("TLS uprobes attached", "file", path, "library", "go crypto/tls")
+	}
+}
+
+// AttachHost probes the host's libssl files.
+func (a *TLSScanner) AttachHost() {
+	for _, dir := range hostLibDirs {
+		matches, _ := filepath.Glob(filepath.Join(a.root, dir, "libssl.so*"))
+		for _, m := range matches {
+			if fi, err := os.Stat(m); err == nil && fi.Mode().IsRegular() {
+				a.attach(m)
+			}
+		}
+	}
+}
+
+// Scan looks at every observed process not yet scanned tlsScans times.
+func (a *TLSScanner) Scan(observed func(int) bool) {
+	ents, err := os.ReadDir(filepath.Join(a.root, "proc"))
+	if err != nil {
+		return
+	}
+	live := make(map[procID]bool, len(ents))
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !observed(pid) {
+			continue
+		}
+		dir := filepath.Join(a.root, "proc", e.Name())
+		id := procID{pid, startTime(dir)}
+		live[id] = true
+		if a.seen[id] >= tlsScans {
+			continue
+		}
+		a.seen[id]++
+		for _, lib := range sslMappings(dir) {
+			a.attach(filepath.Join(dir, "root", lib))
+		}
+		if a.seen[id] == 1 {
+			if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil && !strings.HasSuffix(exe, " (deleted)") {
+				a.attachExe(filepath.Join(dir, "root", exe))
+			}
+		}
+	}
+	for id := range a.seen {
+		if !live[id] {
+			delete(a.seen, id)
+		}
+	}
+}
+
+// startTime is field 22 of /proc/<pid>/stat, "" if unreadable.
+func startTime(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return ""
+	}
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 {
+		if f := strings.Fields(string(b[i+1:])); len(f) > 19 {
+			return f[19]
+		}
+	}
+	return ""
+}
+
+// sslMappings are the libssl files a process maps (paths in its mount
+// namespace).
+func sslMappings(dir string) []string {
+	f, err := os.Open(filepath.Join(dir, "maps"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.IndexByte(line, '/')
+		if i < 0 {
+			continue
+		}
+		p := line[i:]
+		if base := filepath.Base(p); strings.HasPrefix(base, "libssl.so") && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
