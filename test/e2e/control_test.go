@@ -154,7 +154,7 @@ func TestRESTErrorsOverHTTP(t *testing.T) {
 		{`{"cmd":{"probe":["cpu"]},"snoopers":{"proc_id":[1]},"params":{"report_period":5},"state":"running"}`, "200", successReply},
 		{`{"cmd":{}}`, "400", failedReply(`Bad request: cmd has no \"probe\" list of sub-items`)},
 		{`{"cmd":{"probe":"cpu"}}`, "400", failedReply("Bad request: cmd.probe must be an array of sub-item names, got a string")},
-		{`{"cmd":{"probe":["gpu"]}}`, "400", failedReply("unsupported probe range: gpu. Known: cpu, mem, nic, net, disk, fs, proc, host, con")},
+		{`{"cmd":{"probe":["gpu"]}}`, "400", failedReply("unsupported probe range: gpu. Known: cpu, mem, nic, net, disk, fs, proc, host, con, delay, app")},
 		{`{"params":{}}`, "400", failedReply("Bad request: params is empty; give at least one parameter, e.g. report_period")},
 		{`{"params":{"report_period":"x"}}`, "400", failedReply("params.report_period invalid data type: want a number, got a string")},
 		{`{"params":{"report_period":700}}`, "400", failedReply("params.report_period invalid value 700, must be in [5, 600]")},
