@@ -27,6 +27,13 @@ type Pipeline interface {
 	Event(e event.Event)
 }
 
+// MetaWriter is a Pipeline that also takes metadata: a probe that starts
+// has its tables' metadata written at once, as the consumers
+// expect (and every meta interval after, with the rest).
+type MetaWriter interface {
+	WriteMeta(tables []*table.Table)
+}
+
 // WatchedTargets is a snoop.Targets the Manager must close when done.
 type WatchedTargets interface {
 	snoop.Targets
@@ -328,6 +335,11 @@ func (m *Manager) start(fs *feature) error {
 	}
 	// lastErr stays: after a restart it tells why the probe had failed.
 	fs.status.Store(int32(StatusRunning))
+	if mw, ok := m.pipe.(MetaWriter); ok {
+		if t, ok := inst.probe.(Tables); ok {
+			mw.WriteMeta(t.Tables())
+		}
+	}
 	m.log.Info("probe started", "probe", fs.def.Name,
 		"sub_items", strings.Join(fs.def.SubItemNames(fs.desired.SubItems), ","))
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -60,7 +61,21 @@ func (p *fakeProbe) Reconfigure(cfg Config) error {
 	return nil
 }
 
-type countingPipe struct{ records atomic.Int64 }
+type countingPipe struct {
+	records atomic.Int64
+	mu      sync.Mutex
+	meta    [][]string // table names of each WriteMeta
+}
+
+func (c *countingPipe) WriteMeta(tables []*table.Table) {
+	var names []string
+	for _, t := range tables {
+		names = append(names, t.Name)
+	}
+	c.mu.Lock()
+	c.meta = append(c.meta, names)
+	c.mu.Unlock()
+}
 
 func (c *countingPipe) Record(*table.Record, *table.Source) { c.records.Add(1) }
 func (c *countingPipe) Event(event.Event)                   {}
@@ -439,6 +454,36 @@ func TestSavedKeepsLabels(t *testing.T) {
 		}
 		if c := fresh.fake["tcp"].lastCfg.Load(); !slices.Equal(c.PodLabels, tc.podLabels) {
 			t.Fatalf("pod labels given to the probe: %v, want %v", c.PodLabels, tc.podLabels)
+		}
+	}
+}
+
+// tablesProbe is a fakeProbe with tables.
+type tablesProbe struct{ *fakeProbe }
+
+func (tablesProbe) Tables() []*table.Table { return []*table.Table{table.SystemOs} }
+
+// TestMetaWrittenWhenProbeStarts: a probe that starts has its tables'
+// metadata written at once (issue: at start, every 10 minutes, and when a
+// probe starts); a restart by PUT writes it again.
+func TestMetaWrittenWhenProbeStarts(t *testing.T) {
+	h := newHarness(t)
+	fp := &fakeProbe{name: "baseinfo", starts: new(atomic.Int32), stops: new(atomic.Int32), reconfigs: new(atomic.Int32),
+		panicOnce: new(atomic.Bool), lastCfg: new(atomic.Pointer[Config])}
+	h.m.Register("baseinfo", func() Probe { return tablesProbe{fp} })
+	body := `{"cmd":{"probe":["cpu"]},"snoopers":{"proc_id":[1]},"state":"running"}`
+	for i := 1; i <= 2; i++ {
+		if err := h.put(t, "baseinfo", body); err != nil {
+			t.Fatal(err)
+		}
+		h.pipe.mu.Lock()
+		got := fmt.Sprint(h.pipe.meta)
+		h.pipe.mu.Unlock()
+		if want := strings.Repeat("[system_os] ", i); got != "["+strings.TrimSpace(want)+"]" {
+			t.Errorf("after start %d: metadata written %s, want one [system_os] per start", i, got)
+		}
+		if err := h.put(t, "baseinfo", `{"state":"stopped"}`); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
