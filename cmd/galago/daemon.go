@@ -33,6 +33,7 @@ import (
 	"github.com/galago-project/galago/internal/probe/flamegraph"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
+	procprobe "github.com/galago-project/galago/internal/probe/proc"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
 	"github.com/galago-project/galago/internal/procfs"
@@ -121,6 +122,9 @@ func runDaemon(cfg *config.Config) error {
 	})
 	mgr.Register(l7probe.Name, func() probe.Probe {
 		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(procprobe.Name, func() probe.Probe {
+		return procprobe.New(procprobe.WithStats(bpfStats), procprobe.WithMissingHooks(missing))
 	})
 	mgr.Register(applog.Name, func() probe.Probe { return applog.New(applogOptions(cfg, ids)...) })
 	profiles := flamegraph.NewHub()

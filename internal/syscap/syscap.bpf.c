@@ -37,6 +37,9 @@
  * Maps: conns (hash, (tgid << 32 | fd) -> struct syscap_conn),
  *   events (ring buffer), lost_events, conn_lost (connections not tracked
  *   because conns was full), next_id, filter_* (common.h).
+ * Per-process syscall statistics (the proc probe) are a separate section at
+ *   the end of this file: their own sys_enter/sys_exit programs, loaded
+ *   without the ones above (syscap.OpenStats).
  * Limits: 32-bit (ia32) processes' syscall numbers are not told apart;
  *   sendfile/splice bodies are counted as not captured.
  * Kernel: 5.8+ (ring buffer), tp_btf (5.5+), BTF.
@@ -1482,5 +1485,234 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 		on_close(SC_ARG0(regs), bpf_ktime_get_ns());
 		return 0;
 	}
+	return 0;
+}
+
+/* ---- Per-process syscall statistics (the proc probe) ----------------------
+ *
+ * A second use of the same capture object: the proc probe loads this
+ * object with only the two programs below and the snooper filter (see
+ * stats.go), so the l7 probe's sys_exit program above, which it never
+ * attaches, costs nothing here, and these cost l7 nothing.
+ *
+ * Hooks: tp_btf/sys_enter (timed classes only: a switch on the number,
+ *   then the filter, then the entry time in the thread's task storage),
+ *   tp_btf/sys_exit (every syscall of an observed process that failed
+ *   counts in its SYSCAP_SC_ALL row; a timed class adds its latency).
+ * Aggregation in the kernel per (tgid, class) in sc_stats: calls, failures,
+ *   latency sum and max. User space reads and deletes rows each period, so
+ *   no record per syscall leaves the kernel.
+ * Limits: a full sc_stats drops the call, counted in sc_lost. Task storage
+ *   is freed with the thread, so a thread that dies inside a timed call
+ *   leaves nothing behind. A call entered before the programs attached is
+ *   not timed (no entry time). */
+enum syscap_sc_class {
+	SYSCAP_SC_ALL = 0, /* every syscall: failures only */
+	SYSCAP_SC_READ = 1,
+	SYSCAP_SC_WRITE = 2,
+	SYSCAP_SC_MOUNT = 3,
+	SYSCAP_SC_UMOUNT = 4, /* umount2 */
+	SYSCAP_SC_FSYNC = 5,
+	SYSCAP_SC_SENDMSG = 6,
+	SYSCAP_SC_RECVMSG = 7,
+	SYSCAP_SC_SCHED_YIELD = 8,
+	SYSCAP_SC_FUTEX = 9,
+	SYSCAP_SC_EPOLL_WAIT = 10,
+	SYSCAP_SC_EPOLL_PWAIT = 11, /* epoll_pwait and epoll_pwait2 */
+	SYSCAP_SC_FORK = 12,
+	SYSCAP_SC_VFORK = 13,
+	SYSCAP_SC_CLONE = 14, /* clone and clone3 */
+	SYSCAP_SC_MAX = 15,
+};
+
+struct syscap_sc_key {
+	__u32 tgid;
+	__u32 class; /* enum syscap_sc_class */
+};
+
+struct syscap_sc_val {
+	__u64 calls;  /* completed calls (timed classes; 0 for SYSCAP_SC_ALL) */
+	__u64 failed; /* calls that returned an error (-4095..-1) */
+	__u64 ns_sum; /* latency, entry to exit */
+	__u64 ns_max;
+};
+
+GALAGO_EXPORT_TYPE(struct syscap_sc_key, sc_key);
+GALAGO_EXPORT_TYPE(struct syscap_sc_val, sc_val);
+GALAGO_EXPORT_TYPE(enum syscap_sc_class, sc_class);
+
+#if defined(__TARGET_ARCH_x86)
+#define NR_mount 165
+#define NR_umount2 166
+#define NR_fsync 74
+#define NR_sched_yield 24
+#define NR_futex 202
+#define NR_epoll_wait 232
+#define NR_epoll_pwait 281
+#define NR_fork 57
+#define NR_vfork 58
+#define NR_clone 56
+#else /* arm64: no epoll_wait, fork or vfork syscalls */
+#define NR_mount 40
+#define NR_umount2 39
+#define NR_fsync 82
+#define NR_sched_yield 124
+#define NR_futex 98
+#define NR_epoll_pwait 22
+#define NR_clone 220
+#endif
+#define NR_clone3 435
+#define NR_epoll_pwait2 441
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* no memory in objects that never attach the programs (l7) */
+	__uint(max_entries, 16384);
+	__type(key, struct syscap_sc_key);
+	__type(value, struct syscap_sc_val);
+} sc_stats SEC(".maps");
+
+/* sc_lost[0], per CPU: calls not counted because sc_stats was full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sc_lost SEC(".maps");
+
+struct sc_start {
+	__u64 ts;
+	__u32 class;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sc_start);
+} sc_starts SEC(".maps");
+
+/* sc_classes: bit (1 << class) enables a timed class; bit 0
+ * (SYSCAP_SC_ALL) the failure count. Run-time: the proc probe's sub-items. */
+volatile __u32 sc_classes = 0;
+
+static __always_inline __u32 sc_class(long nr)
+{
+	switch (nr) {
+	case NR_read:
+		return SYSCAP_SC_READ;
+	case NR_write:
+		return SYSCAP_SC_WRITE;
+	case NR_mount:
+		return SYSCAP_SC_MOUNT;
+	case NR_umount2:
+		return SYSCAP_SC_UMOUNT;
+	case NR_fsync:
+		return SYSCAP_SC_FSYNC;
+	case NR_sendmsg:
+		return SYSCAP_SC_SENDMSG;
+	case NR_recvmsg:
+		return SYSCAP_SC_RECVMSG;
+	case NR_sched_yield:
+		return SYSCAP_SC_SCHED_YIELD;
+	case NR_futex:
+		return SYSCAP_SC_FUTEX;
+#ifdef NR_epoll_wait
+	case NR_epoll_wait:
+		return SYSCAP_SC_EPOLL_WAIT;
+#endif
+	case NR_epoll_pwait:
+	case NR_epoll_pwait2:
+		return SYSCAP_SC_EPOLL_PWAIT;
+#ifdef NR_fork
+	case NR_fork:
+		return SYSCAP_SC_FORK;
+	case NR_vfork:
+		return SYSCAP_SC_VFORK;
+#endif
+	case NR_clone:
+	case NR_clone3:
+		return SYSCAP_SC_CLONE;
+	}
+	return SYSCAP_SC_ALL;
+}
+
+static __always_inline struct syscap_sc_val *sc_row(__u32 tgid, __u32 class)
+{
+	struct syscap_sc_key k = {.tgid = tgid, .class = class};
+	struct syscap_sc_val zero = {}, *v;
+
+	v = bpf_map_lookup_elem(&sc_stats, &k);
+	if (v)
+		return v;
+	if (bpf_map_update_elem(&sc_stats, &k, &zero, BPF_NOEXIST) && bpf_map_lookup_elem(&sc_stats, &k) == NULL) {
+		__u32 z = 0;
+		__u64 *lost = bpf_map_lookup_elem(&sc_lost, &z);
+
+		if (lost)
+			*lost += 1;
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&sc_stats, &k);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(syscap_stat_enter, struct pt_regs *regs, long id)
+{
+	__u32 class = sc_class(id);
+	struct sc_start *s;
+
+	if (class == SYSCAP_SC_ALL || !(sc_classes & (1U << class)) || !galago_observed(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	s = bpf_task_storage_get(&sc_starts, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s)
+		return 0;
+	s->class = class;
+	s->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(syscap_stat_exit, struct pt_regs *regs, long ret)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct syscap_sc_val *v;
+	struct sc_start *s;
+	bool failed = ret < 0 && ret >= -4095 && (sc_classes & 1);
+	__u64 ts, d;
+	__u32 class;
+
+	s = bpf_task_storage_get(&sc_starts, bpf_get_current_task_btf(), 0, 0);
+	if (s && s->ts) {
+		/* Entered observed: counted even if the snoopers changed since. */
+		ts = bpf_ktime_get_ns();
+		d = ts > s->ts ? ts - s->ts : 0;
+		class = s->class;
+		s->ts = 0;
+		if (class != sc_class(SC_NR(regs)) || class >= SYSCAP_SC_MAX)
+			goto fail; /* not the call that stored it (a thread that exec'ed) */
+		v = sc_row(tgid, class);
+		if (!v)
+			goto fail;
+		__sync_fetch_and_add(&v->calls, 1);
+		__sync_fetch_and_add(&v->ns_sum, d);
+		if (failed)
+			__sync_fetch_and_add(&v->failed, 1);
+		for (int i = 0; i < 4; i++) {
+			__u64 cur = v->ns_max;
+
+			if (d <= cur || __sync_val_compare_and_swap(&v->ns_max, cur, d) == cur)
+				break;
+		}
+	} else if (failed && !galago_observed(tgid)) {
+		return 0;
+	}
+fail:
+	if (!failed)
+		return 0;
+	v = sc_row(tgid, SYSCAP_SC_ALL);
+	if (v)
+		__sync_fetch_and_add(&v->failed, 1);
 	return 0;
 }

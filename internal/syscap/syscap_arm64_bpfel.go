@@ -28,6 +28,13 @@ type syscapGoTlsKey struct {
 	G    uint64
 }
 
+type syscapScStart struct {
+	_     structs.HostLayout
+	Ts    uint64
+	Class uint32
+	Pad   uint32
+}
+
 type syscapSslCall struct {
 	_      structs.HostLayout
 	Ssl    uint64
@@ -164,6 +171,41 @@ const (
 	syscapSyscapRoleSYSCAP_ROLE_SERVER  syscapSyscapRole = 2
 )
 
+type syscapSyscapScClass uint32
+
+const (
+	syscapSyscapScClassSYSCAP_SC_ALL         syscapSyscapScClass = 0
+	syscapSyscapScClassSYSCAP_SC_READ        syscapSyscapScClass = 1
+	syscapSyscapScClassSYSCAP_SC_WRITE       syscapSyscapScClass = 2
+	syscapSyscapScClassSYSCAP_SC_MOUNT       syscapSyscapScClass = 3
+	syscapSyscapScClassSYSCAP_SC_UMOUNT      syscapSyscapScClass = 4
+	syscapSyscapScClassSYSCAP_SC_FSYNC       syscapSyscapScClass = 5
+	syscapSyscapScClassSYSCAP_SC_SENDMSG     syscapSyscapScClass = 6
+	syscapSyscapScClassSYSCAP_SC_RECVMSG     syscapSyscapScClass = 7
+	syscapSyscapScClassSYSCAP_SC_SCHED_YIELD syscapSyscapScClass = 8
+	syscapSyscapScClassSYSCAP_SC_FUTEX       syscapSyscapScClass = 9
+	syscapSyscapScClassSYSCAP_SC_EPOLL_WAIT  syscapSyscapScClass = 10
+	syscapSyscapScClassSYSCAP_SC_EPOLL_PWAIT syscapSyscapScClass = 11
+	syscapSyscapScClassSYSCAP_SC_FORK        syscapSyscapScClass = 12
+	syscapSyscapScClassSYSCAP_SC_VFORK       syscapSyscapScClass = 13
+	syscapSyscapScClassSYSCAP_SC_CLONE       syscapSyscapScClass = 14
+	syscapSyscapScClassSYSCAP_SC_MAX         syscapSyscapScClass = 15
+)
+
+type syscapSyscapScKey struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	Class uint32
+}
+
+type syscapSyscapScVal struct {
+	_      structs.HostLayout
+	Calls  uint64
+	Failed uint64
+	NsSum  uint64
+	NsMax  uint64
+}
+
 type syscapSyscapScratch struct {
 	_    structs.HostLayout
 	H    syscapSyscapDataHdr
@@ -195,6 +237,9 @@ const (
 	syscapMapHeadBuf              = "head_buf"
 	syscapMapLostEvents           = "lost_events"
 	syscapMapNextId               = "next_id"
+	syscapMapScLost               = "sc_lost"
+	syscapMapScStarts             = "sc_starts"
+	syscapMapScStats              = "sc_stats"
 	syscapMapScratch              = "scratch"
 	syscapMapSslCalls             = "ssl_calls"
 	syscapMapSslFds               = "ssl_fds"
@@ -211,6 +256,8 @@ const (
 	syscapProgSslReturn           = "ssl_return"
 	syscapProgSslWriteEnter       = "ssl_write_enter"
 	syscapProgSslWriteExEnter     = "ssl_write_ex_enter"
+	syscapProgSyscapStatEnter     = "syscap_stat_enter"
+	syscapProgSyscapStatExit      = "syscap_stat_exit"
 	syscapProgSyscapSysExit       = "syscap_sys_exit"
 	syscapVarGalagoExportCloseRec = "__galago_export_close_rec"
 	syscapVarGalagoExportConn     = "__galago_export_conn"
@@ -221,12 +268,16 @@ const (
 	syscapVarGalagoExportProto    = "__galago_export_proto"
 	syscapVarGalagoExportRecType  = "__galago_export_rec_type"
 	syscapVarGalagoExportRole     = "__galago_export_role"
+	syscapVarGalagoExportScClass  = "__galago_export_sc_class"
+	syscapVarGalagoExportScKey    = "__galago_export_sc_key"
+	syscapVarGalagoExportScVal    = "__galago_export_sc_val"
 	syscapVarGalagoExportState    = "__galago_export_state"
 	syscapVarGalagoFilterCfg      = "galago_filter_cfg"
 	syscapVarGalagoRbWakeupBytes  = "galago_rb_wakeup_bytes"
 	syscapVarGoNetfdSysfdOff      = "go_netfd_sysfd_off"
 	syscapVarGoTcpconnFdOff       = "go_tcpconn_fd_off"
 	syscapVarGoTlsConnDataOff     = "go_tls_conn_data_off"
+	syscapVarScClasses            = "sc_classes"
 	syscapVarSyscapCap            = "syscap_cap"
 	syscapVarSyscapContCap        = "syscap_cont_cap"
 	syscapVarSyscapProtos         = "syscap_protos"
@@ -287,6 +338,8 @@ type syscapProgramSpecs struct {
 	SslReturn          *ebpf.ProgramSpec `ebpf:"ssl_return"`
 	SslWriteEnter      *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
 	SslWriteExEnter    *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
+	SyscapStatEnter    *ebpf.ProgramSpec `ebpf:"syscap_stat_enter"`
+	SyscapStatExit     *ebpf.ProgramSpec `ebpf:"syscap_stat_exit"`
 	SyscapSysExit      *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
 }
 
@@ -306,6 +359,9 @@ type syscapMapSpecs struct {
 	HeadBuf           *ebpf.MapSpec `ebpf:"head_buf"`
 	LostEvents        *ebpf.MapSpec `ebpf:"lost_events"`
 	NextId            *ebpf.MapSpec `ebpf:"next_id"`
+	ScLost            *ebpf.MapSpec `ebpf:"sc_lost"`
+	ScStarts          *ebpf.MapSpec `ebpf:"sc_starts"`
+	ScStats           *ebpf.MapSpec `ebpf:"sc_stats"`
 	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
 	SslCalls          *ebpf.MapSpec `ebpf:"ssl_calls"`
 	SslFds            *ebpf.MapSpec `ebpf:"ssl_fds"`
@@ -325,12 +381,16 @@ type syscapVariableSpecs struct {
 	GalagoExportProto    *ebpf.VariableSpec `ebpf:"__galago_export_proto"`
 	GalagoExportRecType  *ebpf.VariableSpec `ebpf:"__galago_export_rec_type"`
 	GalagoExportRole     *ebpf.VariableSpec `ebpf:"__galago_export_role"`
+	GalagoExportScClass  *ebpf.VariableSpec `ebpf:"__galago_export_sc_class"`
+	GalagoExportScKey    *ebpf.VariableSpec `ebpf:"__galago_export_sc_key"`
+	GalagoExportScVal    *ebpf.VariableSpec `ebpf:"__galago_export_sc_val"`
 	GalagoExportState    *ebpf.VariableSpec `ebpf:"__galago_export_state"`
 	GalagoFilterCfg      *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
 	GalagoRbWakeupBytes  *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
 	GoNetfdSysfdOff      *ebpf.VariableSpec `ebpf:"go_netfd_sysfd_off"`
 	GoTcpconnFdOff       *ebpf.VariableSpec `ebpf:"go_tcpconn_fd_off"`
 	GoTlsConnDataOff     *ebpf.VariableSpec `ebpf:"go_tls_conn_data_off"`
+	ScClasses            *ebpf.VariableSpec `ebpf:"sc_classes"`
 	SyscapCap            *ebpf.VariableSpec `ebpf:"syscap_cap"`
 	SyscapContCap        *ebpf.VariableSpec `ebpf:"syscap_cont_cap"`
 	SyscapProtos         *ebpf.VariableSpec `ebpf:"syscap_protos"`
@@ -369,6 +429,9 @@ type syscapMaps struct {
 	HeadBuf           *ebpf.Map `ebpf:"head_buf"`
 	LostEvents        *ebpf.Map `ebpf:"lost_events"`
 	NextId            *ebpf.Map `ebpf:"next_id"`
+	ScLost            *ebpf.Map `ebpf:"sc_lost"`
+	ScStarts          *ebpf.Map `ebpf:"sc_starts"`
+	ScStats           *ebpf.Map `ebpf:"sc_stats"`
 	Scratch           *ebpf.Map `ebpf:"scratch"`
 	SslCalls          *ebpf.Map `ebpf:"ssl_calls"`
 	SslFds            *ebpf.Map `ebpf:"ssl_fds"`
@@ -389,6 +452,9 @@ func (m *syscapMaps) Close() error {
 		m.HeadBuf,
 		m.LostEvents,
 		m.NextId,
+		m.ScLost,
+		m.ScStarts,
+		m.ScStats,
 		m.Scratch,
 		m.SslCalls,
 		m.SslFds,
@@ -409,12 +475,16 @@ type syscapVariables struct {
 	GalagoExportProto    *ebpf.Variable `ebpf:"__galago_export_proto"`
 	GalagoExportRecType  *ebpf.Variable `ebpf:"__galago_export_rec_type"`
 	GalagoExportRole     *ebpf.Variable `ebpf:"__galago_export_role"`
+	GalagoExportScClass  *ebpf.Variable `ebpf:"__galago_export_sc_class"`
+	GalagoExportScKey    *ebpf.Variable `ebpf:"__galago_export_sc_key"`
+	GalagoExportScVal    *ebpf.Variable `ebpf:"__galago_export_sc_val"`
 	GalagoExportState    *ebpf.Variable `ebpf:"__galago_export_state"`
 	GalagoFilterCfg      *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	GalagoRbWakeupBytes  *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
 	GoNetfdSysfdOff      *ebpf.Variable `ebpf:"go_netfd_sysfd_off"`
 	GoTcpconnFdOff       *ebpf.Variable `ebpf:"go_tcpconn_fd_off"`
 	GoTlsConnDataOff     *ebpf.Variable `ebpf:"go_tls_conn_data_off"`
+	ScClasses            *ebpf.Variable `ebpf:"sc_classes"`
 	SyscapCap            *ebpf.Variable `ebpf:"syscap_cap"`
 	SyscapContCap        *ebpf.Variable `ebpf:"syscap_cont_cap"`
 	SyscapProtos         *ebpf.Variable `ebpf:"syscap_protos"`
@@ -437,6 +507,8 @@ type syscapPrograms struct {
 	SslReturn          *ebpf.Program `ebpf:"ssl_return"`
 	SslWriteEnter      *ebpf.Program `ebpf:"ssl_write_enter"`
 	SslWriteExEnter    *ebpf.Program `ebpf:"ssl_write_ex_enter"`
+	SyscapStatEnter    *ebpf.Program `ebpf:"syscap_stat_enter"`
+	SyscapStatExit     *ebpf.Program `ebpf:"syscap_stat_exit"`
 	SyscapSysExit      *ebpf.Program `ebpf:"syscap_sys_exit"`
 }
 
@@ -454,6 +526,8 @@ func (p *syscapPrograms) Close() error {
 		p.SslReturn,
 		p.SslWriteEnter,
 		p.SslWriteExEnter,
+		p.SyscapStatEnter,
+		p.SyscapStatExit,
 		p.SyscapSysExit,
 	)
 }

@@ -1,0 +1,103 @@
+package probetest
+
+import (
+	_ "embed"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+//go:embed testdata/sysload.c
+var sysloadSrc []byte
+
+// SysloadArgs is the workload of the sysload program (testdata/sysload.c):
+// exact numbers of syscalls, for ground truth in privileged tests.
+type SysloadArgs struct {
+	Reads, Writes, Failures, Yields int
+	FutexMs, EpollMs                int
+}
+
+// Sysload is a running sysload process, stopped at the gate before its
+// workload.
+type Sysload struct {
+	Cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  *os.File
+}
+
+// StartSysload builds sysload with gcc (t fails without it) and starts it;
+// it returns once the process has finished starting up (everything it does
+// from then on is the documented workload).
+func StartSysload(t *testing.T, a SysloadArgs) *Sysload {
+	t.Helper()
+	RequireTools(t, "gcc")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "sysload.c")
+	bin := filepath.Join(dir, "sysload")
+	if err := os.WriteFile(src, sysloadSrc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc sysload: %v\n%s", err, out)
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doneR, doneW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, strconv.Itoa(a.Reads), strconv.Itoa(a.Writes), strconv.Itoa(a.Failures),
+		strconv.Itoa(a.Yields), strconv.Itoa(a.FutexMs), strconv.Itoa(a.EpollMs), filepath.Join(dir, "fsync"))
+	cmd.ExtraFiles = []*os.File{readyW, doneW} // fds 3 and 4
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	readyW.Close()
+	doneW.Close()
+	_, _ = io.Copy(io.Discard, readyR) // EOF once it closed fd 3
+	readyR.Close()
+	s := &Sysload{Cmd: cmd, stdin: stdin, done: doneR}
+	t.Cleanup(func() {
+		stdin.Close()
+		doneR.Close()
+		_ = cmd.Wait()
+	})
+	return s
+}
+
+// Pid is the process id.
+func (s *Sysload) Pid() int { return s.Cmd.Process.Pid }
+
+// Run lets the workload run and waits until it is done; the process then
+// waits in one more read(0) for Exit.
+func (s *Sysload) Run(t *testing.T) {
+	t.Helper()
+	if _, err := s.stdin.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, s.done)
+}
+
+// Exit closes stdin and waits for the process to exit; it fails t if the
+// workload failed.
+func (s *Sysload) Exit(t *testing.T) {
+	t.Helper()
+	s.stdin.Close()
+	if err := s.Cmd.Wait(); err != nil {
+		t.Fatalf("sysload: %v", err)
+	}
+}
+
+// SysloadHasFork reports whether sysload makes a fork(2) (the syscall
+// exists on x86_64, not on arm64).
+func SysloadHasFork() bool { return runtime.GOARCH == "amd64" }

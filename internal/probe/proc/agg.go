@@ -1,0 +1,118 @@
+package proc
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/galago-project/galago/internal/syscap"
+	"github.com/galago-project/galago/internal/table"
+)
+
+// column is one ns_* field: the largest latency of its class in the period.
+type column struct {
+	class syscap.SyscallClass
+	field string
+}
+
+// latencyTable is one table of per-class syscall latencies and the
+// sub-item that enables it.
+type latencyTable struct {
+	t    *table.Table
+	item string
+	cols []column
+}
+
+// latencyTables are gala-gopher's syscall tables. fork and epoll_wait do
+// not exist on arm64 (glibc calls clone and epoll_pwait there): those
+// fields stay unset.
+var latencyTables = []latencyTable{
+	{table.ProcSyscallIo, "proc_io", []column{
+		{syscap.ClassMount, "ns_mount"}, {syscap.ClassUmount, "ns_umount"}, {syscap.ClassRead, "ns_read"},
+		{syscap.ClassWrite, "ns_write"}, {syscap.ClassFsync, "ns_fsync"}}},
+	{table.ProcSyscallNet, "proc_net", []column{{syscap.ClassSendmsg, "ns_sendmsg"}, {syscap.ClassRecvmsg, "ns_recvmsg"}}},
+	{table.ProcSyscallSched, "proc_syscall", []column{
+		{syscap.ClassSchedYield, "ns_sched_yield"}, {syscap.ClassFutex, "ns_futex"},
+		{syscap.ClassEpollWait, "ns_epoll_wait"}, {syscap.ClassEpollPwait, "ns_epoll_pwait"}}},
+	{table.ProcSyscallFork, "proc_syscall", []column{
+		{syscap.ClassFork, "ns_fork"}, {syscap.ClassVfork, "ns_vfork"}, {syscap.ClassClone, "ns_clone"}}},
+}
+
+// classesFor are the syscall classes the kernel counts for the enabled
+// sub-items (syscap.ClassAll: the failures of proc_syscall).
+func classesFor(has func(item string) bool) []syscap.SyscallClass {
+	var out []syscap.SyscallClass
+	if has("proc_syscall") {
+		out = append(out, syscap.ClassAll)
+	}
+	for _, lt := range latencyTables {
+		if !has(lt.item) {
+			continue
+		}
+		for _, c := range lt.cols {
+			out = append(out, c.class)
+		}
+	}
+	return out
+}
+
+// records turns one period's rows into table records. A process has a
+// proc_syscall row when it made any counted call in the period (a measured
+// count, 0 included: every syscall exit of an observed process is
+// checked); a latency table has a row for a process when it made a call of
+// one of its classes, and a field is set only when its syscall was called.
+func records(rows []syscap.SyscallStat, has func(item string) bool, end time.Time, period time.Duration) []*table.Record {
+	type proc struct {
+		byClass [syscap.NumClasses]*syscap.SyscallStat
+	}
+	procs := map[uint32]*proc{}
+	var order []uint32
+	for i := range rows {
+		r := &rows[i]
+		if int(r.Class) >= syscap.NumClasses {
+			continue
+		}
+		p := procs[r.TGID]
+		if p == nil {
+			p = &proc{}
+			procs[r.TGID] = p
+			order = append(order, r.TGID)
+		}
+		p.byClass[r.Class] = r
+	}
+	var out []*table.Record
+	for _, tgid := range order {
+		p := procs[tgid]
+		key := strconv.FormatUint(uint64(tgid), 10)
+		if has("proc_syscall") {
+			rec := table.ProcSyscall.NewRecord(end, period)
+			rec.SetStr(0, key)
+			var failed uint64
+			if a := p.byClass[syscap.ClassAll]; a != nil {
+				failed = a.Failed
+			}
+			rec.SetNum(table.ProcSyscall.MustIndex("syscall_failed"), float64(failed))
+			out = append(out, rec)
+		}
+		for _, lt := range latencyTables {
+			if !has(lt.item) {
+				continue
+			}
+			var rec *table.Record
+			for _, c := range lt.cols {
+				s := p.byClass[c.class]
+				if s == nil || s.Calls == 0 {
+					continue
+				}
+				if rec == nil {
+					rec = lt.t.NewRecord(end, period)
+					rec.SetStr(0, key)
+				}
+				rec.SetNum(lt.t.MustIndex(c.field), float64(s.NsMax))
+			}
+			if rec != nil {
+				out = append(out, rec)
+			}
+		}
+	}
+	return out
+}

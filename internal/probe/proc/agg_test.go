@@ -1,0 +1,120 @@
+package proc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/syscap"
+	"github.com/galago-project/galago/internal/table"
+)
+
+func items(names ...string) func(string) bool {
+	return func(n string) bool {
+		for _, x := range names {
+			if x == n {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func TestRecords(t *testing.T) {
+	end := time.Unix(1700000000, 0)
+	rows := []syscap.SyscallStat{
+		{TGID: 10, Class: syscap.ClassAll, Failed: 7},
+		{TGID: 10, Class: syscap.ClassRead, Calls: 3, NsSum: 600, NsMax: 400},
+		{TGID: 10, Class: syscap.ClassFutex, Calls: 1, Failed: 1, NsSum: 5000, NsMax: 5000},
+		{TGID: 20, Class: syscap.ClassSendmsg, Calls: 2, NsSum: 30, NsMax: 20},
+		{TGID: 20, Class: syscap.SyscallClass(99), Calls: 1}, // unknown class: ignored
+	}
+	recs := records(rows, items("proc_syscall", "proc_io", "proc_net"), end, time.Minute)
+	got := map[string]map[string]float64{}
+	for _, r := range recs {
+		k := r.Table.Name + "/" + r.Str("tgid")
+		if got[k] != nil {
+			t.Errorf("two rows for %s", k)
+		}
+		got[k] = map[string]float64{}
+		for i, f := range r.Table.Fields {
+			if f.Kind != table.KindKey && r.Values[i].Set {
+				got[k][f.Name] = r.Values[i].Num
+			}
+		}
+		if !r.Time.Equal(end) || r.Period != time.Minute {
+			t.Errorf("%s: time %v period %v", k, r.Time, r.Period)
+		}
+	}
+	want := map[string]map[string]float64{
+		"proc_syscall/10":       {"syscall_failed": 7},
+		"proc_syscall_io/10":    {"ns_read": 400},
+		"proc_syscall_sched/10": {"ns_futex": 5000},
+		"proc_syscall/20":       {"syscall_failed": 0}, // observed, no failure: a measured 0
+		"proc_syscall_net/20":   {"ns_sendmsg": 20},
+	}
+	if len(got) != len(want) {
+		t.Errorf("rows %v, want %v", got, want)
+	}
+	for k, fields := range want {
+		if len(got[k]) != len(fields) {
+			t.Errorf("%s: %v, want %v", k, got[k], fields)
+			continue
+		}
+		for f, v := range fields {
+			if got[k][f] != v {
+				t.Errorf("%s.%s = %v, want %v", k, f, got[k][f], v)
+			}
+		}
+	}
+	// Sub-items select tables.
+	for _, r := range records(rows, items("proc_net"), end, time.Minute) {
+		if r.Table != table.ProcSyscallNet {
+			t.Errorf("proc_net only: row of %s", r.Table.Name)
+		}
+	}
+}
+
+func TestClassesFor(t *testing.T) {
+	got := classesFor(items("proc_net"))
+	if len(got) != 2 || got[0] != syscap.ClassSendmsg || got[1] != syscap.ClassRecvmsg {
+		t.Errorf("proc_net: %v", got)
+	}
+	got = classesFor(items("proc_syscall"))
+	want := []syscap.SyscallClass{syscap.ClassAll, syscap.ClassSchedYield, syscap.ClassFutex, syscap.ClassEpollWait,
+		syscap.ClassEpollPwait, syscap.ClassFork, syscap.ClassVfork, syscap.ClassClone}
+	if len(got) != len(want) {
+		t.Fatalf("proc_syscall: %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("proc_syscall: %v, want %v", got, want)
+		}
+	}
+}
+
+// TestSubItems: unbuilt sub-items alone are refused as not implemented,
+// with nothing loaded; alongside built ones they are named in a warning.
+func TestSubItems(t *testing.T) {
+	f := probe.LookupBuiltin(Name)
+	bit := func(n string) uint32 { b, _ := f.SubItemBit(n); return b }
+	rt := probetest.NewRuntime(t)
+	p := New()
+	err := p.Start(rt.Context(), probe.Config{SubItems: bit("proc_dns") | bit("proc_pygc")}, rt)
+	if !errors.Is(err, probe.ErrNotImplemented) || p.sc != nil {
+		t.Errorf("unbuilt only: %v (loaded %v)", err, p.sc != nil)
+	}
+	if err := p.Start(rt.Context(), probe.Config{}, rt); err == nil || p.sc != nil {
+		t.Errorf("no sub-item: %v", err)
+	}
+	p.log = rt.Logger()
+	if err := p.checkSubItems(bit("proc_syscall") | bit("proc_dns")); err != nil {
+		t.Errorf("mixed: %v", err)
+	}
+	if logs := rt.Logs(); !strings.Contains(logs, "proc_dns") {
+		t.Errorf("mixed: no warning naming proc_dns: %q", logs)
+	}
+}

@@ -1,0 +1,116 @@
+package proc
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/table"
+)
+
+// TestPrivilegedSyscalls runs sysload (known syscalls), observed by pid,
+// and lets it exit in the middle of a report period: its failures are
+// exact, each timed syscall it made has its field and the others have
+// none, and the latencies are bounded by the workload's timeouts and wall
+// time.
+func TestPrivilegedSyscalls(t *testing.T) {
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sys_enter"), bpfrt.HaveTPBTF("sys_exit"))
+	const futexMs, epollMs, failures = 40, 25, 250
+	load := probetest.StartSysload(t, probetest.SysloadArgs{Reads: 300, Writes: 200, Failures: failures, Yields: 10,
+		FutexMs: futexMs, EpollMs: epollMs})
+	pid := load.Pid()
+	p := New(withPeriod(700 * time.Millisecond))
+	rt := probetest.NewRuntime(t)
+	f := probe.LookupBuiltin(Name)
+	var sub uint32
+	for _, item := range []string{"proc_syscall", "proc_io", "proc_net"} {
+		bit, _ := f.SubItemBit(item)
+		sub |= bit
+	}
+	cfg := probe.Config{SubItems: sub, Params: probe.DefaultParams(), Targets: probetest.NewTargets(snoop.Whitelist, pid)}
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	load.Run(t)
+	load.Exit(t)
+	wall := time.Since(start)
+	key := func(r *table.Record) bool { return r.Str("tgid") == strconv.Itoa(pid) }
+	// The last read(0) returns at exit: every failure is in by then, and
+	// the process is gone before the period ends.
+	rt.WaitRecords(t, "all failures reported", func(recs []*table.Record) bool {
+		return sum(recs, table.ProcSyscall, "syscall_failed", key) >= failures+1
+	})
+	time.Sleep(800 * time.Millisecond) // one more period: nothing more may come
+	rt.Shutdown(t, p)
+	recs, _ := rt.Take()
+	if got := sum(recs, table.ProcSyscall, "syscall_failed", key); got != failures+1 {
+		t.Errorf("syscall_failed = %v, want %d close(-1) + 1 futex timeout", got, failures+1)
+	}
+	maxOf := func(tbl *table.Table, field string) (float64, bool) {
+		var m float64
+		set := false
+		i := tbl.MustIndex(field)
+		for _, r := range recs {
+			if r.Table == tbl && key(r) && r.Values[i].Set {
+				m, set = max(m, r.Values[i].Num), true
+			}
+		}
+		return m, set
+	}
+	type want struct {
+		tbl   *table.Table
+		field string
+		min   time.Duration // 0: only set
+	}
+	wants := []want{
+		{table.ProcSyscallSched, "ns_futex", futexMs * time.Millisecond},
+		{table.ProcSyscallSched, "ns_epoll_pwait", epollMs * time.Millisecond},
+		{table.ProcSyscallSched, "ns_sched_yield", 0},
+		{table.ProcSyscallIo, "ns_read", 0}, {table.ProcSyscallIo, "ns_write", 0}, {table.ProcSyscallIo, "ns_fsync", 0},
+		{table.ProcSyscallFork, "ns_vfork", 0}, {table.ProcSyscallFork, "ns_clone", 0},
+	}
+	unset := []want{{tbl: table.ProcSyscallIo, field: "ns_mount"}, {tbl: table.ProcSyscallIo, field: "ns_umount"}}
+	if probetest.SysloadHasFork() {
+		wants = append(wants, want{table.ProcSyscallSched, "ns_epoll_wait", epollMs * time.Millisecond}, want{table.ProcSyscallFork, "ns_fork", 0})
+	} else {
+		unset = append(unset, want{tbl: table.ProcSyscallSched, field: "ns_epoll_wait"}, want{tbl: table.ProcSyscallFork, field: "ns_fork"})
+	}
+	for _, w := range wants {
+		v, ok := maxOf(w.tbl, w.field)
+		if !ok || v <= 0 || time.Duration(v) < w.min || time.Duration(v) > wall {
+			t.Errorf("%s.%s = %v (set %v), want in [%v, wall %v]", w.tbl.Name, w.field, time.Duration(v), ok, w.min, wall)
+		}
+	}
+	for _, w := range unset {
+		if v, ok := maxOf(w.tbl, w.field); ok {
+			t.Errorf("%s.%s = %v, want unset (never called)", w.tbl.Name, w.field, v)
+		}
+	}
+	for _, r := range recs {
+		if r.Table == table.ProcSyscallNet && key(r) {
+			t.Errorf("proc_syscall_net row for a process that never called sendmsg/recvmsg: %+v", r.Values)
+		}
+		if !key(r) {
+			t.Errorf("row of an unobserved process: %s %+v", r.Table.Name, r.Values)
+		}
+	}
+	if n := rt.LostCount(); n != 0 {
+		t.Errorf("lost %d", n)
+	}
+}
+
+func sum(recs []*table.Record, tbl *table.Table, field string, match func(*table.Record) bool) float64 {
+	var s float64
+	i := tbl.MustIndex(field)
+	for _, r := range recs {
+		if r.Table == tbl && match(r) && r.Values[i].Set {
+			s += r.Values[i].Num
+		}
+	}
+	return s
+}

@@ -1,0 +1,236 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/syscap"
+)
+
+// Name is the feature name.
+const Name = "proc"
+
+// built are the sub-items this probe implements; the others are refused
+// (all of them) or named in one warning (alongside built ones).
+var built = probe.MustSubItemBit(Name, "proc_syscall") | probe.MustSubItemBit(Name, "proc_io") |
+	probe.MustSubItemBit(Name, "proc_net")
+
+// Probe is the proc feature. See the package documentation.
+type Probe struct {
+	stats   *bpfrt.Stats
+	missing *bpfrt.MissingHooks
+	period  time.Duration // replaces report_period when set (tests)
+	now     func() time.Time
+
+	mu       sync.Mutex
+	cfg      probe.Config
+	rt       probe.Runtime
+	log      *slog.Logger
+	sc       *syscap.Stats
+	last     time.Time // end of the last report period
+	kick     chan struct{}
+	stopOnce sync.Once
+}
+
+var (
+	_ probe.Probe        = (*Probe)(nil)
+	_ probe.Reconfigurer = (*Probe)(nil)
+)
+
+// Option configures a Probe.
+type Option func(*Probe)
+
+// WithStats registers the probe's programs with the daemon's BPF run-time
+// statistics while it runs.
+func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
+
+// WithMissingHooks reports missing hooks through the daemon's reporter.
+func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.missing = m } }
+
+// withPeriod replaces report_period (tests).
+func withPeriod(d time.Duration) Option { return func(p *Probe) { p.period = d } }
+
+// New returns a stopped proc probe.
+func New(opts ...Option) *Probe {
+	p := &Probe{now: time.Now}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Name implements probe.Probe.
+func (p *Probe) Name() string { return Name }
+
+// Start loads and attaches the syscall statistics and starts the report
+// loop.
+func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rt != nil {
+		return errors.New("proc: started twice")
+	}
+	p.log = rt.Logger()
+	if p.missing == nil {
+		p.missing = bpfrt.NewMissingHooks(p.log)
+	}
+	if err := p.checkSubItems(cfg.SubItems); err != nil {
+		return err
+	}
+	sc, err := syscap.OpenStats(cfg.Targets, rt.Lost)
+	if err != nil {
+		if errors.Is(err, bpfrt.ErrHookUnavailable) {
+			_ = p.missing.Report(err, "proc_syscall", "proc_io", "proc_net")
+			return fmt.Errorf("proc: %w: %w", probe.ErrNotSupported, err)
+		}
+		return fmt.Errorf("proc: %w", err)
+	}
+	p.sc = sc
+	if err := p.sc.SetClasses(classesFor(hasFunc(cfg))...); err != nil {
+		return errors.Join(err, p.closeLocked())
+	}
+	p.rt, p.cfg = rt, cfg
+	p.kick = make(chan struct{}, 1)
+	p.last = p.now()
+	if p.stats != nil {
+		if err := p.stats.Register(Name, p.sc.Programs()); err != nil {
+			p.log.Warn("proc: BPF run-time statistics unavailable", "err", err)
+		}
+	}
+	rt.Go(p.sc.Run)
+	rt.Go(p.run)
+	return nil
+}
+
+// hasFunc tells whether a sub-item of cfg is enabled.
+func hasFunc(cfg probe.Config) func(string) bool {
+	return func(item string) bool { return cfg.Has(probe.MustSubItemBit(Name, item)) }
+}
+
+// checkSubItems refuses a request for unbuilt sub-items only, and logs the
+// unbuilt ones of a mixed request.
+func (p *Probe) checkSubItems(sub uint32) error {
+	f := probe.LookupBuiltin(Name)
+	if unbuilt := sub &^ built; unbuilt != 0 {
+		names := strings.Join(f.SubItemNames(unbuilt), ",")
+		if sub&built == 0 {
+			return fmt.Errorf("proc: sub-items %s: %w", names, probe.ErrNotImplemented)
+		}
+		p.log.Warn("proc: sub-items not built in this version, ignored", "sub_items", names)
+	}
+	if sub&built == 0 {
+		return fmt.Errorf("proc: no sub-item enabled (%s)", strings.Join(f.SubItemNames(built), ", "))
+	}
+	return nil
+}
+
+// Reconfigure applies new sub-items, snoopers and report period without
+// reloading.
+func (p *Probe) Reconfigure(cfg probe.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rt == nil {
+		return errors.New("proc: not running")
+	}
+	if err := p.checkSubItems(cfg.SubItems); err != nil {
+		return err
+	}
+	if err := p.sc.SetTargets(cfg.Targets); err != nil {
+		return fmt.Errorf("proc: %w", err)
+	}
+	if err := p.sc.SetClasses(classesFor(hasFunc(cfg))...); err != nil {
+		return err
+	}
+	p.cfg = cfg
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (p *Probe) reportPeriod(cfg probe.Config) time.Duration {
+	if p.period > 0 {
+		return p.period
+	}
+	if d := cfg.Params.Period(); d > 0 {
+		return d
+	}
+	return probe.DefaultParams().Period()
+}
+
+// run ends a report period on every tick, and once more when stopped, so
+// that what the last partial period counted is published.
+func (p *Probe) run(ctx context.Context) error {
+	p.mu.Lock()
+	cur := p.reportPeriod(p.cfg)
+	p.mu.Unlock()
+	t := time.NewTicker(cur)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if err := p.report(); err != nil {
+				p.log.Warn("proc: last report failed", "err", err)
+			}
+			return nil
+		case <-p.kick:
+			p.mu.Lock()
+			if d := p.reportPeriod(p.cfg); d != cur {
+				cur = d
+				t.Reset(d)
+			}
+			p.mu.Unlock()
+		case <-t.C:
+			if err := p.report(); err != nil {
+				p.rt.Error()
+				p.log.Warn("proc: report failed", "err", err)
+			}
+		}
+	}
+}
+
+// report drains the kernel's rows and publishes them as one period.
+func (p *Probe) report() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sc == nil {
+		return nil
+	}
+	rows, err := p.sc.Drain()
+	now := p.now()
+	period := now.Sub(p.last)
+	p.last = now
+	for _, r := range records(rows, hasFunc(p.cfg), now, period) {
+		p.rt.Record(r)
+	}
+	return err
+}
+
+// Stop detaches the programs and unloads the object. Idempotent.
+func (p *Probe) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var err error
+	p.stopOnce.Do(func() { err = p.closeLocked() })
+	return err
+}
+
+func (p *Probe) closeLocked() error {
+	if p.stats != nil {
+		p.stats.Unregister(Name)
+	}
+	if p.sc == nil {
+		return nil
+	}
+	err := p.sc.Close()
+	p.sc = nil
+	return err
+}
