@@ -101,15 +101,13 @@ type Stats struct {
 	objs   statsObjects
 	links  []link.Link
 	filter *bpfrt.FilterSync
-	onLost func(uint64)
 
-	mu       sync.Mutex
-	lostSeen uint64
+	mu   sync.Mutex
+	lost bpfrt.LostCounter
 }
 
-// OpenStats loads the statistics programs, applies the snoopers t (nil:
-// every process) and attaches the programs, with every class off until
-// SetClasses; onLost (may be nil) receives
+// OpenStats loads the statistics programs and applies the snoopers t (nil:
+// every process); SetClasses attaches them; onLost (may be nil) receives
 // the calls not counted because the table was full and the new processes
 // the snooper filter could not mark pending.
 func OpenStats(t snoop.Targets, onLost func(uint64)) (*Stats, error) {
@@ -122,10 +120,11 @@ func OpenStats(t snoop.Targets, onLost func(uint64)) (*Stats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}
-	s := &Stats{onLost: onLost}
+	s := &Stats{}
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		return nil, fmt.Errorf("syscap: load statistics programs: %w", err)
 	}
+	s.lost = bpfrt.LostCounter{Map: s.objs.Lost, OnLost: onLost}
 	if s.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
 		Mode: s.objs.FilterCfg, TGIDs: s.objs.FilterTgids, Cgroups: s.objs.FilterCgroups,
 		Pending: s.objs.FilterPending, Decided: s.objs.FilterDecided, Lost: s.objs.FilterLost,
@@ -138,22 +137,36 @@ func OpenStats(t snoop.Targets, onLost func(uint64)) (*Stats, error) {
 		s.Close()
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
+	return s, nil
+}
+
+// attachLocked attaches the two programs; detachLocked detaches them.
+func (s *Stats) attachLocked() error {
 	for _, p := range []struct {
 		prog *ebpf.Program
 		name string
 	}{{s.objs.Enter, "sys_enter"}, {s.objs.Exit, "sys_exit"}} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("syscap: attach tp_btf/%s: %w", p.name, err)
+			return errors.Join(fmt.Errorf("syscap: attach tp_btf/%s: %w", p.name, err), s.detachLocked())
 		}
 		s.links = append(s.links, l)
 	}
-	return s, nil
+	return nil
+}
+
+func (s *Stats) detachLocked() error {
+	var errs []error
+	for _, l := range s.links {
+		errs = append(errs, l.Close())
+	}
+	s.links = nil
+	return errors.Join(errs...)
 }
 
 // SetClasses enables the timed classes given (ClassAll: the failure
-// count); the others are not counted.
+// count); the others are not counted. The programs are attached while a
+// class is enabled, and detached (no cost per syscall) when none is.
 func (s *Stats) SetClasses(classes ...SyscallClass) error {
 	var mask uint32
 	for _, c := range classes {
@@ -162,8 +175,16 @@ func (s *Stats) SetClasses(classes ...SyscallClass) error {
 		}
 		mask |= 1 << c
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.objs.Classes.Set(mask); err != nil {
 		return fmt.Errorf("syscap: set sc_classes: %w", err)
+	}
+	switch {
+	case mask != 0 && s.links == nil:
+		return s.attachLocked()
+	case mask == 0 && s.links != nil:
+		return s.detachLocked()
 	}
 	return nil
 }
@@ -189,59 +210,26 @@ func (s *Stats) Programs() map[string]*ebpf.Program {
 func (s *Stats) Drain() ([]SyscallStat, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var (
-		key  syscapSyscapScKey
-		val  syscapSyscapScVal
-		keys []syscapSyscapScKey
-	)
-	it := s.objs.Rows.Iterate()
-	for it.Next(&key, &val) {
-		keys = append(keys, key)
+	var out []SyscallStat
+	err := bpfrt.TakeAll(s.objs.Rows, func(k syscapSyscapScKey, v syscapSyscapScVal) {
+		out = append(out, SyscallStat{TGID: k.Tgid, Class: SyscallClass(k.Class), Calls: v.Calls, Failed: v.Failed,
+			NsSum: v.NsSum, NsMax: v.NsMax})
+	})
+	if err != nil {
+		return out, fmt.Errorf("syscap: %w", err)
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("syscap: read sc_stats: %w", err)
-	}
-	out := make([]SyscallStat, 0, len(keys))
-	for _, k := range keys {
-		if err := s.objs.Rows.LookupAndDelete(&k, &val); err != nil {
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				continue
-			}
-			return nil, fmt.Errorf("syscap: take sc_stats row: %w", err)
-		}
-		out = append(out, SyscallStat{TGID: k.Tgid, Class: SyscallClass(k.Class), Calls: val.Calls, Failed: val.Failed,
-			NsSum: val.NsSum, NsMax: val.NsMax})
-	}
-	if err := s.pollLostLocked(); err != nil {
-		return out, err
+	if err := s.lost.Poll(); err != nil {
+		return out, fmt.Errorf("syscap: %w", err)
 	}
 	return out, nil
-}
-
-func (s *Stats) pollLostLocked() error {
-	var per []uint64
-	if err := s.objs.Lost.Lookup(uint32(0), &per); err != nil {
-		return fmt.Errorf("syscap: read sc_lost: %w", err)
-	}
-	var total uint64
-	for _, n := range per {
-		total += n
-	}
-	if total > s.lostSeen && s.onLost != nil {
-		s.onLost(total - s.lostSeen)
-	}
-	s.lostSeen = total
-	return nil
 }
 
 // Close detaches and unloads everything. Idempotent; call it after Run
 // has returned.
 func (s *Stats) Close() error {
-	var errs []error
-	for _, l := range s.links {
-		errs = append(errs, l.Close())
-	}
-	s.links = nil
+	s.mu.Lock()
+	errs := []error{s.detachLocked()}
+	s.mu.Unlock()
 	if s.filter != nil {
 		errs = append(errs, s.filter.Close())
 		s.filter = nil

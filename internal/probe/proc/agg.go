@@ -116,3 +116,18 @@ func records(rows []syscap.SyscallStat, has func(item string) bool, end time.Tim
 	}
 	return out
 }
+
+// cpuRecords are the proc_cpu rows of one period: a process has one when a
+// thread of it came back on CPU after an off-CPU interval that began while
+// it was observed.
+func cpuRecords(rows map[uint32]procProcCpuVal, end time.Time, period time.Duration) []*table.Record {
+	out := make([]*table.Record, 0, len(rows))
+	for tgid, v := range rows {
+		rec := table.ProcCpu.NewRecord(end, period)
+		rec.SetStr(0, strconv.FormatUint(uint64(tgid), 10))
+		rec.SetNum(table.ProcCpu.MustIndex("offcpu_ns"), float64(v.OffcpuNs))
+		rec.SetNum(table.ProcCpu.MustIndex("iowait_ns"), float64(v.IowaitNs))
+		out = append(out, rec)
+	}
+	return out
+}

@@ -3,9 +3,9 @@
 // /proc, snoopers proc_id, proc_name, container_id, container_name, pod_id
 // or a blacklist).
 //
-// # Source and cost
+// # Sources and cost
 //
-// One capture path: the syscall statistics section of the shared capture
+// Syscalls: one capture path: the syscall statistics section of the shared capture
 // object (internal/syscap, syscap.OpenStats), loaded by this probe without
 // the l7 programs, so that each probe's cost is independent of the other.
 // tp_btf/sys_enter stores the entry time of a timed syscall of an observed
@@ -33,6 +33,18 @@
 //     ns_write, ns_fsync). The bio table proc_io (less/greater_4k_io_*,
 //     bio_latency, bio_err_count, hang_count) is NOT BUILT yet.
 //   - proc_net → proc_syscall_net (ns_sendmsg, ns_recvmsg).
+//   - proc_offcpu → proc_cpu (offcpu_ns, iowait_ns): the probe's own object
+//     (proc.bpf.c), tp_btf/sched_switch. A thread of an observed process
+//     going off CPU leaves the time and its in_iowait flag (set by
+//     io_schedule: waiting for block I/O) in its task storage; coming back
+//     it adds the interval to its process's row, and to iowait_ns too when
+//     the flag was set. As in gala-gopher every switch counts, preempted
+//     threads included: offcpu_ns is the time the process's threads were
+//     not running, summed over threads, counted in the period the thread
+//     came back (a 10-minute sleep counts in the period it ends). Cost: the
+//     program runs at every context switch of the machine while the
+//     sub-item is on (a filter check, and two task-storage accesses for
+//     observed threads); it is detached when the sub-item is off.
 //
 // Every ns_* field is, as in gala-gopher, the longest call of that syscall
 // in the period, entry to exit, in ns. A latency table has a row for a
@@ -43,8 +55,8 @@
 // ns_epoll_wait are never set there.
 //
 // proc_fs (proc_ext4, proc_overlay, proc_tmpfs), proc_dns, proc_pagecache
-// (proc_page), proc_offcpu (proc_cpu), proc_ioctl (proc_syscall_ioctl) and
-// proc_pygc are NOT BUILT: a request for only those is refused with "not
+// (proc_page), proc_ioctl (proc_syscall_ioctl) and proc_pygc are NOT
+// BUILT: a request for only those is refused with "not
 // supported in the current version"; alongside a built sub-item they are
 // named in one warning log line and ignored. gala-gopher reports proc's
 // events only for proc_dns (the others are compiled out), so there are no
@@ -56,9 +68,15 @@
 //
 // A call entered before the programs attached (or before its process was
 // observed) is not timed; its failure is still counted. A full row table
-// (16384 (process, class) rows per period) drops calls, counted in
+// (16384 (process, class) rows, or 16384 processes for proc_cpu, per
+// period) drops calls and off-CPU intervals, counted in
 // galago_probe_events_lost_total{probe="proc"}, as are new processes the
-// snooper filter could not mark pending. A call completing while its row is
+// snooper filter could not mark pending. An off-CPU interval that began
+// before the program attached or before the thread's process was observed
+// is not counted; nor is an exiting thread's last switch. A call completing while its row is
 // being read and deleted may be lost (a window of microseconds per row per
 // period). 32-bit (ia32) processes' syscall numbers are not told apart.
+// A kernel without tp_btf sys_enter/sys_exit or sched_switch: the sub-items
+// needing them are refused ("not supported on this system") and one log
+// line names the missing hook.
 package proc

@@ -1,7 +1,10 @@
 package proc
 
 import (
+	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +30,7 @@ func TestPrivilegedSyscalls(t *testing.T) {
 	rt := probetest.NewRuntime(t)
 	f := probe.LookupBuiltin(Name)
 	var sub uint32
-	for _, item := range []string{"proc_syscall", "proc_io", "proc_net"} {
+	for _, item := range []string{"proc_syscall", "proc_io", "proc_net", "proc_offcpu"} {
 		bit, _ := f.SubItemBit(item)
 		sub |= bit
 	}
@@ -35,8 +38,12 @@ func TestPrivilegedSyscalls(t *testing.T) {
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
 	}
+	run0 := runtimeNs(t, pid)
 	start := time.Now()
 	load.Run(t)
+	run1 := runtimeNs(t, pid) // blocked in its last read(0) until Exit
+	time.Sleep(100 * time.Millisecond)
+	exitAt := time.Now()
 	load.Exit(t)
 	wall := time.Since(start)
 	key := func(r *table.Record) bool { return r.Str("tgid") == strconv.Itoa(pid) }
@@ -99,6 +106,24 @@ func TestPrivilegedSyscalls(t *testing.T) {
 			t.Errorf("row of an unobserved process: %s %+v", r.Table.Name, r.Values)
 		}
 	}
+	// Off-CPU time: from the wake-up at the gate to the wake-up at exit,
+	// all of it but what the kernel's own run-time counter (schedstat)
+	// says the process ran; waits of at least the futex and epoll
+	// timeouts; I/O wait only in fsync (the one call that waits for a
+	// disk), so at most its latency.
+	off := time.Duration(sum(recs, table.ProcCpu, "offcpu_ns", key))
+	iowait := time.Duration(sum(recs, table.ProcCpu, "iowait_ns", key))
+	expect := exitAt.Sub(start) - time.Duration(run1-run0)
+	if d := off - expect; d < -30*time.Millisecond || d > 30*time.Millisecond {
+		t.Errorf("offcpu_ns = %v, want %v ± 30ms (gate to exit %v - ran %v)", off, expect, exitAt.Sub(start), time.Duration(run1-run0))
+	}
+	if min := (futexMs + 2*epollMs) * time.Millisecond; off < min {
+		t.Errorf("offcpu_ns = %v, want >= the timeouts %v", off, min)
+	}
+	if fsync, _ := maxOf(table.ProcSyscallIo, "ns_fsync"); iowait > time.Duration(fsync) {
+		t.Errorf("iowait_ns = %v, want <= the one fsync's latency %v", iowait, time.Duration(fsync))
+	}
+	t.Logf("offcpu %v (expected %v), iowait %v", off, expect, iowait)
 	if n := rt.LostCount(); n != 0 {
 		t.Errorf("lost %d", n)
 	}
@@ -113,4 +138,23 @@ func sum(recs []*table.Record, tbl *table.Table, field string, match func(*table
 		}
 	}
 	return s
+}
+
+// runtimeNs is the time the process ran on a CPU, from
+// /proc/<pid>/schedstat (its first field, ns).
+func runtimeNs(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		t.Fatalf("schedstat %q", b)
+	}
+	n, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

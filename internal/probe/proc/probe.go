@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
@@ -17,10 +20,15 @@ import (
 // Name is the feature name.
 const Name = "proc"
 
-// built are the sub-items this probe implements; the others are refused
-// (all of them) or named in one warning (alongside built ones).
-var built = probe.MustSubItemBit(Name, "proc_syscall") | probe.MustSubItemBit(Name, "proc_io") |
-	probe.MustSubItemBit(Name, "proc_net")
+var (
+	// syscallItems are the sub-items counted by the syscall statistics.
+	syscallItems = probe.MustSubItemBit(Name, "proc_syscall") | probe.MustSubItemBit(Name, "proc_io") |
+		probe.MustSubItemBit(Name, "proc_net")
+	bitOffCPU = probe.MustSubItemBit(Name, "proc_offcpu")
+	// built are the sub-items this probe implements; the others are
+	// refused (all of them) or named in one warning (alongside built ones).
+	built = syscallItems | bitOffCPU
+)
 
 // Probe is the proc feature. See the package documentation.
 type Probe struct {
@@ -33,8 +41,9 @@ type Probe struct {
 	cfg      probe.Config
 	rt       probe.Runtime
 	log      *slog.Logger
-	sc       *syscap.Stats
-	last     time.Time // end of the last report period
+	sc       *syscap.Stats // nil when the syscall tracepoints are missing
+	cpu      *cpuStats     // nil when sched_switch is missing
+	last     time.Time     // end of the last report period
 	kick     chan struct{}
 	stopOnce sync.Once
 }
@@ -69,8 +78,8 @@ func New(opts ...Option) *Probe {
 // Name implements probe.Probe.
 func (p *Probe) Name() string { return Name }
 
-// Start loads and attaches the syscall statistics and starts the report
-// loop.
+// Start loads the syscall statistics and the sched_switch object,
+// attaches what the sub-items need and starts the report loop.
 func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -84,28 +93,68 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	if err := p.checkSubItems(cfg.SubItems); err != nil {
 		return err
 	}
-	sc, err := syscap.OpenStats(cfg.Targets, rt.Lost)
-	if err != nil {
-		if errors.Is(err, bpfrt.ErrHookUnavailable) {
-			_ = p.missing.Report(err, "proc_syscall", "proc_io", "proc_net")
-			return fmt.Errorf("proc: %w: %w", probe.ErrNotSupported, err)
+	var err error
+	if p.sc, err = syscap.OpenStats(cfg.Targets, rt.Lost); err != nil {
+		if !errors.Is(err, bpfrt.ErrHookUnavailable) {
+			return fmt.Errorf("proc: %w", err)
 		}
-		return fmt.Errorf("proc: %w", err)
+		_ = p.missing.Report(err, "proc_syscall", "proc_io", "proc_net")
 	}
-	p.sc = sc
-	if err := p.sc.SetClasses(classesFor(hasFunc(cfg))...); err != nil {
+	if p.cpu, err = openCPU(cfg.Targets, rt.Lost); err != nil {
+		if !errors.Is(err, bpfrt.ErrHookUnavailable) {
+			return errors.Join(err, p.closeLocked())
+		}
+		_ = p.missing.Report(err, "proc_offcpu")
+	}
+	if err := p.applyLocked(cfg); err != nil {
 		return errors.Join(err, p.closeLocked())
 	}
 	p.rt, p.cfg = rt, cfg
 	p.kick = make(chan struct{}, 1)
 	p.last = p.now()
+	progs := map[string]*ebpf.Program{}
+	if p.sc != nil {
+		maps.Copy(progs, p.sc.Programs())
+		rt.Go(p.sc.Run)
+	}
+	if p.cpu != nil {
+		maps.Copy(progs, p.cpu.programs())
+		rt.Go(p.cpu.filter.Run)
+	}
 	if p.stats != nil {
-		if err := p.stats.Register(Name, p.sc.Programs()); err != nil {
+		if err := p.stats.Register(Name, progs); err != nil {
 			p.log.Warn("proc: BPF run-time statistics unavailable", "err", err)
 		}
 	}
-	rt.Go(p.sc.Run)
 	rt.Go(p.run)
+	return nil
+}
+
+// applyLocked enables the hooks of cfg's sub-items and disables the others.
+func (p *Probe) applyLocked(cfg probe.Config) error {
+	if cfg.SubItems&syscallItems != 0 && p.sc == nil {
+		return fmt.Errorf("proc: %s need tp_btf/sys_enter and sys_exit: %w",
+			strings.Join(probe.LookupBuiltin(Name).SubItemNames(cfg.SubItems&syscallItems), ","), probe.ErrNotSupported)
+	}
+	if cfg.Has(bitOffCPU) && p.cpu == nil {
+		return fmt.Errorf("proc: proc_offcpu needs tp_btf/sched_switch: %w", probe.ErrNotSupported)
+	}
+	if p.sc != nil {
+		if err := p.sc.SetTargets(cfg.Targets); err != nil {
+			return fmt.Errorf("proc: %w", err)
+		}
+		if err := p.sc.SetClasses(classesFor(hasFunc(cfg))...); err != nil {
+			return err
+		}
+	}
+	if p.cpu != nil {
+		if err := p.cpu.filter.Sync(cfg.Targets); err != nil {
+			return fmt.Errorf("proc: %w", err)
+		}
+		if err := p.cpu.setOn(cfg.Has(bitOffCPU)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -142,10 +191,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	if err := p.checkSubItems(cfg.SubItems); err != nil {
 		return err
 	}
-	if err := p.sc.SetTargets(cfg.Targets); err != nil {
-		return fmt.Errorf("proc: %w", err)
-	}
-	if err := p.sc.SetClasses(classesFor(hasFunc(cfg))...); err != nil {
+	if err := p.applyLocked(cfg); err != nil {
 		return err
 	}
 	p.cfg = cfg
@@ -201,17 +247,32 @@ func (p *Probe) run(ctx context.Context) error {
 func (p *Probe) report() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.sc == nil {
-		return nil
+	var (
+		rows    []syscap.SyscallStat
+		cpuRows map[uint32]procProcCpuVal
+		errs    []error
+		err     error
+	)
+	if p.sc != nil {
+		rows, err = p.sc.Drain()
+		errs = append(errs, err)
 	}
-	rows, err := p.sc.Drain()
+	if p.cpu != nil {
+		cpuRows, err = p.cpu.drain()
+		errs = append(errs, err)
+	}
 	now := p.now()
 	period := now.Sub(p.last)
 	p.last = now
 	for _, r := range records(rows, hasFunc(p.cfg), now, period) {
 		p.rt.Record(r)
 	}
-	return err
+	if p.cfg.Has(bitOffCPU) {
+		for _, r := range cpuRecords(cpuRows, now, period) {
+			p.rt.Record(r)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Stop detaches the programs and unloads the object. Idempotent.
@@ -227,10 +288,14 @@ func (p *Probe) closeLocked() error {
 	if p.stats != nil {
 		p.stats.Unregister(Name)
 	}
-	if p.sc == nil {
-		return nil
+	var errs []error
+	if p.sc != nil {
+		errs = append(errs, p.sc.Close())
+		p.sc = nil
 	}
-	err := p.sc.Close()
-	p.sc = nil
-	return err
+	if p.cpu != nil {
+		errs = append(errs, p.cpu.close())
+		p.cpu = nil
+	}
+	return errors.Join(errs...)
 }

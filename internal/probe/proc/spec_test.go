@@ -1,0 +1,25 @@
+package proc
+
+import (
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/galago-project/galago/internal/bpfrt/bpfspec"
+)
+
+// TestSpec checks both architectures' objects without loading them: the
+// sched_switch program, the bounded maps and the row layout.
+func TestSpec(t *testing.T) {
+	bpfspec.Objects(t, _ProcBytes, []string{"proc_x86_bpfel.o", "proc_arm64_bpfel.o"}, func(t *testing.T, spec *ebpf.CollectionSpec) {
+		fmaps, fprogs := bpfspec.Filter()
+		fprogs["proc_sched_switch"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_switch"}
+		bpfspec.Programs(t, spec, fprogs)
+		fmaps["cpu_stats"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: 16384}
+		fmaps["cpu_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
+		fmaps["off_starts"] = bpfspec.Map{Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 16}
+		bpfspec.Maps(t, spec, fmaps)
+		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{"galago_filter_cfg": {Size: 4}})
+		bpfspec.StructSize(t, spec, "proc_cpu_val", 16)
+	})
+}
