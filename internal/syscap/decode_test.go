@@ -80,7 +80,7 @@ func TestSpec(t *testing.T) {
 		bpfspec.Maps(t, spec, fmaps)
 		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
 			"galago_filter_cfg": {Size: 4}, "galago_rb_wakeup_bytes": {Size: 8, Constant: true},
-			"syscap_protos": {Size: 4}, "syscap_cap": {Size: 4}, "syscap_cont_cap": {Size: 4}, "syscap_ssl": {Size: 4}, "sc_classes": {Size: 4},
+			"syscap_protos": {Size: 4}, "syscap_cap": {Size: 4}, "syscap_cont_cap": {Size: 4}, "syscap_ssl": {Size: 4}, "sc_classes": {Size: 4}, "sc_fs": {Size: 4},
 			"go_tls_conn_data_off": {Size: 8, Constant: true}, "go_tcpconn_fd_off": {Size: 8, Constant: true}, "go_netfd_sysfd_off": {Size: 8, Constant: true},
 		})
 		bpfspec.StructSize(t, spec, "syscap_data_hdr", dataHdrSize)

@@ -35,8 +35,45 @@ const (
 	ClassFork       = syscapSyscapScClassSYSCAP_SC_FORK
 	ClassVfork      = syscapSyscapScClassSYSCAP_SC_VFORK
 	ClassClone      = syscapSyscapScClassSYSCAP_SC_CLONE
-	NumClasses      = int(syscapSyscapScClassSYSCAP_SC_MAX)
+	// Timed for the file-system rows only.
+	ClassPread     = syscapSyscapScClassSYSCAP_SC_PREAD
+	ClassPwrite    = syscapSyscapScClassSYSCAP_SC_PWRITE
+	ClassOpen      = syscapSyscapScClassSYSCAP_SC_OPEN
+	ClassFdatasync = syscapSyscapScClassSYSCAP_SC_FDATASYNC
+	NumClasses     = int(syscapSyscapScClassSYSCAP_SC_MAX)
 )
+
+// FS is a file system with rows of its own (SetFS).
+type FS uint32
+
+// The file systems: ext4 (ext2 and ext3 share its magic number and, on
+// current kernels, its driver), overlay, tmpfs.
+const (
+	FSExt4 FS = iota
+	FSOverlay
+	FSTmpfs
+	numFS
+)
+
+// FSOp is a file operation of the per-file-system rows.
+type FSOp uint32
+
+// The operations: read (read, pread64, readv, preadv, preadv2), write
+// (write, pwrite64, writev, pwritev, pwritev2), open (open, openat,
+// openat2, creat: the returned file's system) and flush (fsync,
+// fdatasync).
+const (
+	OpRead FSOp = iota
+	OpWrite
+	OpOpen
+	OpFlush
+	numFSOps
+)
+
+// FSClass is the class of the rows of op on files of fs.
+func FSClass(fs FS, op FSOp) SyscallClass {
+	return syscapSyscapScClassSYSCAP_SC_FS + SyscallClass(uint32(fs)*uint32(numFSOps)+uint32(op))
+}
 
 // SyscallStat is one process's syscalls of one class since the last Drain.
 // For ClassAll only Failed is set: the failed syscalls of every kind.
@@ -60,6 +97,8 @@ type statsObjects struct {
 	// Classes is sc_classes: bit 1<<class enables a timed class, bit 0
 	// the failure count.
 	Classes *ebpf.Variable `ebpf:"sc_classes"`
+	// FS is sc_fs: the per-file-system rows are on.
+	FS *ebpf.Variable `ebpf:"sc_fs"`
 
 	FilterCfg     *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	FilterTgids   *ebpf.Map      `ebpf:"filter_tgids"`
@@ -165,25 +204,34 @@ func (s *Stats) detachLocked() error {
 }
 
 // SetClasses enables the timed classes given (ClassAll: the failure
-// count); the others are not counted. The programs are attached while a
-// class is enabled, and detached (no cost per syscall) when none is.
-func (s *Stats) SetClasses(classes ...SyscallClass) error {
+// count) and, with fs, the per-file-system rows (FSClass); the others are
+// not counted. The programs are attached while something is enabled, and
+// detached (no cost per syscall) when nothing is.
+func (s *Stats) SetClasses(fs bool, classes ...SyscallClass) error {
 	var mask uint32
 	for _, c := range classes {
-		if int(c) >= NumClasses {
-			return fmt.Errorf("syscap: no syscall class %d", c)
+		if int(c) >= int(syscapSyscapScClassSYSCAP_SC_FS) {
+			return fmt.Errorf("syscap: no timed syscall class %d", c)
 		}
 		mask |= 1 << c
+	}
+	var fsOn uint32
+	if fs {
+		fsOn = 1
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.objs.Classes.Set(mask); err != nil {
 		return fmt.Errorf("syscap: set sc_classes: %w", err)
 	}
+	if err := s.objs.FS.Set(fsOn); err != nil {
+		return fmt.Errorf("syscap: set sc_fs: %w", err)
+	}
+	on := mask != 0 || fs
 	switch {
-	case mask != 0 && s.links == nil:
+	case on && s.links == nil:
 		return s.attachLocked()
-	case mask == 0 && s.links != nil:
+	case !on && s.links != nil:
 		return s.detachLocked()
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,8 +43,10 @@ func procIO(t *testing.T, pid int) (syscr, syscw uint64) {
 func TestPrivilegedSyscallStats(t *testing.T) {
 	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sys_enter"), bpfrt.HaveTPBTF("sys_exit"))
 	const futexMs, epollMs = 30, 20
+	files := map[FS]string{FSExt4: filepath.Join(t.TempDir(), "f"), FSTmpfs: filepath.Join(shmDir(t), "f"),
+		FSOverlay: filepath.Join(probetest.Overlay(t), "f")}
 	load := probetest.StartSysload(t, probetest.SysloadArgs{Reads: 1000, Writes: 700, Failures: 333, Yields: 50,
-		FutexMs: futexMs, EpollMs: epollMs})
+		FutexMs: futexMs, EpollMs: epollMs, Files: []string{files[FSExt4], files[FSTmpfs], files[FSOverlay]}})
 	var lost uint64
 	s, err := OpenStats(probetest.NewTargets(snoop.Whitelist, load.Pid()), func(n uint64) { lost += n })
 	if err != nil {
@@ -51,10 +54,10 @@ func TestPrivilegedSyscallStats(t *testing.T) {
 	}
 	defer s.Close()
 	all := []SyscallClass{}
-	for c := range NumClasses {
-		all = append(all, SyscallClass(c))
+	for c := range FSClass(0, 0) {
+		all = append(all, c)
 	}
-	if err := s.SetClasses(all...); err != nil {
+	if err := s.SetClasses(true, all...); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Drain(); err != nil { // nothing of the workload yet
@@ -78,18 +81,38 @@ func TestPrivilegedSyscallStats(t *testing.T) {
 		got[r.Class] = r
 	}
 	// read: the workload's reads; /proc/<pid>/io counts the gate read(0)
-	// too, entered before the programs attached, so not timed. write: the
-	// workload's and the fsync file's.
-	if c := got[ClassRead].Calls; c != 1000 || c != r1-r0-1 {
-		t.Errorf("read calls = %d, want 1000 = syscr delta %d - the gate read", c, r1-r0)
+	// too, entered before the programs attached, so not timed, and the 6
+	// preads. write: the workload's, the fsync file's and 3 per file.
+	if c := got[ClassRead].Calls; c != 1000 || c != r1-r0-1-6 {
+		t.Errorf("read calls = %d, want 1000 = syscr delta %d - the gate read - 6 preads", c, r1-r0)
 	}
-	if c := got[ClassWrite].Calls; c != 701 || c != w1-w0 {
-		t.Errorf("write calls = %d, want 701 = syscw delta %d", c, w1-w0)
+	if c := got[ClassWrite].Calls; c != 710 || c != w1-w0 {
+		t.Errorf("write calls = %d, want 710 = syscw delta %d", c, w1-w0)
+	}
+	// Per file system: each file's open, 3 writes, 2 preads, fsync; ext4
+	// also has the fsync file's write and fsync. /dev/zero and /dev/null
+	// (devtmpfs device nodes) are not file-system operations.
+	for fs, path := range files {
+		want := map[FSOp]uint64{OpOpen: 1, OpWrite: 3, OpRead: 2, OpFlush: 1}
+		if fs == FSExt4 {
+			want[OpWrite], want[OpFlush] = 4, 2
+		}
+		for op, n := range want {
+			if r := got[FSClass(fs, op)]; r.Calls != n || r.NsMax == 0 || r.NsMax > r.NsSum {
+				t.Errorf("%s: fs %d op %d: %+v, want %d calls", path, fs, op, r, n)
+			}
+		}
+	}
+	if r := got[ClassPread]; r.Calls != 6 {
+		t.Errorf("pread calls = %d, want 6", r.Calls)
+	}
+	if r := got[ClassOpen]; r.Calls != 3 {
+		t.Errorf("open calls = %d, want 3", r.Calls)
 	}
 	if f := got[ClassAll].Failed; f != 334 {
 		t.Errorf("failed syscalls = %d, want 333 close(-1) + 1 futex timeout", f)
 	}
-	want := map[SyscallClass]uint64{ClassSchedYield: 50, ClassFutex: 1, ClassFsync: 1, ClassVfork: 1, ClassClone: 1, ClassEpollPwait: 1}
+	want := map[SyscallClass]uint64{ClassSchedYield: 50, ClassFutex: 1, ClassFsync: 4, ClassVfork: 1, ClassClone: 1, ClassEpollPwait: 1}
 	if probetest.SysloadHasFork() {
 		want[ClassFork] = 1
 		want[ClassEpollWait] = 1
@@ -130,4 +153,15 @@ func TestPrivilegedSyscallStats(t *testing.T) {
 	if len(rows) != 1 || rows[0].Class != ClassRead || rows[0].Calls != 1 {
 		t.Errorf("after exit: %+v, want the one last read", rows)
 	}
+}
+
+// shmDir is a directory on tmpfs (/dev/shm), removed when the test ends.
+func shmDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "galago-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

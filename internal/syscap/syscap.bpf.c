@@ -58,6 +58,7 @@
 #define IPPROTO_UDP 17
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
+#define S_IFREG 0100000
 
 /* Syscall numbers (x86_64, and asm-generic for arm64). */
 #if defined(__TARGET_ARCH_x86)
@@ -1522,7 +1523,17 @@ enum syscap_sc_class {
 	SYSCAP_SC_FORK = 12,
 	SYSCAP_SC_VFORK = 13,
 	SYSCAP_SC_CLONE = 14, /* clone and clone3 */
-	SYSCAP_SC_MAX = 15,
+	/* Timed for the file-system rows below only (no table of their own). */
+	SYSCAP_SC_PREAD = 15,     /* pread64, readv, preadv, preadv2 */
+	SYSCAP_SC_PWRITE = 16,    /* pwrite64, writev, pwritev, pwritev2 */
+	SYSCAP_SC_OPEN = 17,      /* open, openat, openat2, creat */
+	SYSCAP_SC_FDATASYNC = 18, /* fdatasync */
+	/* Per file system of the call's file (the fd's, or the returned one
+	 * for an open): SYSCAP_SC_FS + fs * 4 + op, fs 0 ext4 (and ext2/3,
+	 * same magic), 1 overlay, 2 tmpfs; op 0 read, 1 write, 2 open,
+	 * 3 flush (fsync, fdatasync). */
+	SYSCAP_SC_FS = 19,
+	SYSCAP_SC_MAX = 31,
 };
 
 struct syscap_sc_key {
@@ -1563,6 +1574,31 @@ GALAGO_EXPORT_TYPE(enum syscap_sc_class, sc_class);
 #endif
 #define NR_clone3 435
 #define NR_epoll_pwait2 441
+#define NR_openat2 437
+#if defined(__TARGET_ARCH_x86)
+#define NR_pread64 17
+#define NR_pwrite64 18
+#define NR_preadv 295
+#define NR_pwritev 296
+#define NR_preadv2 327
+#define NR_pwritev2 328
+#define NR_open 2
+#define NR_creat 85
+#define NR_openat 257
+#define NR_fdatasync 75
+#else
+#define NR_pread64 67
+#define NR_pwrite64 68
+#define NR_preadv 69
+#define NR_pwritev 70
+#define NR_preadv2 286
+#define NR_pwritev2 287
+#define NR_openat 56
+#define NR_fdatasync 83
+#endif
+#define EXT4_SUPER_MAGIC 0xEF53
+#define OVERLAYFS_SUPER_MAGIC 0x794c7630
+#define TMPFS_MAGIC 0x01021994
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -1596,6 +1632,8 @@ struct {
 /* sc_classes: bit (1 << class) enables a timed class; bit 0
  * (SYSCAP_SC_ALL) the failure count. Run-time: the proc probe's sub-items. */
 volatile __u32 sc_classes = 0;
+/* sc_fs: the per-file-system rows are on (proc_fs). */
+volatile __u32 sc_fs = 0;
 
 static __always_inline __u32 sc_class(long nr)
 {
@@ -1634,6 +1672,25 @@ static __always_inline __u32 sc_class(long nr)
 	case NR_clone:
 	case NR_clone3:
 		return SYSCAP_SC_CLONE;
+	case NR_pread64:
+	case NR_readv:
+	case NR_preadv:
+	case NR_preadv2:
+		return SYSCAP_SC_PREAD;
+	case NR_pwrite64:
+	case NR_writev:
+	case NR_pwritev:
+	case NR_pwritev2:
+		return SYSCAP_SC_PWRITE;
+#ifdef NR_open
+	case NR_open:
+	case NR_creat:
+#endif
+	case NR_openat:
+	case NR_openat2:
+		return SYSCAP_SC_OPEN;
+	case NR_fdatasync:
+		return SYSCAP_SC_FDATASYNC;
 	}
 	return SYSCAP_SC_ALL;
 }
@@ -1657,13 +1714,86 @@ static __always_inline struct syscap_sc_val *sc_row(__u32 tgid, __u32 class)
 	return bpf_map_lookup_elem(&sc_stats, &k);
 }
 
+/* sc_fs_op: the file-system operation of a timed class, -1 for none. */
+static __always_inline int sc_fs_op(__u32 class)
+{
+	switch (class) {
+	case SYSCAP_SC_READ:
+	case SYSCAP_SC_PREAD:
+		return 0;
+	case SYSCAP_SC_WRITE:
+	case SYSCAP_SC_PWRITE:
+		return 1;
+	case SYSCAP_SC_OPEN:
+		return 2;
+	case SYSCAP_SC_FSYNC:
+	case SYSCAP_SC_FDATASYNC:
+		return 3;
+	}
+	return -1;
+}
+
+/* sc_fs_class: the per-file-system class of operation op on fd, 0 when
+ * the fd's file is not on ext4, overlay or tmpfs. */
+static __always_inline __u32 sc_fs_class(int op, long fd)
+{
+	struct file *f;
+	unsigned long magic;
+	__u32 fs;
+
+	if (fd < 0)
+		return 0;
+	f = fd_file(bpf_get_current_task_btf(), fd);
+	if (!f)
+		return 0;
+	/* Regular files only: a device node or a pipe on devtmpfs or tmpfs
+	 * is not a tmpfs file operation. */
+	if ((BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) != S_IFREG)
+		return 0;
+	magic = BPF_CORE_READ(f, f_inode, i_sb, s_magic);
+	switch (magic) {
+	case EXT4_SUPER_MAGIC:
+		fs = 0;
+		break;
+	case OVERLAYFS_SUPER_MAGIC:
+		fs = 1;
+		break;
+	case TMPFS_MAGIC:
+		fs = 2;
+		break;
+	default:
+		return 0;
+	}
+	return SYSCAP_SC_FS + fs * 4 + op;
+}
+
+/* sc_add adds one call of d ns to row (tgid, class). */
+static __always_inline void sc_add(__u32 tgid, __u32 class, __u64 d, bool failed)
+{
+	struct syscap_sc_val *v = sc_row(tgid, class);
+
+	if (!v)
+		return;
+	__sync_fetch_and_add(&v->calls, 1);
+	__sync_fetch_and_add(&v->ns_sum, d);
+	if (failed)
+		__sync_fetch_and_add(&v->failed, 1);
+	for (int i = 0; i < 4; i++) {
+		__u64 cur = v->ns_max;
+
+		if (d <= cur || __sync_val_compare_and_swap(&v->ns_max, cur, d) == cur)
+			break;
+	}
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(syscap_stat_enter, struct pt_regs *regs, long id)
 {
 	__u32 class = sc_class(id);
 	struct sc_start *s;
 
-	if (class == SYSCAP_SC_ALL || !(sc_classes & (1U << class)) || !galago_observed(bpf_get_current_pid_tgid() >> 32))
+	if (class == SYSCAP_SC_ALL || !((sc_classes & (1U << class)) || (sc_fs && sc_fs_op(class) >= 0)) ||
+	    !galago_observed(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	s = bpf_task_storage_get(&sc_starts, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s)
@@ -1690,20 +1820,19 @@ int BPF_PROG(syscap_stat_exit, struct pt_regs *regs, long ret)
 		d = ts > s->ts ? ts - s->ts : 0;
 		class = s->class;
 		s->ts = 0;
-		if (class != sc_class(SC_NR(regs)) || class >= SYSCAP_SC_MAX)
+		if (class != sc_class(SC_NR(regs)) || class >= SYSCAP_SC_FS)
 			goto fail; /* not the call that stored it (a thread that exec'ed) */
-		v = sc_row(tgid, class);
-		if (!v)
-			goto fail;
-		__sync_fetch_and_add(&v->calls, 1);
-		__sync_fetch_and_add(&v->ns_sum, d);
-		if (failed)
-			__sync_fetch_and_add(&v->failed, 1);
-		for (int i = 0; i < 4; i++) {
-			__u64 cur = v->ns_max;
+		if (sc_classes & (1U << class))
+			sc_add(tgid, class, d, failed);
+		if (sc_fs) {
+			int op = sc_fs_op(class);
+			__u32 fsc;
 
-			if (d <= cur || __sync_val_compare_and_swap(&v->ns_max, cur, d) == cur)
-				break;
+			if (op >= 0) {
+				fsc = sc_fs_class(op, op == 2 ? ret : (long)(int)SC_ARG0(regs));
+				if (fsc)
+					sc_add(tgid, fsc, d, failed);
+			}
 		}
 	} else if (failed && !galago_observed(tgid)) {
 		return 0;

@@ -189,7 +189,12 @@ const (
 	syscapSyscapScClassSYSCAP_SC_FORK        syscapSyscapScClass = 12
 	syscapSyscapScClassSYSCAP_SC_VFORK       syscapSyscapScClass = 13
 	syscapSyscapScClassSYSCAP_SC_CLONE       syscapSyscapScClass = 14
-	syscapSyscapScClassSYSCAP_SC_MAX         syscapSyscapScClass = 15
+	syscapSyscapScClassSYSCAP_SC_PREAD       syscapSyscapScClass = 15
+	syscapSyscapScClassSYSCAP_SC_PWRITE      syscapSyscapScClass = 16
+	syscapSyscapScClassSYSCAP_SC_OPEN        syscapSyscapScClass = 17
+	syscapSyscapScClassSYSCAP_SC_FDATASYNC   syscapSyscapScClass = 18
+	syscapSyscapScClassSYSCAP_SC_FS          syscapSyscapScClass = 19
+	syscapSyscapScClassSYSCAP_SC_MAX         syscapSyscapScClass = 31
 )
 
 type syscapSyscapScKey struct {
@@ -278,6 +283,7 @@ const (
 	syscapVarGoTcpconnFdOff       = "go_tcpconn_fd_off"
 	syscapVarGoTlsConnDataOff     = "go_tls_conn_data_off"
 	syscapVarScClasses            = "sc_classes"
+	syscapVarScFs                 = "sc_fs"
 	syscapVarSyscapCap            = "syscap_cap"
 	syscapVarSyscapContCap        = "syscap_cont_cap"
 	syscapVarSyscapProtos         = "syscap_protos"
@@ -391,6 +397,7 @@ type syscapVariableSpecs struct {
 	GoTcpconnFdOff       *ebpf.VariableSpec `ebpf:"go_tcpconn_fd_off"`
 	GoTlsConnDataOff     *ebpf.VariableSpec `ebpf:"go_tls_conn_data_off"`
 	ScClasses            *ebpf.VariableSpec `ebpf:"sc_classes"`
+	ScFs                 *ebpf.VariableSpec `ebpf:"sc_fs"`
 	SyscapCap            *ebpf.VariableSpec `ebpf:"syscap_cap"`
 	SyscapContCap        *ebpf.VariableSpec `ebpf:"syscap_cont_cap"`
 	SyscapProtos         *ebpf.VariableSpec `ebpf:"syscap_protos"`
@@ -485,6 +492,7 @@ type syscapVariables struct {
 	GoTcpconnFdOff       *ebpf.Variable `ebpf:"go_tcpconn_fd_off"`
 	GoTlsConnDataOff     *ebpf.Variable `ebpf:"go_tls_conn_data_off"`
 	ScClasses            *ebpf.Variable `ebpf:"sc_classes"`
+	ScFs                 *ebpf.Variable `ebpf:"sc_fs"`
 	SyscapCap            *ebpf.Variable `ebpf:"syscap_cap"`
 	SyscapContCap        *ebpf.Variable `ebpf:"syscap_cont_cap"`
 	SyscapProtos         *ebpf.Variable `ebpf:"syscap_protos"`

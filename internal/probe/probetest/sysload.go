@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 //go:embed testdata/sysload.c
@@ -19,6 +21,8 @@ var sysloadSrc []byte
 type SysloadArgs struct {
 	Reads, Writes, Failures, Yields int
 	FutexMs, EpollMs                int
+	// Files get one open, three writes, two preads and one fsync each.
+	Files []string
 }
 
 // Sysload is a running sysload process, stopped at the gate before its
@@ -52,8 +56,9 @@ func StartSysload(t *testing.T, a SysloadArgs) *Sysload {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, strconv.Itoa(a.Reads), strconv.Itoa(a.Writes), strconv.Itoa(a.Failures),
-		strconv.Itoa(a.Yields), strconv.Itoa(a.FutexMs), strconv.Itoa(a.EpollMs), filepath.Join(dir, "fsync"))
+	args := append([]string{strconv.Itoa(a.Reads), strconv.Itoa(a.Writes), strconv.Itoa(a.Failures),
+		strconv.Itoa(a.Yields), strconv.Itoa(a.FutexMs), strconv.Itoa(a.EpollMs), filepath.Join(dir, "fsync")}, a.Files...)
+	cmd := exec.Command(bin, args...)
 	cmd.ExtraFiles = []*os.File{readyW, doneW} // fds 3 and 4
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -74,6 +79,10 @@ func StartSysload(t *testing.T, a SysloadArgs) *Sysload {
 	})
 	return s
 }
+
+// FsyncDir is the directory of the file the workload writes and fsyncs
+// (on the file system of t.TempDir).
+func (s *Sysload) FsyncDir() string { return filepath.Dir(s.Cmd.Args[7]) }
 
 // Pid is the process id.
 func (s *Sysload) Pid() int { return s.Cmd.Process.Pid }
@@ -101,3 +110,25 @@ func (s *Sysload) Exit(t *testing.T) {
 // SysloadHasFork reports whether sysload makes a fork(2) (the syscall
 // exists on x86_64, not on arm64).
 func SysloadHasFork() bool { return runtime.GOARCH == "amd64" }
+
+// Overlay mounts an overlay file system (lower and upper directories in
+// t.TempDir) and returns its mount point; it is unmounted when the test
+// ends.
+func Overlay(t *testing.T) string {
+	t.Helper()
+	RequirePrivileged(t)
+	base := t.TempDir()
+	dirs := map[string]string{}
+	for _, d := range []string{"lower", "upper", "work", "merged"} {
+		dirs[d] = filepath.Join(base, d)
+		if err := os.Mkdir(dirs[d], 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := "lowerdir=" + dirs["lower"] + ",upperdir=" + dirs["upper"] + ",workdir=" + dirs["work"]
+	if err := unix.Mount("overlay", dirs["merged"], "overlay", 0, opts); err != nil {
+		t.Fatalf("mount overlay: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dirs["merged"], unix.MNT_DETACH) })
+	return dirs["merged"]
+}

@@ -35,24 +35,35 @@ var latencyTables = []latencyTable{
 		{syscap.ClassEpollWait, "ns_epoll_wait"}, {syscap.ClassEpollPwait, "ns_epoll_pwait"}}},
 	{table.ProcSyscallFork, "proc_syscall", []column{
 		{syscap.ClassFork, "ns_fork"}, {syscap.ClassVfork, "ns_vfork"}, {syscap.ClassClone, "ns_clone"}}},
+	{table.ProcExt4, "proc_fs", fsColumns(syscap.FSExt4, "ext4", true)},
+	{table.ProcOverlay, "proc_fs", fsColumns(syscap.FSOverlay, "overlay", true)},
+	{table.ProcTmpfs, "proc_fs", fsColumns(syscap.FSTmpfs, "tmpfs", false)}, // gala-gopher has no ns_tmpfs_open
+}
+
+func fsColumns(fs syscap.FS, name string, open bool) []column {
+	cols := []column{{syscap.FSClass(fs, syscap.OpRead), "ns_" + name + "_read"}, {syscap.FSClass(fs, syscap.OpWrite), "ns_" + name + "_write"}}
+	if open {
+		cols = append(cols, column{syscap.FSClass(fs, syscap.OpOpen), "ns_" + name + "_open"})
+	}
+	return append(cols, column{syscap.FSClass(fs, syscap.OpFlush), "ns_" + name + "_flush"})
 }
 
 // classesFor are the syscall classes the kernel counts for the enabled
-// sub-items (syscap.ClassAll: the failures of proc_syscall).
-func classesFor(has func(item string) bool) []syscap.SyscallClass {
-	var out []syscap.SyscallClass
+// sub-items (syscap.ClassAll: the failures of proc_syscall), and whether
+// it counts the per-file-system rows (proc_fs).
+func classesFor(has func(item string) bool) (fs bool, out []syscap.SyscallClass) {
 	if has("proc_syscall") {
 		out = append(out, syscap.ClassAll)
 	}
 	for _, lt := range latencyTables {
-		if !has(lt.item) {
+		if !has(lt.item) || lt.item == "proc_fs" {
 			continue
 		}
 		for _, c := range lt.cols {
 			out = append(out, c.class)
 		}
 	}
-	return out
+	return has("proc_fs"), out
 }
 
 // records turns one period's rows into table records. A process has a
@@ -62,7 +73,7 @@ func classesFor(has func(item string) bool) []syscap.SyscallClass {
 // one of its classes, and a field is set only when its syscall was called.
 func records(rows []syscap.SyscallStat, has func(item string) bool, end time.Time, period time.Duration) []*table.Record {
 	type proc struct {
-		byClass [syscap.NumClasses]*syscap.SyscallStat
+		byClass [syscap.NumClasses]*syscap.SyscallStat // syscap.NumClasses: every class, fs rows included
 	}
 	procs := map[uint32]*proc{}
 	var order []uint32

@@ -30,9 +30,12 @@ func TestRecords(t *testing.T) {
 		{TGID: 10, Class: syscap.ClassRead, Calls: 3, NsSum: 600, NsMax: 400},
 		{TGID: 10, Class: syscap.ClassFutex, Calls: 1, Failed: 1, NsSum: 5000, NsMax: 5000},
 		{TGID: 20, Class: syscap.ClassSendmsg, Calls: 2, NsSum: 30, NsMax: 20},
+		{TGID: 20, Class: syscap.FSClass(syscap.FSTmpfs, syscap.OpFlush), Calls: 1, NsSum: 9, NsMax: 9},
+		{TGID: 20, Class: syscap.FSClass(syscap.FSTmpfs, syscap.OpOpen), Calls: 1, NsSum: 8, NsMax: 8}, // no such field: ignored
+		{TGID: 20, Class: syscap.FSClass(syscap.FSExt4, syscap.OpOpen), Calls: 2, NsSum: 30, NsMax: 17},
 		{TGID: 20, Class: syscap.SyscallClass(99), Calls: 1}, // unknown class: ignored
 	}
-	recs := records(rows, items("proc_syscall", "proc_io", "proc_net"), end, time.Minute)
+	recs := records(rows, items("proc_syscall", "proc_io", "proc_net", "proc_fs"), end, time.Minute)
 	got := map[string]map[string]float64{}
 	for _, r := range recs {
 		k := r.Table.Name + "/" + r.Str("tgid")
@@ -55,6 +58,8 @@ func TestRecords(t *testing.T) {
 		"proc_syscall_sched/10": {"ns_futex": 5000},
 		"proc_syscall/20":       {"syscall_failed": 0}, // observed, no failure: a measured 0
 		"proc_syscall_net/20":   {"ns_sendmsg": 20},
+		"proc_tmpfs/20":         {"ns_tmpfs_flush": 9},
+		"proc_ext4/20":          {"ns_ext4_open": 17},
 	}
 	if len(got) != len(want) {
 		t.Errorf("rows %v, want %v", got, want)
@@ -79,11 +84,14 @@ func TestRecords(t *testing.T) {
 }
 
 func TestClassesFor(t *testing.T) {
-	got := classesFor(items("proc_net"))
-	if len(got) != 2 || got[0] != syscap.ClassSendmsg || got[1] != syscap.ClassRecvmsg {
+	fs, got := classesFor(items("proc_net"))
+	if fs || len(got) != 2 || got[0] != syscap.ClassSendmsg || got[1] != syscap.ClassRecvmsg {
 		t.Errorf("proc_net: %v", got)
 	}
-	got = classesFor(items("proc_syscall"))
+	fs, got = classesFor(items("proc_syscall"))
+	if fs {
+		t.Error("proc_syscall: file-system rows on")
+	}
 	want := []syscap.SyscallClass{syscap.ClassAll, syscap.ClassSchedYield, syscap.ClassFutex, syscap.ClassEpollWait,
 		syscap.ClassEpollPwait, syscap.ClassFork, syscap.ClassVfork, syscap.ClassClone}
 	if len(got) != len(want) {
@@ -93,6 +101,9 @@ func TestClassesFor(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("proc_syscall: %v, want %v", got, want)
 		}
+	}
+	if fs, got = classesFor(items("proc_fs")); !fs || len(got) != 0 {
+		t.Errorf("proc_fs: %v %v, want the file-system rows only", fs, got)
 	}
 }
 

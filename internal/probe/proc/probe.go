@@ -23,7 +23,7 @@ const Name = "proc"
 var (
 	// syscallItems are the sub-items counted by the syscall statistics.
 	syscallItems = probe.MustSubItemBit(Name, "proc_syscall") | probe.MustSubItemBit(Name, "proc_io") |
-		probe.MustSubItemBit(Name, "proc_net")
+		probe.MustSubItemBit(Name, "proc_net") | probe.MustSubItemBit(Name, "proc_fs")
 	bitOffCPU = probe.MustSubItemBit(Name, "proc_offcpu")
 	// built are the sub-items this probe implements; the others are
 	// refused (all of them) or named in one warning (alongside built ones).
@@ -98,7 +98,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		if !errors.Is(err, bpfrt.ErrHookUnavailable) {
 			return fmt.Errorf("proc: %w", err)
 		}
-		_ = p.missing.Report(err, "proc_syscall", "proc_io", "proc_net")
+		_ = p.missing.Report(err, "proc_syscall", "proc_io", "proc_net", "proc_fs")
 	}
 	if p.cpu, err = openCPU(cfg.Targets, rt.Lost); err != nil {
 		if !errors.Is(err, bpfrt.ErrHookUnavailable) {
@@ -143,7 +143,8 @@ func (p *Probe) applyLocked(cfg probe.Config) error {
 		if err := p.sc.SetTargets(cfg.Targets); err != nil {
 			return fmt.Errorf("proc: %w", err)
 		}
-		if err := p.sc.SetClasses(classesFor(hasFunc(cfg))...); err != nil {
+		fs, classes := classesFor(hasFunc(cfg))
+		if err := p.sc.SetClasses(fs, classes...); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,7 @@
 /* sysload: a known number of syscalls of each class the proc probe times,
  * for privileged tests (ground truth). Built with gcc by probetest.Sysload.
  *
- * usage: sysload <reads> <writes> <failures> <yields> <futex_ms> <epoll_ms> <fsync_path>
+ * usage: sysload <reads> <writes> <failures> <yields> <futex_ms> <epoll_ms> <fsync_path> [<file>...]
  * fd 3: closed when ready (everything before is start-up); then one
  *   read(0) of one byte gates the workload; fd 4 is closed when it is done;
  *   then one read(0) waits for stdin to close, and the process exits.
@@ -11,9 +11,11 @@
  *   after <futex_ms> (ETIMEDOUT: a failure), one epoll_wait(2) and one
  *   epoll_pwait(2) on an empty epoll set with <epoll_ms> timeouts, one
  *   write(2) + fsync(2) of <fsync_path>, one fork(2) (x86_64 only), one
- *   vfork(2) and one clone(2) whose children _exit(0) at once, each waited.
- * So: reads+1 read, writes+1 write, failures+1 failed syscalls (no other
- * call of the workload fails). */
+ *   vfork(2) and one clone(2) whose children _exit(0) at once, each waited;
+ *   then for each <file>: one open(2) (O_RDWR|O_CREAT), three write(2) of
+ *   100 bytes, two pread64(2) of 100 bytes, one fsync(2) and close(2).
+ * So: reads+1 read, writes+1+3*files write, failures+1 failed syscalls
+ * (no other call of the workload fails). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -38,7 +40,7 @@ int main(int argc, char **argv)
 	int futex_word = 0, zero, null, ep, fs, i;
 	pid_t pid;
 
-	if (argc != 8)
+	if (argc < 8)
 		return 2;
 	zero = open("/dev/zero", O_RDONLY);
 	null = open("/dev/null", O_WRONLY);
@@ -78,6 +80,19 @@ int main(int argc, char **argv)
 	waitpid(pid, NULL, 0);
 	pid = clone(child, stack + sizeof(stack), SIGCHLD, NULL);
 	waitpid(pid, NULL, 0);
+	for (i = 8; i < argc; i++) {
+		int fd = open(argv[i], O_RDWR | O_CREAT, 0600);
+
+		if (fd < 0)
+			return 8;
+		if (write(fd, buf, 100) != 100 || write(fd, buf, 100) != 100 || write(fd, buf, 100) != 100)
+			return 9;
+		if (pread(fd, buf, 100, 0) != 100 || pread(fd, buf, 100, 100) != 100)
+			return 10;
+		if (fsync(fd) != 0)
+			return 11;
+		close(fd);
+	}
 	close(4);
 	read(0, buf, 1);
 	return 0;
