@@ -142,3 +142,27 @@ func cpuRecords(rows map[uint32]procProcCpuVal, end time.Time, period time.Durat
 	}
 	return out
 }
+
+// ioRecords are the proc_io rows of one period: a process has one when it
+// submitted a bio, or one it submitted completed, in the period.
+// bio_latency is the longest submission-to-completion time of the
+// period's completed bios, set only when one completed without error.
+// hang_count is not reported (see the package documentation).
+func ioRecords(rows map[uint32]procProcIoVal, end time.Time, period time.Duration) []*table.Record {
+	t := table.ProcIo
+	out := make([]*table.Record, 0, len(rows))
+	for tgid, v := range rows {
+		rec := t.NewRecord(end, period)
+		rec.SetStr(0, strconv.FormatUint(uint64(tgid), 10))
+		rec.SetNum(t.MustIndex("less_4k_io_read"), float64(v.Less4kRead))
+		rec.SetNum(t.MustIndex("less_4k_io_write"), float64(v.Less4kWrite))
+		rec.SetNum(t.MustIndex("greater_4k_io_read"), float64(v.Greater4kRead))
+		rec.SetNum(t.MustIndex("greater_4k_io_write"), float64(v.Greater4kWrite))
+		rec.SetNum(t.MustIndex("bio_err_count"), float64(v.BioErr))
+		if v.BioDone > 0 {
+			rec.SetNum(t.MustIndex("bio_latency"), float64(v.BioLatencyMax))
+		}
+		out = append(out, rec)
+	}
+	return out
+}

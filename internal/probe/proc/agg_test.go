@@ -129,3 +129,31 @@ func TestSubItems(t *testing.T) {
 		t.Errorf("mixed: no warning naming proc_dns: %q", logs)
 	}
 }
+
+func TestIORecords(t *testing.T) {
+	end := time.Unix(1700000000, 0)
+	recs := ioRecords(map[uint32]procProcIoVal{
+		5: {Less4kRead: 1, Greater4kWrite: 2, BioLatencyMax: 900, BioDone: 3},
+		6: {Less4kWrite: 1, BioErr: 1}, // its only bio failed: no latency
+	}, end, time.Minute)
+	if len(recs) != 2 {
+		t.Fatalf("%d rows", len(recs))
+	}
+	lat := table.ProcIo.MustIndex("bio_latency")
+	for _, r := range recs {
+		v := func(f string) float64 { return r.Values[table.ProcIo.MustIndex(f)].Num }
+		switch r.Str("tgid") {
+		case "5":
+			if v("less_4k_io_read") != 1 || v("greater_4k_io_write") != 2 || v("bio_latency") != 900 || v("bio_err_count") != 0 {
+				t.Errorf("5: %+v", r.Values)
+			}
+		case "6":
+			if r.Values[lat].Set || v("bio_err_count") != 1 || v("less_4k_io_write") != 1 {
+				t.Errorf("6: %+v", r.Values)
+			}
+		}
+		if r.Values[table.ProcIo.MustIndex("hang_count")].Set {
+			t.Error("hang_count set")
+		}
+	}
+}

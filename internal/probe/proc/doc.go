@@ -30,8 +30,24 @@
 //     proc_syscall_fork (ns_fork, ns_vfork, ns_clone: clone3 counts as
 //     clone; the child's return is not timed).
 //   - proc_io → proc_syscall_io (ns_mount, ns_umount: umount2, ns_read,
-//     ns_write, ns_fsync). The bio table proc_io (less/greater_4k_io_*,
-//     bio_latency, bio_err_count, hang_count) is NOT BUILT yet.
+//     ns_write, ns_fsync) and proc_io, from the probe's own object
+//     (proc.bpf.c): tp_btf/block_bio_queue counts each bio an observed
+//     process submits (current is the submitter: its direct I/O, the reads
+//     it waits for, the writeback it forces; background writeback is the
+//     flusher threads') by direction (read; write or flush) and size
+//     (less_4k_io_*: <= 4096 bytes, greater_4k_io_*: > 4096, as
+//     gala-gopher), and keeps its submission time; its completion, from
+//     tp_btf/block_rq_complete for disks (blk-mq traces the request, not
+//     its bios: the first 16 bios of a merged request are completed) or
+//     tp_btf/block_bio_complete for bio-based devices (device mapper, md),
+//     counts bio_err_count on error, else updates bio_latency, the longest
+//     submission-to-completion time of the period (set only when a bio
+//     completed without error). Cost: two map operations per bio of an
+//     observed process, one lookup per completed request otherwise; the
+//     programs are detached when proc_io is off. hang_count
+//     (sched_process_hang) is NOT reported: the hook exists, but a test
+//     would need a task blocked past kernel.hung_task_timeout_secs, a
+//     machine-wide setting (120 s by default).
 //   - proc_net → proc_syscall_net (ns_sendmsg, ns_recvmsg).
 //   - proc_fs → proc_ext4 (ns_ext4_read, _write, _open, _flush),
 //     proc_overlay (ns_overlay_*, same four) and proc_tmpfs (ns_tmpfs_read,
@@ -83,12 +99,14 @@
 //
 // A call entered before the programs attached (or before its process was
 // observed) is not timed; its failure is still counted. A full row table
-// (16384 (process, class) rows, or 16384 processes for proc_cpu, per
-// period) drops calls and off-CPU intervals, counted in
+// (16384 (process, class) rows, or 16384 processes for proc_cpu and
+// proc_io, per period) drops calls, off-CPU intervals and bios, counted in
 // galago_probe_events_lost_total{probe="proc"}, as are new processes the
 // snooper filter could not mark pending. An off-CPU interval that began
 // before the program attached or before the thread's process was observed
-// is not counted; nor is an exiting thread's last switch. A call completing while its row is
+// is not counted; nor is an exiting thread's last switch. A bio in flight
+// when the probe started is not timed; more than 65536 bios in flight
+// lose the oldest submission times (LRU), so those are not timed either. A call completing while its row is
 // being read and deleted may be lost (a window of microseconds per row per
 // period). 32-bit (ia32) processes' syscall numbers are not told apart.
 // A kernel without tp_btf sys_enter/sys_exit or sched_switch: the sub-items

@@ -25,6 +25,7 @@ var (
 	syscallItems = probe.MustSubItemBit(Name, "proc_syscall") | probe.MustSubItemBit(Name, "proc_io") |
 		probe.MustSubItemBit(Name, "proc_net") | probe.MustSubItemBit(Name, "proc_fs")
 	bitOffCPU = probe.MustSubItemBit(Name, "proc_offcpu")
+	bitIO     = probe.MustSubItemBit(Name, "proc_io")
 	// built are the sub-items this probe implements; the others are
 	// refused (all of them) or named in one warning (alongside built ones).
 	built = syscallItems | bitOffCPU
@@ -104,7 +105,9 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		if !errors.Is(err, bpfrt.ErrHookUnavailable) {
 			return errors.Join(err, p.closeLocked())
 		}
-		_ = p.missing.Report(err, "proc_offcpu")
+		_ = p.missing.Report(err, "proc_offcpu", "proc_io's table proc_io")
+	} else if p.cpu.noBio != nil {
+		_ = p.missing.Report(p.cpu.noBio, "proc_io's table proc_io")
 	}
 	if err := p.applyLocked(cfg); err != nil {
 		return errors.Join(err, p.closeLocked())
@@ -153,6 +156,9 @@ func (p *Probe) applyLocked(cfg probe.Config) error {
 			return fmt.Errorf("proc: %w", err)
 		}
 		if err := p.cpu.setOn(cfg.Has(bitOffCPU)); err != nil {
+			return err
+		}
+		if err := p.cpu.setIO(cfg.Has(bitIO)); err != nil {
 			return err
 		}
 	}
@@ -258,8 +264,11 @@ func (p *Probe) report() error {
 		rows, err = p.sc.Drain()
 		errs = append(errs, err)
 	}
+	var ioRows map[uint32]procProcIoVal
 	if p.cpu != nil {
 		cpuRows, err = p.cpu.drain()
+		errs = append(errs, err)
+		ioRows, err = p.cpu.drainIO()
 		errs = append(errs, err)
 	}
 	now := p.now()
@@ -270,6 +279,11 @@ func (p *Probe) report() error {
 	}
 	if p.cfg.Has(bitOffCPU) {
 		for _, r := range cpuRecords(cpuRows, now, period) {
+			p.rt.Record(r)
+		}
+	}
+	if p.cfg.Has(bitIO) {
+		for _, r := range ioRecords(ioRows, now, period) {
 			p.rt.Record(r)
 		}
 	}

@@ -1,10 +1,21 @@
 //go:build ignore
 
 /* proc: per-process off-CPU and I/O-wait time for the proc probe's
- * proc_offcpu sub-item (table proc_cpu). The syscall tables come from the
- * shared syscall capture (internal/syscap), not from here.
+ * proc_offcpu sub-item (table proc_cpu), and block I/O by issuing process
+ * for proc_io (table proc_io). The syscall tables come from the shared
+ * syscall capture (internal/syscap), not from here.
  *
  * Hooks:
+ *   tp_btf/block_bio_queue  proc_bio_queue: a bio submitted by an observed
+ *       process (current is the submitter: direct I/O, reads it waits for,
+ *       writeback it forces; the flusher threads' writeback is theirs)
+ *       counts in its row by direction (read; write or flush) and size
+ *       (<= 4096 bytes "less", > 4096 "greater", as gala-gopher), and
+ *       leaves {submit time, tgid} in bio_starts keyed by the bio.
+ *   tp_btf/block_rq_complete (disks) and tp_btf/block_bio_complete
+ *       (bio-based devices): a bio's completion: an error counts in
+ *       bio_err, else the latency since submission updates the row's
+ *       maximum.
  *   tp_btf/sched_switch  proc_sched_switch: the thread going off CPU (prev)
  *       of an observed process leaves its switch time and whether it waits
  *       for I/O (task_struct.in_iowait, set by io_schedule) in its task
@@ -12,10 +23,12 @@
  *       to its process's row. As in gala-gopher, every switch counts
  *       (preempted threads too): off-CPU time is all the time a thread was
  *       not running. Exiting threads' last switch (TASK_DEAD) is not.
- * Maps: cpu_stats (hash tgid -> struct proc_cpu_val, read and deleted by
- *   user space each period), cpu_lost (per CPU: intervals dropped because
- *   cpu_stats was full), off_starts (task storage, freed with the thread),
- *   filter_* (common.h).
+ * Maps: cpu_stats (hash tgid -> struct proc_cpu_val) and io_stats (hash
+ *   tgid -> struct proc_io_val), read and deleted by user space each
+ *   period; cpu_lost (per CPU: intervals and bios dropped because a row
+ *   table was full), off_starts (task storage, freed with the thread),
+ *   bio_starts (LRU hash: a bio whose completion is never traced ages
+ *   out), filter_* (common.h).
  * Kernel: 5.11+ (task storage in tracing programs), tp_btf, BTF. */
 #define GALAGO_FILTER
 #include "common.h"
@@ -57,6 +70,16 @@ struct {
 	__type(value, struct off_start);
 } off_starts SEC(".maps");
 
+/* count_lost counts an interval or a bio dropped because a row table was full. */
+static __always_inline void count_lost(void)
+{
+	__u32 z = 0;
+	__u64 *lost = bpf_map_lookup_elem(&cpu_lost, &z);
+
+	if (lost)
+		*lost += 1;
+}
+
 static __always_inline struct proc_cpu_val *cpu_row(__u32 tgid)
 {
 	struct proc_cpu_val zero = {}, *v;
@@ -66,14 +89,150 @@ static __always_inline struct proc_cpu_val *cpu_row(__u32 tgid)
 		return v;
 	bpf_map_update_elem(&cpu_stats, &tgid, &zero, BPF_NOEXIST);
 	v = bpf_map_lookup_elem(&cpu_stats, &tgid);
-	if (!v) {
-		__u32 z = 0;
-		__u64 *lost = bpf_map_lookup_elem(&cpu_lost, &z);
-
-		if (lost)
-			*lost += 1;
-	}
+	if (!v)
+		count_lost();
 	return v;
+}
+
+/* ---- block I/O (proc_io) ---- */
+
+#define REQ_OP_MASK 0xff
+#define REQ_OP_READ 0
+#define REQ_OP_WRITE 1
+#define REQ_OP_FLUSH 2
+#define BIG_BIO 4096
+
+struct proc_io_val {
+	__u64 less_4k_read;
+	__u64 less_4k_write;
+	__u64 greater_4k_read;
+	__u64 greater_4k_write;
+	__u64 bio_latency_max; /* ns, completed bios without error */
+	__u64 bio_err;
+	__u64 bio_done; /* completed bios with a latency (bio_latency_max is set) */
+};
+
+GALAGO_EXPORT_TYPE(struct proc_io_val, io_val);
+
+struct bio_start {
+	__u64 ts;
+	__u32 tgid;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tgid */
+	__type(value, struct proc_io_val);
+} io_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64); /* struct bio * */
+	__type(value, struct bio_start);
+} bio_starts SEC(".maps");
+
+/* io_on: proc_io is on (the programs are attached only then; this keeps
+ * a stale row from being created between a detach and a drain). */
+volatile __u32 io_on = 0;
+
+static __always_inline struct proc_io_val *io_row(__u32 tgid)
+{
+	struct proc_io_val zero = {}, *v;
+
+	v = bpf_map_lookup_elem(&io_stats, &tgid);
+	if (v)
+		return v;
+	bpf_map_update_elem(&io_stats, &tgid, &zero, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(&io_stats, &tgid);
+	if (!v)
+		count_lost();
+	return v;
+}
+
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(proc_bio_queue, struct bio *bio)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 op = bio->bi_opf & REQ_OP_MASK;
+	__u32 size = bio->bi_iter.bi_size;
+	struct bio_start st = {};
+	struct proc_io_val *v;
+	__u64 key = (__u64)bio;
+
+	if (!io_on || (op != REQ_OP_READ && op != REQ_OP_WRITE && op != REQ_OP_FLUSH) || !tgid ||
+	    !galago_observed(tgid))
+		return 0;
+	v = io_row(tgid);
+	if (!v)
+		return 0;
+	if (op == REQ_OP_READ)
+		__sync_fetch_and_add(size > BIG_BIO ? &v->greater_4k_read : &v->less_4k_read, 1);
+	else
+		__sync_fetch_and_add(size > BIG_BIO ? &v->greater_4k_write : &v->less_4k_write, 1);
+	st.ts = bpf_ktime_get_ns();
+	st.tgid = tgid;
+	bpf_map_update_elem(&bio_starts, &key, &st, BPF_ANY);
+	return 0;
+}
+
+/* bio_done: a traced bio completed with status err at now. */
+static __always_inline void bio_done(struct bio *bio, __u32 err, __u64 now)
+{
+	__u64 key = (__u64)bio, d;
+	struct bio_start *st = bpf_map_lookup_elem(&bio_starts, &key);
+	struct proc_io_val *v;
+
+	if (!st)
+		return;
+	d = now > st->ts ? now - st->ts : 0;
+	v = io_on ? io_row(st->tgid) : NULL;
+	bpf_map_delete_elem(&bio_starts, &key);
+	if (!v)
+		return;
+	if (err) {
+		__sync_fetch_and_add(&v->bio_err, 1);
+		return;
+	}
+	__sync_fetch_and_add(&v->bio_done, 1);
+	for (int i = 0; i < 4; i++) {
+		__u64 cur = v->bio_latency_max;
+
+		if (d <= cur || __sync_val_compare_and_swap(&v->bio_latency_max, cur, d) == cur)
+			break;
+	}
+}
+
+/* Bio-based devices (device mapper, md) trace a bio's completion. */
+SEC("tp_btf/block_bio_complete")
+int BPF_PROG(proc_bio_complete, struct request_queue *q, struct bio *bio)
+{
+	bio_done(bio, bio->bi_status, bpf_ktime_get_ns());
+	return 0;
+}
+
+#define RQ_MAX_BIOS 16
+
+/* Request-based devices (blk-mq: disks) trace the request's completion
+ * only (blk_update_request clears the bios' BIO_TRACE_COMPLETION): its
+ * bios are completed here, the first RQ_MAX_BIOS of a merged request
+ * (the others age out of bio_starts unmeasured). A partial completion
+ * (nr_bytes short of the request) completes them all: rare, and only
+ * their latency is early. */
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(proc_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct bio *bio = rq->bio;
+
+	for (int i = 0; i < RQ_MAX_BIOS && bio; i++) {
+		bio_done(bio, error, now);
+		bio = bio->bi_next;
+	}
+	return 0;
 }
 
 SEC("tp_btf/sched_switch")

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type procBioStart struct {
+	_    structs.HostLayout
+	Ts   uint64
+	Tgid uint32
+	Pad  uint32
+}
+
 type procOffStart struct {
 	_      structs.HostLayout
 	Ts     uint64
@@ -26,10 +33,22 @@ type procProcCpuVal struct {
 	IowaitNs uint64
 }
 
+type procProcIoVal struct {
+	_              structs.HostLayout
+	Less4kRead     uint64
+	Less4kWrite    uint64
+	Greater4kRead  uint64
+	Greater4kWrite uint64
+	BioLatencyMax  uint64
+	BioErr         uint64
+	BioDone        uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	procMapBioStarts          = "bio_starts"
 	procMapCpuLost            = "cpu_lost"
 	procMapCpuStats           = "cpu_stats"
 	procMapFilterCgroups      = "filter_cgroups"
@@ -37,12 +56,18 @@ const (
 	procMapFilterPending      = "filter_pending"
 	procMapFilterPendingLost  = "filter_pending_lost"
 	procMapFilterTgids        = "filter_tgids"
+	procMapIoStats            = "io_stats"
 	procMapOffStarts          = "off_starts"
 	procProgGalagoFilterExec  = "galago_filter_exec"
 	procProgGalagoFilterFork  = "galago_filter_fork"
+	procProgProcBioComplete   = "proc_bio_complete"
+	procProgProcBioQueue      = "proc_bio_queue"
+	procProgProcRqComplete    = "proc_rq_complete"
 	procProgProcSchedSwitch   = "proc_sched_switch"
 	procVarGalagoExportCpuVal = "__galago_export_cpu_val"
+	procVarGalagoExportIoVal  = "__galago_export_io_val"
 	procVarGalagoFilterCfg    = "galago_filter_cfg"
+	procVarIoOn               = "io_on"
 )
 
 // loadProc returns the embedded CollectionSpec for proc.
@@ -89,6 +114,9 @@ type procSpecs struct {
 type procProgramSpecs struct {
 	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
+	ProcBioComplete  *ebpf.ProgramSpec `ebpf:"proc_bio_complete"`
+	ProcBioQueue     *ebpf.ProgramSpec `ebpf:"proc_bio_queue"`
+	ProcRqComplete   *ebpf.ProgramSpec `ebpf:"proc_rq_complete"`
 	ProcSchedSwitch  *ebpf.ProgramSpec `ebpf:"proc_sched_switch"`
 }
 
@@ -96,6 +124,7 @@ type procProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type procMapSpecs struct {
+	BioStarts         *ebpf.MapSpec `ebpf:"bio_starts"`
 	CpuLost           *ebpf.MapSpec `ebpf:"cpu_lost"`
 	CpuStats          *ebpf.MapSpec `ebpf:"cpu_stats"`
 	FilterCgroups     *ebpf.MapSpec `ebpf:"filter_cgroups"`
@@ -103,6 +132,7 @@ type procMapSpecs struct {
 	FilterPending     *ebpf.MapSpec `ebpf:"filter_pending"`
 	FilterPendingLost *ebpf.MapSpec `ebpf:"filter_pending_lost"`
 	FilterTgids       *ebpf.MapSpec `ebpf:"filter_tgids"`
+	IoStats           *ebpf.MapSpec `ebpf:"io_stats"`
 	OffStarts         *ebpf.MapSpec `ebpf:"off_starts"`
 }
 
@@ -111,7 +141,9 @@ type procMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type procVariableSpecs struct {
 	GalagoExportCpuVal *ebpf.VariableSpec `ebpf:"__galago_export_cpu_val"`
+	GalagoExportIoVal  *ebpf.VariableSpec `ebpf:"__galago_export_io_val"`
 	GalagoFilterCfg    *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
+	IoOn               *ebpf.VariableSpec `ebpf:"io_on"`
 }
 
 // procObjects contains all objects after they have been loaded into the kernel.
@@ -134,6 +166,7 @@ func (o *procObjects) Close() error {
 //
 // It can be passed to loadProcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type procMaps struct {
+	BioStarts         *ebpf.Map `ebpf:"bio_starts"`
 	CpuLost           *ebpf.Map `ebpf:"cpu_lost"`
 	CpuStats          *ebpf.Map `ebpf:"cpu_stats"`
 	FilterCgroups     *ebpf.Map `ebpf:"filter_cgroups"`
@@ -141,11 +174,13 @@ type procMaps struct {
 	FilterPending     *ebpf.Map `ebpf:"filter_pending"`
 	FilterPendingLost *ebpf.Map `ebpf:"filter_pending_lost"`
 	FilterTgids       *ebpf.Map `ebpf:"filter_tgids"`
+	IoStats           *ebpf.Map `ebpf:"io_stats"`
 	OffStarts         *ebpf.Map `ebpf:"off_starts"`
 }
 
 func (m *procMaps) Close() error {
 	return _ProcClose(
+		m.BioStarts,
 		m.CpuLost,
 		m.CpuStats,
 		m.FilterCgroups,
@@ -153,6 +188,7 @@ func (m *procMaps) Close() error {
 		m.FilterPending,
 		m.FilterPendingLost,
 		m.FilterTgids,
+		m.IoStats,
 		m.OffStarts,
 	)
 }
@@ -162,7 +198,9 @@ func (m *procMaps) Close() error {
 // It can be passed to loadProcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type procVariables struct {
 	GalagoExportCpuVal *ebpf.Variable `ebpf:"__galago_export_cpu_val"`
+	GalagoExportIoVal  *ebpf.Variable `ebpf:"__galago_export_io_val"`
 	GalagoFilterCfg    *ebpf.Variable `ebpf:"galago_filter_cfg"`
+	IoOn               *ebpf.Variable `ebpf:"io_on"`
 }
 
 // procPrograms contains all programs after they have been loaded into the kernel.
@@ -171,6 +209,9 @@ type procVariables struct {
 type procPrograms struct {
 	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
+	ProcBioComplete  *ebpf.Program `ebpf:"proc_bio_complete"`
+	ProcBioQueue     *ebpf.Program `ebpf:"proc_bio_queue"`
+	ProcRqComplete   *ebpf.Program `ebpf:"proc_rq_complete"`
 	ProcSchedSwitch  *ebpf.Program `ebpf:"proc_sched_switch"`
 }
 
@@ -178,6 +219,9 @@ func (p *procPrograms) Close() error {
 	return _ProcClose(
 		p.GalagoFilterExec,
 		p.GalagoFilterFork,
+		p.ProcBioComplete,
+		p.ProcBioQueue,
+		p.ProcRqComplete,
 		p.ProcSchedSwitch,
 	)
 }

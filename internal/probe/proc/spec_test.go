@@ -9,17 +9,23 @@ import (
 )
 
 // TestSpec checks both architectures' objects without loading them: the
-// sched_switch program, the bounded maps and the row layout.
+// sched_switch and bio programs, the bounded maps and the row layout.
 func TestSpec(t *testing.T) {
 	bpfspec.Objects(t, _ProcBytes, []string{"proc_x86_bpfel.o", "proc_arm64_bpfel.o"}, func(t *testing.T, spec *ebpf.CollectionSpec) {
 		fmaps, fprogs := bpfspec.Filter()
 		fprogs["proc_sched_switch"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_switch"}
+		fprogs["proc_bio_queue"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "block_bio_queue"}
+		fprogs["proc_bio_complete"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "block_bio_complete"}
+		fprogs["proc_rq_complete"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "block_rq_complete"}
 		bpfspec.Programs(t, spec, fprogs)
 		fmaps["cpu_stats"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: 16384}
 		fmaps["cpu_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
 		fmaps["off_starts"] = bpfspec.Map{Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 16}
+		fmaps["io_stats"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 56, MaxEntries: 16384}
+		fmaps["bio_starts"] = bpfspec.Map{Type: ebpf.LRUHash, KeySize: 8, ValueSize: 16, MaxEntries: 65536}
 		bpfspec.Maps(t, spec, fmaps)
-		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{"galago_filter_cfg": {Size: 4}})
+		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{"galago_filter_cfg": {Size: 4}, "io_on": {Size: 4}})
 		bpfspec.StructSize(t, spec, "proc_cpu_val", 16)
+		bpfspec.StructSize(t, spec, "proc_io_val", 56)
 	})
 }
