@@ -143,26 +143,39 @@ func cpuRecords(rows map[uint32]procProcCpuVal, end time.Time, period time.Durat
 	return out
 }
 
-// ioRecords are the proc_io rows of one period: a process has one when it
-// submitted a bio, or one it submitted completed, in the period.
-// bio_latency is the longest submission-to-completion time of the
-// period's completed bios, set only when one completed without error.
-// hang_count is not reported (see the package documentation).
-func ioRecords(rows map[uint32]procProcIoVal, end time.Time, period time.Duration) []*table.Record {
-	t := table.ProcIo
-	out := make([]*table.Record, 0, len(rows))
+// ioRecords are the proc_io and proc_page rows of one period. A process
+// has a proc_io row (with bios) when it submitted a bio, or one it
+// submitted completed, in the period; bio_latency is the longest
+// submission-to-completion time of the period's completed bios, set only
+// when one completed without error; hang_count is not reported (see the
+// package documentation). It has a proc_page row when it loaded or
+// dirtied page cache pages or dirtied buffers; reclaim_ns and
+// access_pagecache are not reported.
+func ioRecords(rows map[uint32]procProcIoVal, bio, pages bool, end time.Time, period time.Duration) []*table.Record {
+	var out []*table.Record
 	for tgid, v := range rows {
-		rec := t.NewRecord(end, period)
-		rec.SetStr(0, strconv.FormatUint(uint64(tgid), 10))
-		rec.SetNum(t.MustIndex("less_4k_io_read"), float64(v.Less4kRead))
-		rec.SetNum(t.MustIndex("less_4k_io_write"), float64(v.Less4kWrite))
-		rec.SetNum(t.MustIndex("greater_4k_io_read"), float64(v.Greater4kRead))
-		rec.SetNum(t.MustIndex("greater_4k_io_write"), float64(v.Greater4kWrite))
-		rec.SetNum(t.MustIndex("bio_err_count"), float64(v.BioErr))
-		if v.BioDone > 0 {
-			rec.SetNum(t.MustIndex("bio_latency"), float64(v.BioLatencyMax))
+		key := strconv.FormatUint(uint64(tgid), 10)
+		if t := table.ProcIo; bio && v.Less4kRead+v.Less4kWrite+v.Greater4kRead+v.Greater4kWrite+v.BioErr+v.BioDone > 0 {
+			rec := t.NewRecord(end, period)
+			rec.SetStr(0, key)
+			rec.SetNum(t.MustIndex("less_4k_io_read"), float64(v.Less4kRead))
+			rec.SetNum(t.MustIndex("less_4k_io_write"), float64(v.Less4kWrite))
+			rec.SetNum(t.MustIndex("greater_4k_io_read"), float64(v.Greater4kRead))
+			rec.SetNum(t.MustIndex("greater_4k_io_write"), float64(v.Greater4kWrite))
+			rec.SetNum(t.MustIndex("bio_err_count"), float64(v.BioErr))
+			if v.BioDone > 0 {
+				rec.SetNum(t.MustIndex("bio_latency"), float64(v.BioLatencyMax))
+			}
+			out = append(out, rec)
 		}
-		out = append(out, rec)
+		if t := table.ProcPage; pages && v.LoadPageCache+v.MarkPageDirty+v.MarkBufferDirty > 0 {
+			rec := t.NewRecord(end, period)
+			rec.SetStr(0, key)
+			rec.SetNum(t.MustIndex("load_page_cache"), float64(v.LoadPageCache))
+			rec.SetNum(t.MustIndex("mark_page_dirty"), float64(v.MarkPageDirty))
+			rec.SetNum(t.MustIndex("mark_buffer_dirty"), float64(v.MarkBufferDirty))
+			out = append(out, rec)
+		}
 	}
 	return out
 }

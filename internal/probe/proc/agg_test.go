@@ -132,10 +132,19 @@ func TestSubItems(t *testing.T) {
 
 func TestIORecords(t *testing.T) {
 	end := time.Unix(1700000000, 0)
-	recs := ioRecords(map[uint32]procProcIoVal{
+	rows := map[uint32]procProcIoVal{
 		5: {Less4kRead: 1, Greater4kWrite: 2, BioLatencyMax: 900, BioDone: 3},
 		6: {Less4kWrite: 1, BioErr: 1}, // its only bio failed: no latency
-	}, end, time.Minute)
+		7: {LoadPageCache: 4, MarkBufferDirty: 1},
+	}
+	pages := ioRecords(rows, false, true, end, time.Minute)
+	if len(pages) != 1 || pages[0].Table != table.ProcPage || pages[0].Str("tgid") != "7" ||
+		pages[0].Values[table.ProcPage.MustIndex("load_page_cache")].Num != 4 ||
+		pages[0].Values[table.ProcPage.MustIndex("mark_buffer_dirty")].Num != 1 ||
+		pages[0].Values[table.ProcPage.MustIndex("reclaim_ns")].Set || pages[0].Values[table.ProcPage.MustIndex("access_pagecache")].Set {
+		t.Errorf("proc_page rows: %+v", pages)
+	}
+	recs := ioRecords(rows, true, false, end, time.Minute)
 	if len(recs) != 2 {
 		t.Fatalf("%d rows", len(recs))
 	}

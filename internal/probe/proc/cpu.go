@@ -3,6 +3,7 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -11,17 +12,71 @@ import (
 	"github.com/galago-project/galago/internal/snoop"
 )
 
+// hookGroup is the programs of one sub-item: attached while it is on,
+// detached (no cost) while it is off.
+type hookGroup struct {
+	on      *ebpf.Variable // set to 1 while attached; nil: none
+	progs   map[string]*ebpf.Program
+	links   []link.Link
+	missing error // a tracepoint the group needs is missing
+}
+
+func (g *hookGroup) set(on bool) error {
+	if on && g.missing != nil {
+		return nil // reported once at start
+	}
+	if g.on != nil {
+		v := uint32(0)
+		if on {
+			v = 1
+		}
+		if err := g.on.Set(v); err != nil {
+			return fmt.Errorf("proc: set run-time switch: %w", err)
+		}
+	}
+	switch {
+	case on && g.links == nil:
+		for name, p := range g.progs {
+			l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+			if err != nil {
+				return errors.Join(fmt.Errorf("proc: attach %s: %w", name, err), g.close())
+			}
+			g.links = append(g.links, l)
+		}
+	case !on && g.links != nil:
+		return g.close()
+	}
+	return nil
+}
+
+func (g *hookGroup) close() error {
+	var errs []error
+	for _, l := range g.links {
+		errs = append(errs, l.Close())
+	}
+	g.links = nil
+	return errors.Join(errs...)
+}
+
 // cpuStats is the probe's own object (proc.bpf.c): off-CPU and I/O-wait
-// time per process from sched_switch (proc_offcpu), and block I/O by
-// issuing process from the bio tracepoints (proc_io). Not safe for
-// concurrent use: the probe holds its lock around it.
+// time per process from sched_switch (proc_offcpu), block I/O by issuing
+// process from the bio tracepoints (proc_io) and page cache activity
+// (proc_pagecache). Not safe for concurrent use: the probe holds its lock
+// around it.
 type cpuStats struct {
-	objs    procObjects
-	link    link.Link
-	ioLinks []link.Link
-	noBio   error // the bio tracepoints are missing
-	filter  *bpfrt.FilterSync
-	lost    bpfrt.LostCounter
+	objs               procObjects
+	offcpu, bio, pages hookGroup
+	filter             *bpfrt.FilterSync
+	lost               bpfrt.LostCounter
+}
+
+// missingHooks are the tracepoints of each group that this kernel lacks.
+func missingHooks(tps ...string) error {
+	var errs []error
+	for _, tp := range tps {
+		errs = append(errs, bpfrt.HaveTPBTF(tp))
+	}
+	return errors.Join(errs...)
 }
 
 func openCPU(t snoop.Targets, onLost func(uint64)) (*cpuStats, error) {
@@ -29,17 +84,21 @@ func openCPU(t snoop.Targets, onLost func(uint64)) (*cpuStats, error) {
 		return nil, err
 	}
 	c := &cpuStats{}
-	c.noBio = errors.Join(bpfrt.HaveTPBTF("block_bio_queue"), bpfrt.HaveTPBTF("block_bio_complete"),
-		bpfrt.HaveTPBTF("block_rq_complete"))
 	if err := loadProcObjects(&c.objs, nil); err != nil {
 		return nil, fmt.Errorf("proc: load BPF object: %w", err)
 	}
-	c.lost = bpfrt.LostCounter{Map: c.objs.CpuLost, OnLost: onLost}
+	o := &c.objs
+	c.offcpu = hookGroup{progs: map[string]*ebpf.Program{"proc_sched_switch": o.ProcSchedSwitch}}
+	c.bio = hookGroup{on: o.IoOn, missing: missingHooks("block_bio_queue", "block_bio_complete", "block_rq_complete"),
+		progs: map[string]*ebpf.Program{"proc_bio_queue": o.ProcBioQueue, "proc_bio_complete": o.ProcBioComplete, "proc_rq_complete": o.ProcRqComplete}}
+	c.pages = hookGroup{on: o.PageOn, missing: missingHooks("mm_filemap_add_to_page_cache", "writeback_dirty_folio", "block_dirty_buffer"),
+		progs: map[string]*ebpf.Program{"proc_page_add": o.ProcPageAdd, "proc_page_dirty": o.ProcPageDirty, "proc_buffer_dirty": o.ProcBufferDirty}}
+	c.lost = bpfrt.LostCounter{Map: o.CpuLost, OnLost: onLost}
 	var err error
 	if c.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
-		Mode: c.objs.GalagoFilterCfg, TGIDs: c.objs.FilterTgids, Cgroups: c.objs.FilterCgroups,
-		Pending: c.objs.FilterPending, Decided: c.objs.FilterDecided, Lost: c.objs.FilterPendingLost,
-		ForkProgram: c.objs.GalagoFilterFork, ExecProgram: c.objs.GalagoFilterExec,
+		Mode: o.GalagoFilterCfg, TGIDs: o.FilterTgids, Cgroups: o.FilterCgroups,
+		Pending: o.FilterPending, Decided: o.FilterDecided, Lost: o.FilterPendingLost,
+		ForkProgram: o.GalagoFilterFork, ExecProgram: o.GalagoFilterExec,
 	}, onLost); err != nil {
 		return nil, errors.Join(fmt.Errorf("proc: %w", err), c.close())
 	}
@@ -49,96 +108,32 @@ func openCPU(t snoop.Targets, onLost func(uint64)) (*cpuStats, error) {
 	return c, nil
 }
 
-// setOn attaches sched_switch while proc_offcpu is on; off, it costs
-// nothing per switch.
-func (c *cpuStats) setOn(on bool) error {
-	switch {
-	case on && c.link == nil:
-		l, err := link.AttachTracing(link.TracingOptions{Program: c.objs.ProcSchedSwitch, AttachType: ebpf.AttachTraceRawTp})
-		if err != nil {
-			return fmt.Errorf("proc: attach tp_btf/sched_switch: %w", err)
-		}
-		c.link = l
-	case !on && c.link != nil:
-		err := c.link.Close()
-		c.link = nil
-		return err
-	}
-	return nil
-}
-
-// setIO attaches the bio programs while proc_io is on.
-func (c *cpuStats) setIO(on bool) error {
-	if on && c.noBio != nil {
-		return nil // reported once at start
-	}
-	v := uint32(0)
-	if on {
-		v = 1
-	}
-	if err := c.objs.IoOn.Set(v); err != nil {
-		return fmt.Errorf("proc: set io_on: %w", err)
-	}
-	switch {
-	case on && c.ioLinks == nil:
-		for _, p := range []*ebpf.Program{c.objs.ProcBioQueue, c.objs.ProcBioComplete, c.objs.ProcRqComplete} {
-			l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-			if err != nil {
-				return errors.Join(fmt.Errorf("proc: attach %s: %w", p, err), c.closeIO())
-			}
-			c.ioLinks = append(c.ioLinks, l)
-		}
-	case !on && c.ioLinks != nil:
-		return c.closeIO()
-	}
-	return nil
-}
-
-func (c *cpuStats) closeIO() error {
-	var errs []error
-	for _, l := range c.ioLinks {
-		errs = append(errs, l.Close())
-	}
-	c.ioLinks = nil
-	return errors.Join(errs...)
-}
-
 func (c *cpuStats) programs() map[string]*ebpf.Program {
 	progs := c.filter.Programs()
-	progs["proc_sched_switch"] = c.objs.ProcSchedSwitch
-	progs["proc_bio_queue"] = c.objs.ProcBioQueue
-	progs["proc_bio_complete"] = c.objs.ProcBioComplete
-	progs["proc_rq_complete"] = c.objs.ProcRqComplete
+	for _, g := range []*hookGroup{&c.offcpu, &c.bio, &c.pages} {
+		maps.Copy(progs, g.progs)
+	}
 	return progs
 }
 
-// drainIO returns the bio rows counted since the last drain, and removes
-// them.
-func (c *cpuStats) drainIO() (map[uint32]procProcIoVal, error) {
-	out := map[uint32]procProcIoVal{}
-	if err := bpfrt.TakeAll(c.objs.IoStats, func(tgid uint32, v procProcIoVal) { out[tgid] = v }); err != nil {
-		return out, fmt.Errorf("proc: %w", err)
-	}
-	return out, nil
-}
-
 // drain returns the rows counted since the last drain, and removes them.
-func (c *cpuStats) drain() (map[uint32]procProcCpuVal, error) {
-	out := map[uint32]procProcCpuVal{}
-	if err := bpfrt.TakeAll(c.objs.CpuStats, func(tgid uint32, v procProcCpuVal) { out[tgid] = v }); err != nil {
-		return out, fmt.Errorf("proc: %w", err)
+func (c *cpuStats) drain() (cpu map[uint32]procProcCpuVal, io map[uint32]procProcIoVal, err error) {
+	cpu, io = map[uint32]procProcCpuVal{}, map[uint32]procProcIoVal{}
+	errs := []error{
+		bpfrt.TakeAll(c.objs.CpuStats, func(tgid uint32, v procProcCpuVal) { cpu[tgid] = v }),
+		bpfrt.TakeAll(c.objs.IoStats, func(tgid uint32, v procProcIoVal) { io[tgid] = v }),
+		c.lost.Poll(),
 	}
-	if err := c.lost.Poll(); err != nil {
-		return out, fmt.Errorf("proc: %w", err)
+	if err := errors.Join(errs...); err != nil {
+		return cpu, io, fmt.Errorf("proc: %w", err)
 	}
-	return out, nil
+	return cpu, io, nil
 }
 
 func (c *cpuStats) close() error {
-	errs := []error{c.closeIO()}
-	if c.link != nil {
-		errs = append(errs, c.link.Close())
-		c.link = nil
+	var errs []error
+	for _, g := range []*hookGroup{&c.offcpu, &c.bio, &c.pages} {
+		errs = append(errs, g.close())
 	}
 	if c.filter != nil {
 		errs = append(errs, c.filter.Close())

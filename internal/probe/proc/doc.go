@@ -65,6 +65,20 @@
 //     xfs and other file systems are not reported (gala-gopher has no
 //     table for them). Cost: one fd-table read per timed call of these
 //     kinds.
+//   - proc_pagecache → proc_page, from the probe's own object:
+//     load_page_cache (pages added to a file's page cache,
+//     tp_btf/mm_filemap_add_to_page_cache, the folio's pages),
+//     mark_page_dirty (pages newly accounted dirty,
+//     tp_btf/writeback_dirty_folio) and mark_buffer_dirty
+//     (tp_btf/block_dirty_buffer: data and file-system metadata buffers),
+//     each counted for the task that caused it (the reader's readahead and
+//     faults, the writer's write or fault), per period; a row only for a
+//     process that did any. reclaim_ns and access_pagecache are NOT
+//     reported: mark_page_accessed has no tracepoint, and direct reclaim
+//     time has one (mm_vmscan_direct_reclaim_begin/end) but no ground
+//     truth a test could hold it to without memory pressure on the shared
+//     machine. Cost: one filter check per page-cache insertion or dirtying
+//     on the machine while the sub-item is on.
 //   - proc_offcpu → proc_cpu (offcpu_ns, iowait_ns): the probe's own object
 //     (proc.bpf.c), tp_btf/sched_switch. A thread of an observed process
 //     going off CPU leaves the time and its in_iowait flag (set by
@@ -86,8 +100,7 @@
 // epoll_wait syscall (glibc calls clone and epoll_pwait): ns_fork and
 // ns_epoll_wait are never set there.
 //
-// proc_dns, proc_pagecache (proc_page), proc_ioctl (proc_syscall_ioctl)
-// and proc_pygc are NOT BUILT: a request for only those is refused with "not
+// proc_dns, proc_ioctl (proc_syscall_ioctl) and proc_pygc are NOT BUILT: a request for only those is refused with "not
 // supported in the current version"; alongside a built sub-item they are
 // named in one warning log line and ignored. gala-gopher reports proc's
 // events only for proc_dns (the others are compiled out), so there are no
@@ -100,7 +113,8 @@
 // A call entered before the programs attached (or before its process was
 // observed) is not timed; its failure is still counted. A full row table
 // (16384 (process, class) rows, or 16384 processes for proc_cpu and
-// proc_io, per period) drops calls, off-CPU intervals and bios, counted in
+// proc_io/proc_page, per period) drops calls, off-CPU intervals, bios and
+// pages, counted in
 // galago_probe_events_lost_total{probe="proc"}, as are new processes the
 // snooper filter could not mark pending. An off-CPU interval that began
 // before the program attached or before the thread's process was observed

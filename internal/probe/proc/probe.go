@@ -26,9 +26,10 @@ var (
 		probe.MustSubItemBit(Name, "proc_net") | probe.MustSubItemBit(Name, "proc_fs")
 	bitOffCPU = probe.MustSubItemBit(Name, "proc_offcpu")
 	bitIO     = probe.MustSubItemBit(Name, "proc_io")
+	bitPages  = probe.MustSubItemBit(Name, "proc_pagecache")
 	// built are the sub-items this probe implements; the others are
 	// refused (all of them) or named in one warning (alongside built ones).
-	built = syscallItems | bitOffCPU
+	built = syscallItems | bitOffCPU | bitPages
 )
 
 // Probe is the proc feature. See the package documentation.
@@ -105,9 +106,14 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		if !errors.Is(err, bpfrt.ErrHookUnavailable) {
 			return errors.Join(err, p.closeLocked())
 		}
-		_ = p.missing.Report(err, "proc_offcpu", "proc_io's table proc_io")
-	} else if p.cpu.noBio != nil {
-		_ = p.missing.Report(p.cpu.noBio, "proc_io's table proc_io")
+		_ = p.missing.Report(err, "proc_offcpu", "proc_io's table proc_io", "proc_pagecache")
+	} else {
+		if p.cpu.bio.missing != nil {
+			_ = p.missing.Report(p.cpu.bio.missing, "proc_io's table proc_io")
+		}
+		if p.cpu.pages.missing != nil {
+			_ = p.missing.Report(p.cpu.pages.missing, "proc_pagecache")
+		}
 	}
 	if err := p.applyLocked(cfg); err != nil {
 		return errors.Join(err, p.closeLocked())
@@ -155,11 +161,13 @@ func (p *Probe) applyLocked(cfg probe.Config) error {
 		if err := p.cpu.filter.Sync(cfg.Targets); err != nil {
 			return fmt.Errorf("proc: %w", err)
 		}
-		if err := p.cpu.setOn(cfg.Has(bitOffCPU)); err != nil {
-			return err
-		}
-		if err := p.cpu.setIO(cfg.Has(bitIO)); err != nil {
-			return err
+		for _, g := range []struct {
+			g  *hookGroup
+			on bool
+		}{{&p.cpu.offcpu, cfg.Has(bitOffCPU)}, {&p.cpu.bio, cfg.Has(bitIO)}, {&p.cpu.pages, cfg.Has(bitPages)}} {
+			if err := g.g.set(g.on); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -266,9 +274,7 @@ func (p *Probe) report() error {
 	}
 	var ioRows map[uint32]procProcIoVal
 	if p.cpu != nil {
-		cpuRows, err = p.cpu.drain()
-		errs = append(errs, err)
-		ioRows, err = p.cpu.drainIO()
+		cpuRows, ioRows, err = p.cpu.drain()
 		errs = append(errs, err)
 	}
 	now := p.now()
@@ -282,10 +288,8 @@ func (p *Probe) report() error {
 			p.rt.Record(r)
 		}
 	}
-	if p.cfg.Has(bitIO) {
-		for _, r := range ioRecords(ioRows, now, period) {
-			p.rt.Record(r)
-		}
+	for _, r := range ioRecords(ioRows, p.cfg.Has(bitIO), p.cfg.Has(bitPages), now, period) {
+		p.rt.Record(r)
 	}
 	return errors.Join(errs...)
 }

@@ -23,8 +23,13 @@
  *       to its process's row. As in gala-gopher, every switch counts
  *       (preempted threads too): off-CPU time is all the time a thread was
  *       not running. Exiting threads' last switch (TASK_DEAD) is not.
+ *   tp_btf/mm_filemap_add_to_page_cache, writeback_dirty_folio,
+ *       block_dirty_buffer  proc_page_*: page cache pages loaded and
+ *       dirtied (pages of the folio) and buffers dirtied, by the task
+ *       that caused them (readahead and faults of the reader; the
+ *       writer's write or fault), for proc_pagecache.
  * Maps: cpu_stats (hash tgid -> struct proc_cpu_val) and io_stats (hash
- *   tgid -> struct proc_io_val), read and deleted by user space each
+ *   tgid -> struct proc_io_val: bios and page cache), read and deleted by user space each
  *   period; cpu_lost (per CPU: intervals and bios dropped because a row
  *   table was full), off_starts (task storage, freed with the thread),
  *   bio_starts (LRU hash: a bio whose completion is never traced ages
@@ -32,6 +37,7 @@
  * Kernel: 5.11+ (task storage in tracing programs), tp_btf, BTF. */
 #define GALAGO_FILTER
 #include "common.h"
+#include "folio.h"
 
 #define TASK_DEAD 0x80
 
@@ -110,6 +116,10 @@ struct proc_io_val {
 	__u64 bio_latency_max; /* ns, completed bios without error */
 	__u64 bio_err;
 	__u64 bio_done; /* completed bios with a latency (bio_latency_max is set) */
+	/* proc_pagecache, counted by the task that caused them: */
+	__u64 load_page_cache;   /* pages added to a file's page cache */
+	__u64 mark_page_dirty;   /* pages newly accounted dirty */
+	__u64 mark_buffer_dirty; /* mark_buffer_dirty calls */
 };
 
 GALAGO_EXPORT_TYPE(struct proc_io_val, io_val);
@@ -135,9 +145,11 @@ struct {
 	__type(value, struct bio_start);
 } bio_starts SEC(".maps");
 
-/* io_on: proc_io is on (the programs are attached only then; this keeps
- * a stale row from being created between a detach and a drain). */
+/* io_on: proc_io is on; page_on: proc_pagecache is on (the programs are
+ * attached only then; these keep a stale row from being created between a
+ * detach and a drain). */
 volatile __u32 io_on = 0;
+volatile __u32 page_on = 0;
 
 static __always_inline struct proc_io_val *io_row(__u32 tgid)
 {
@@ -232,6 +244,47 @@ int BPF_PROG(proc_rq_complete, struct request *rq, blk_status_t error, unsigned 
 		bio_done(bio, error, now);
 		bio = bio->bi_next;
 	}
+	return 0;
+}
+
+/* ---- page cache (proc_pagecache) ---- */
+
+static __always_inline struct proc_io_val *page_row(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!page_on || !tgid || !galago_observed(tgid))
+		return NULL;
+	return io_row(tgid);
+}
+
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int BPF_PROG(proc_page_add, struct folio *folio)
+{
+	struct proc_io_val *v = page_row();
+
+	if (v)
+		__sync_fetch_and_add(&v->load_page_cache, folio_pages(folio));
+	return 0;
+}
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(proc_page_dirty, struct folio *folio, struct address_space *mapping)
+{
+	struct proc_io_val *v = page_row();
+
+	if (v)
+		__sync_fetch_and_add(&v->mark_page_dirty, folio_pages(folio));
+	return 0;
+}
+
+SEC("tp_btf/block_dirty_buffer")
+int BPF_PROG(proc_buffer_dirty, struct buffer_head *bh)
+{
+	struct proc_io_val *v = page_row();
+
+	if (v)
+		__sync_fetch_and_add(&v->mark_buffer_dirty, 1);
 	return 0;
 }
 

@@ -34,14 +34,17 @@ type procProcCpuVal struct {
 }
 
 type procProcIoVal struct {
-	_              structs.HostLayout
-	Less4kRead     uint64
-	Less4kWrite    uint64
-	Greater4kRead  uint64
-	Greater4kWrite uint64
-	BioLatencyMax  uint64
-	BioErr         uint64
-	BioDone        uint64
+	_               structs.HostLayout
+	Less4kRead      uint64
+	Less4kWrite     uint64
+	Greater4kRead   uint64
+	Greater4kWrite  uint64
+	BioLatencyMax   uint64
+	BioErr          uint64
+	BioDone         uint64
+	LoadPageCache   uint64
+	MarkPageDirty   uint64
+	MarkBufferDirty uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -62,12 +65,16 @@ const (
 	procProgGalagoFilterFork  = "galago_filter_fork"
 	procProgProcBioComplete   = "proc_bio_complete"
 	procProgProcBioQueue      = "proc_bio_queue"
+	procProgProcBufferDirty   = "proc_buffer_dirty"
+	procProgProcPageAdd       = "proc_page_add"
+	procProgProcPageDirty     = "proc_page_dirty"
 	procProgProcRqComplete    = "proc_rq_complete"
 	procProgProcSchedSwitch   = "proc_sched_switch"
 	procVarGalagoExportCpuVal = "__galago_export_cpu_val"
 	procVarGalagoExportIoVal  = "__galago_export_io_val"
 	procVarGalagoFilterCfg    = "galago_filter_cfg"
 	procVarIoOn               = "io_on"
+	procVarPageOn             = "page_on"
 )
 
 // loadProc returns the embedded CollectionSpec for proc.
@@ -116,6 +123,9 @@ type procProgramSpecs struct {
 	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
 	ProcBioComplete  *ebpf.ProgramSpec `ebpf:"proc_bio_complete"`
 	ProcBioQueue     *ebpf.ProgramSpec `ebpf:"proc_bio_queue"`
+	ProcBufferDirty  *ebpf.ProgramSpec `ebpf:"proc_buffer_dirty"`
+	ProcPageAdd      *ebpf.ProgramSpec `ebpf:"proc_page_add"`
+	ProcPageDirty    *ebpf.ProgramSpec `ebpf:"proc_page_dirty"`
 	ProcRqComplete   *ebpf.ProgramSpec `ebpf:"proc_rq_complete"`
 	ProcSchedSwitch  *ebpf.ProgramSpec `ebpf:"proc_sched_switch"`
 }
@@ -144,6 +154,7 @@ type procVariableSpecs struct {
 	GalagoExportIoVal  *ebpf.VariableSpec `ebpf:"__galago_export_io_val"`
 	GalagoFilterCfg    *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
 	IoOn               *ebpf.VariableSpec `ebpf:"io_on"`
+	PageOn             *ebpf.VariableSpec `ebpf:"page_on"`
 }
 
 // procObjects contains all objects after they have been loaded into the kernel.
@@ -201,6 +212,7 @@ type procVariables struct {
 	GalagoExportIoVal  *ebpf.Variable `ebpf:"__galago_export_io_val"`
 	GalagoFilterCfg    *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	IoOn               *ebpf.Variable `ebpf:"io_on"`
+	PageOn             *ebpf.Variable `ebpf:"page_on"`
 }
 
 // procPrograms contains all programs after they have been loaded into the kernel.
@@ -211,6 +223,9 @@ type procPrograms struct {
 	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
 	ProcBioComplete  *ebpf.Program `ebpf:"proc_bio_complete"`
 	ProcBioQueue     *ebpf.Program `ebpf:"proc_bio_queue"`
+	ProcBufferDirty  *ebpf.Program `ebpf:"proc_buffer_dirty"`
+	ProcPageAdd      *ebpf.Program `ebpf:"proc_page_add"`
+	ProcPageDirty    *ebpf.Program `ebpf:"proc_page_dirty"`
 	ProcRqComplete   *ebpf.Program `ebpf:"proc_rq_complete"`
 	ProcSchedSwitch  *ebpf.Program `ebpf:"proc_sched_switch"`
 }
@@ -221,6 +236,9 @@ func (p *procPrograms) Close() error {
 		p.GalagoFilterFork,
 		p.ProcBioComplete,
 		p.ProcBioQueue,
+		p.ProcBufferDirty,
+		p.ProcPageAdd,
+		p.ProcPageDirty,
 		p.ProcRqComplete,
 		p.ProcSchedSwitch,
 	)

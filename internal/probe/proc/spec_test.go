@@ -17,15 +17,18 @@ func TestSpec(t *testing.T) {
 		fprogs["proc_bio_queue"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "block_bio_queue"}
 		fprogs["proc_bio_complete"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "block_bio_complete"}
 		fprogs["proc_rq_complete"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "block_rq_complete"}
+		fprogs["proc_page_add"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "mm_filemap_add_to_page_cache"}
+		fprogs["proc_page_dirty"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "writeback_dirty_folio"}
+		fprogs["proc_buffer_dirty"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "block_dirty_buffer"}
 		bpfspec.Programs(t, spec, fprogs)
 		fmaps["cpu_stats"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: 16384}
 		fmaps["cpu_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
 		fmaps["off_starts"] = bpfspec.Map{Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 16}
-		fmaps["io_stats"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 56, MaxEntries: 16384}
+		fmaps["io_stats"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 80, MaxEntries: 16384}
 		fmaps["bio_starts"] = bpfspec.Map{Type: ebpf.LRUHash, KeySize: 8, ValueSize: 16, MaxEntries: 65536}
 		bpfspec.Maps(t, spec, fmaps)
-		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{"galago_filter_cfg": {Size: 4}, "io_on": {Size: 4}})
+		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{"galago_filter_cfg": {Size: 4}, "io_on": {Size: 4}, "page_on": {Size: 4}})
 		bpfspec.StructSize(t, spec, "proc_cpu_val", 16)
-		bpfspec.StructSize(t, spec, "proc_io_val", 56)
+		bpfspec.StructSize(t, spec, "proc_io_val", 80)
 	})
 }
