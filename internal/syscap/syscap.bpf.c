@@ -47,6 +47,7 @@
 #define GALAGO_RINGBUF
 #define GALAGO_FILTER
 #include "common.h"
+#include "atomic.h"
 
 #ifndef AF_INET
 #define AF_INET 2
@@ -1778,12 +1779,7 @@ static __always_inline void sc_add(__u32 tgid, __u32 class, __u64 d, bool failed
 	__sync_fetch_and_add(&v->ns_sum, d);
 	if (failed)
 		__sync_fetch_and_add(&v->failed, 1);
-	for (int i = 0; i < 4; i++) {
-		__u64 cur = v->ns_max;
-
-		if (d <= cur || __sync_val_compare_and_swap(&v->ns_max, cur, d) == cur)
-			break;
-	}
+	galago_max_u64(&v->ns_max, d);
 }
 
 SEC("tp_btf/sys_enter")

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/bpfrt"
-	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
-	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -65,14 +63,8 @@ func TestPrivilegedBio(t *testing.T) {
 	_ = exec.Command("dd", "--version").Run() // dd's own pages in the page cache
 	reader, read := gatedDD(t, "if="+path+" iflag=direct bs=8192 count=3 of=/dev/null")
 	writer, write := gatedDD(t, "if=/dev/zero of="+path+" oflag=direct conv=notrunc,nocreat bs=4096 count=5")
-	p := New(withPeriod(500 * time.Millisecond))
-	rt := probetest.NewRuntime(t)
-	io, _ := probe.LookupBuiltin(Name).SubItemBit("proc_io")
-	cfg := probe.Config{SubItems: io, Params: probe.DefaultParams(),
-		Targets: probetest.NewTargets(snoop.Whitelist, reader.Process.Pid, writer.Process.Pid)}
-	if err := p.Start(rt.Context(), cfg, rt); err != nil {
-		t.Fatal(err)
-	}
+	const period = 500 * time.Millisecond
+	p, rt := startFor(t, period, []int{reader.Process.Pid, writer.Process.Pid}, "proc_io")
 	start := time.Now()
 	read()
 	write()
@@ -84,9 +76,7 @@ func TestPrivilegedBio(t *testing.T) {
 		return sum(recs, table.ProcIo, "greater_4k_io_read", of(reader.Process.Pid)) >= 3 &&
 			sum(recs, table.ProcIo, "less_4k_io_write", of(writer.Process.Pid)) >= 5
 	})
-	time.Sleep(600 * time.Millisecond) // one more period: nothing more may come
-	rt.Shutdown(t, p)
-	recs, _ := rt.Take()
+	recs := finish(t, p, rt, period)
 	for _, c := range []struct {
 		pid   int
 		field string
@@ -117,8 +107,5 @@ func TestPrivilegedBio(t *testing.T) {
 		if n == 0 {
 			t.Errorf("pid %d: no bio_latency", pid)
 		}
-	}
-	if n := rt.LostCount(); n != 0 {
-		t.Errorf("lost %d", n)
 	}
 }

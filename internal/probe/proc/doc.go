@@ -70,7 +70,9 @@
 //     tp_btf/mm_filemap_add_to_page_cache, the folio's pages),
 //     mark_page_dirty (pages newly accounted dirty,
 //     tp_btf/writeback_dirty_folio) and mark_buffer_dirty
-//     (tp_btf/block_dirty_buffer: data and file-system metadata buffers),
+//     (tp_btf/block_dirty_buffer: data and file-system metadata buffers;
+//     a metadata buffer may also dirty, or load, a page of the block
+//     device's own cache, counted in the two others),
 //     each counted for the task that caused it (the reader's readahead and
 //     faults, the writer's write or fault), per period; a row only for a
 //     process that did any. reclaim_ns and access_pagecache are NOT

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/bpfrt"
-	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
-	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -33,18 +31,8 @@ func TestPrivilegedSyscalls(t *testing.T) {
 		FutexMs: futexMs, EpollMs: epollMs,
 		Files: []string{filepath.Join(t.TempDir(), "f"), filepath.Join(shm, "f"), filepath.Join(probetest.Overlay(t), "f")}})
 	pid := load.Pid()
-	p := New(withPeriod(700 * time.Millisecond))
-	rt := probetest.NewRuntime(t)
-	f := probe.LookupBuiltin(Name)
-	var sub uint32
-	for _, item := range []string{"proc_syscall", "proc_io", "proc_net", "proc_offcpu", "proc_fs"} {
-		bit, _ := f.SubItemBit(item)
-		sub |= bit
-	}
-	cfg := probe.Config{SubItems: sub, Params: probe.DefaultParams(), Targets: probetest.NewTargets(snoop.Whitelist, pid)}
-	if err := p.Start(rt.Context(), cfg, rt); err != nil {
-		t.Fatal(err)
-	}
+	const period = 700 * time.Millisecond
+	p, rt := startFor(t, period, []int{pid}, "proc_syscall", "proc_io", "proc_net", "proc_offcpu", "proc_fs")
 	run0 := runtimeNs(t, pid)
 	start := time.Now()
 	load.Run(t)
@@ -59,9 +47,7 @@ func TestPrivilegedSyscalls(t *testing.T) {
 	rt.WaitRecords(t, "all failures reported", func(recs []*table.Record) bool {
 		return sum(recs, table.ProcSyscall, "syscall_failed", key) >= failures+1
 	})
-	time.Sleep(800 * time.Millisecond) // one more period: nothing more may come
-	rt.Shutdown(t, p)
-	recs, _ := rt.Take()
+	recs := finish(t, p, rt, period)
 	if got := sum(recs, table.ProcSyscall, "syscall_failed", key); got != failures+1 {
 		t.Errorf("syscall_failed = %v, want %d close(-1) + 1 futex timeout", got, failures+1)
 	}
@@ -139,20 +125,6 @@ func TestPrivilegedSyscalls(t *testing.T) {
 		t.Errorf("iowait_ns = %v, want <= 4 fsyncs of at most %v", iowait, time.Duration(fsync))
 	}
 	t.Logf("offcpu %v (expected %v), iowait %v", off, expect, iowait)
-	if n := rt.LostCount(); n != 0 {
-		t.Errorf("lost %d", n)
-	}
-}
-
-func sum(recs []*table.Record, tbl *table.Table, field string, match func(*table.Record) bool) float64 {
-	var s float64
-	i := tbl.MustIndex(field)
-	for _, r := range recs {
-		if r.Table == tbl && match(r) && r.Values[i].Set {
-			s += r.Values[i].Num
-		}
-	}
-	return s
 }
 
 // runtimeNs is the time the process ran on a CPU, from

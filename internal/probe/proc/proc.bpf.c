@@ -38,6 +38,7 @@
 #define GALAGO_FILTER
 #include "common.h"
 #include "folio.h"
+#include "atomic.h"
 
 #define TASK_DEAD 0x80
 
@@ -86,15 +87,16 @@ static __always_inline void count_lost(void)
 		*lost += 1;
 }
 
-static __always_inline struct proc_cpu_val *cpu_row(__u32 tgid)
+/* tgid_row returns the row of tgid in the per-process hash map, created
+ * from zero when missing; NULL (counted lost) when the map is full. */
+static __always_inline void *tgid_row(void *map, __u32 tgid, const void *zero)
 {
-	struct proc_cpu_val zero = {}, *v;
+	void *v = bpf_map_lookup_elem(map, &tgid);
 
-	v = bpf_map_lookup_elem(&cpu_stats, &tgid);
 	if (v)
 		return v;
-	bpf_map_update_elem(&cpu_stats, &tgid, &zero, BPF_NOEXIST);
-	v = bpf_map_lookup_elem(&cpu_stats, &tgid);
+	bpf_map_update_elem(map, &tgid, zero, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(map, &tgid);
 	if (!v)
 		count_lost();
 	return v;
@@ -153,16 +155,9 @@ volatile __u32 page_on = 0;
 
 static __always_inline struct proc_io_val *io_row(__u32 tgid)
 {
-	struct proc_io_val zero = {}, *v;
+	struct proc_io_val zero = {};
 
-	v = bpf_map_lookup_elem(&io_stats, &tgid);
-	if (v)
-		return v;
-	bpf_map_update_elem(&io_stats, &tgid, &zero, BPF_NOEXIST);
-	v = bpf_map_lookup_elem(&io_stats, &tgid);
-	if (!v)
-		count_lost();
-	return v;
+	return tgid_row(&io_stats, tgid, &zero);
 }
 
 SEC("tp_btf/block_bio_queue")
@@ -210,12 +205,7 @@ static __always_inline void bio_done(struct bio *bio, __u32 err, __u64 now)
 		return;
 	}
 	__sync_fetch_and_add(&v->bio_done, 1);
-	for (int i = 0; i < 4; i++) {
-		__u64 cur = v->bio_latency_max;
-
-		if (d <= cur || __sync_val_compare_and_swap(&v->bio_latency_max, cur, d) == cur)
-			break;
-	}
+	galago_max_u64(&v->bio_latency_max, d);
 }
 
 /* Bio-based devices (device mapper, md) trace a bio's completion. */
@@ -309,7 +299,9 @@ int BPF_PROG(proc_sched_switch, bool preempt, struct task_struct *prev, struct t
 	if (!s || !s->ts)
 		return 0;
 	if (now > s->ts) {
-		v = cpu_row(next->tgid);
+		struct proc_cpu_val zero = {};
+
+		v = tgid_row(&cpu_stats, next->tgid, &zero);
 		if (v) {
 			__sync_fetch_and_add(&v->offcpu_ns, now - s->ts);
 			if (s->iowait)
