@@ -76,7 +76,8 @@ func TestSpec(t *testing.T) {
 		fmaps["go_tls_calls"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 16, ValueSize: 24, MaxEntries: 16384}
 		fmaps["sc_stats"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16384}
 		fmaps["sc_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
-		fmaps["sc_starts"] = bpfspec.Map{Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 16}
+		fmaps["sc_starts"] = bpfspec.Map{Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 24}
+		fmaps["sc_ioctl"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: 16384}
 		bpfspec.Maps(t, spec, fmaps)
 		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
 			"galago_filter_cfg": {Size: 4}, "galago_rb_wakeup_bytes": {Size: 8, Constant: true},

@@ -40,7 +40,10 @@ const (
 	ClassPwrite    = syscapSyscapScClassSYSCAP_SC_PWRITE
 	ClassOpen      = syscapSyscapScClassSYSCAP_SC_OPEN
 	ClassFdatasync = syscapSyscapScClassSYSCAP_SC_FDATASYNC
-	NumClasses     = int(syscapSyscapScClassSYSCAP_SC_MAX)
+	// ClassIoctl is ioctl; its row also says the fd and command of the
+	// longest call.
+	ClassIoctl = syscapSyscapScClassSYSCAP_SC_IOCTL
+	NumClasses = int(syscapSyscapScClassSYSCAP_SC_MAX)
 )
 
 // FS is a file system with rows of its own (SetFS).
@@ -84,6 +87,10 @@ type SyscallStat struct {
 	Failed uint64 // calls that returned an error
 	NsSum  uint64 // latency, entry to exit, ns
 	NsMax  uint64
+	// ClassIoctl: the fd and command of the longest call (IoctlSet false
+	// when they were not recorded: a full table).
+	IoctlFD, IoctlCmd uint32
+	IoctlSet          bool
 }
 
 // statsObjects are what the syscall statistics need of the capture object:
@@ -93,6 +100,7 @@ type statsObjects struct {
 	Enter *ebpf.Program `ebpf:"syscap_stat_enter"`
 	Exit  *ebpf.Program `ebpf:"syscap_stat_exit"`
 	Rows  *ebpf.Map     `ebpf:"sc_stats"`
+	Ioctl *ebpf.Map     `ebpf:"sc_ioctl"`
 	Lost  *ebpf.Map     `ebpf:"sc_lost"`
 	// Classes is sc_classes: bit 1<<class enables a timed class, bit 0
 	// the failure count.
@@ -112,7 +120,7 @@ type statsObjects struct {
 
 func (o *statsObjects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Rows, o.Lost, o.FilterTgids, o.FilterCgroups,
+	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Rows, o.Ioctl, o.Lost, o.FilterTgids, o.FilterCgroups,
 		o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
 		if c != nil && !isNilCloser(c) {
 			errs = append(errs, c.Close())
@@ -210,7 +218,7 @@ func (s *Stats) detachLocked() error {
 func (s *Stats) SetClasses(fs bool, classes ...SyscallClass) error {
 	var mask uint32
 	for _, c := range classes {
-		if int(c) >= int(syscapSyscapScClassSYSCAP_SC_FS) {
+		if int(c) >= NumClasses || (c >= syscapSyscapScClassSYSCAP_SC_FS && c != ClassIoctl) {
 			return fmt.Errorf("syscap: no timed syscall class %d", c)
 		}
 		mask |= 1 << c
@@ -265,6 +273,15 @@ func (s *Stats) Drain() ([]SyscallStat, error) {
 	})
 	if err != nil {
 		return out, fmt.Errorf("syscap: %w", err)
+	}
+	ioctls := map[uint32]syscapSyscapScIoctl{}
+	if err := bpfrt.TakeAll(s.objs.Ioctl, func(tgid uint32, v syscapSyscapScIoctl) { ioctls[tgid] = v }); err != nil {
+		return out, fmt.Errorf("syscap: %w", err)
+	}
+	for i := range out {
+		if v, ok := ioctls[out[i].TGID]; ok && out[i].Class == ClassIoctl {
+			out[i].IoctlFD, out[i].IoctlCmd, out[i].IoctlSet = v.Fd, v.Cmd, true
+		}
 	}
 	if err := s.lost.Poll(); err != nil {
 		return out, fmt.Errorf("syscap: %w", err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
@@ -57,6 +59,7 @@ func TestPrivilegedSyscallStats(t *testing.T) {
 	for c := range FSClass(0, 0) {
 		all = append(all, c)
 	}
+	all = append(all, ClassIoctl)
 	if err := s.SetClasses(true, all...); err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +71,7 @@ func TestPrivilegedSyscallStats(t *testing.T) {
 	load.Run(t)
 	wall := time.Since(start)
 	r1, w1 := procIO(t, load.Pid())
+	fsyncFD := fdOf(t, load.Pid(), filepath.Join(load.FsyncDir(), "fsync"))
 	rows, err := s.Drain()
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +128,11 @@ func TestPrivilegedSyscallStats(t *testing.T) {
 			t.Errorf("class %v: calls = %d, want %d", c, got[c].Calls, n)
 		}
 	}
+	// The ioctl: FS_IOC_GETFLAGS (_IOR('f', 1, long)) on the fsync file's
+	// fd, found independently in /proc/<pid>/fd.
+	if r := got[ClassIoctl]; r.Calls != 1 || !r.IoctlSet || r.IoctlCmd != unix.FS_IOC_GETFLAGS || int(r.IoctlFD) != fsyncFD {
+		t.Errorf("ioctl: %+v, want 1 call of cmd %#x on fd %d", r, uint32(unix.FS_IOC_GETFLAGS), fsyncFD)
+	}
 	if got[ClassFutex].Failed != 1 || got[ClassRead].Failed != 0 || got[ClassWrite].Failed != 0 {
 		t.Errorf("failures per class: futex %d read %d write %d, want 1 0 0", got[ClassFutex].Failed, got[ClassRead].Failed, got[ClassWrite].Failed)
 	}
@@ -164,4 +173,22 @@ func shmDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// fdOf is the fd of process pid open on path, from /proc/<pid>/fd.
+func fdOf(t *testing.T, pid int, path string) int {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && target == path {
+			fd, _ := strconv.Atoi(e.Name())
+			return fd
+		}
+	}
+	t.Fatalf("pid %d has no fd on %s", pid, path)
+	return -1
 }

@@ -1534,7 +1534,8 @@ enum syscap_sc_class {
 	 * same magic), 1 overlay, 2 tmpfs; op 0 read, 1 write, 2 open,
 	 * 3 flush (fsync, fdatasync). */
 	SYSCAP_SC_FS = 19,
-	SYSCAP_SC_MAX = 31,
+	SYSCAP_SC_IOCTL = 31, /* ioctl: the longest call's fd and cmd in sc_ioctl */
+	SYSCAP_SC_MAX = 32,
 };
 
 struct syscap_sc_key {
@@ -1549,6 +1550,14 @@ struct syscap_sc_val {
 	__u64 ns_max;
 };
 
+/* The longest ioctl of a process since the last read, and what it was. */
+struct syscap_sc_ioctl {
+	__u64 ns;
+	__u32 fd;
+	__u32 cmd;
+};
+
+GALAGO_EXPORT_TYPE(struct syscap_sc_ioctl, sc_ioctl_val);
 GALAGO_EXPORT_TYPE(struct syscap_sc_key, sc_key);
 GALAGO_EXPORT_TYPE(struct syscap_sc_val, sc_val);
 GALAGO_EXPORT_TYPE(enum syscap_sc_class, sc_class);
@@ -1576,6 +1585,11 @@ GALAGO_EXPORT_TYPE(enum syscap_sc_class, sc_class);
 #define NR_clone3 435
 #define NR_epoll_pwait2 441
 #define NR_openat2 437
+#if defined(__TARGET_ARCH_x86)
+#define NR_ioctl 16
+#else
+#define NR_ioctl 29
+#endif
 #if defined(__TARGET_ARCH_x86)
 #define NR_pread64 17
 #define NR_pwrite64 18
@@ -1620,8 +1634,18 @@ struct {
 struct sc_start {
 	__u64 ts;
 	__u32 class;
+	__u32 fd;  /* ioctl */
+	__u32 cmd; /* ioctl */
 	__u32 _pad;
 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tgid */
+	__type(value, struct syscap_sc_ioctl);
+} sc_ioctl SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -1692,6 +1716,8 @@ static __always_inline __u32 sc_class(long nr)
 		return SYSCAP_SC_OPEN;
 	case NR_fdatasync:
 		return SYSCAP_SC_FDATASYNC;
+	case NR_ioctl:
+		return SYSCAP_SC_IOCTL;
 	}
 	return SYSCAP_SC_ALL;
 }
@@ -1782,6 +1808,25 @@ static __always_inline void sc_add(__u32 tgid, __u32 class, __u64 d, bool failed
 	galago_max_u64(&v->ns_max, d);
 }
 
+/* sc_note_ioctl keeps the fd and cmd of the process's longest ioctl. Two
+ * threads finishing long ioctls at once may pair one's time with the
+ * other's fd and cmd (no lock): both were long. */
+static __always_inline void sc_note_ioctl(__u32 tgid, const struct sc_start *s, __u64 d)
+{
+	struct syscap_sc_ioctl *v = bpf_map_lookup_elem(&sc_ioctl, &tgid);
+	struct syscap_sc_ioctl n = {.ns = d, .fd = s->fd, .cmd = s->cmd};
+
+	if (!v) {
+		if (bpf_map_update_elem(&sc_ioctl, &tgid, &n, BPF_NOEXIST) == 0)
+			return;
+		v = bpf_map_lookup_elem(&sc_ioctl, &tgid);
+		if (!v)
+			return; /* full: the call itself is counted in sc_stats */
+	}
+	if (d > v->ns)
+		*v = n;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(syscap_stat_enter, struct pt_regs *regs, long id)
 {
@@ -1795,6 +1840,10 @@ int BPF_PROG(syscap_stat_enter, struct pt_regs *regs, long id)
 	if (!s)
 		return 0;
 	s->class = class;
+	if (class == SYSCAP_SC_IOCTL) {
+		s->fd = SC_ARG0(regs);
+		s->cmd = SC_ARG1(regs);
+	}
 	s->ts = bpf_ktime_get_ns();
 	return 0;
 }
@@ -1816,10 +1865,12 @@ int BPF_PROG(syscap_stat_exit, struct pt_regs *regs, long ret)
 		d = ts > s->ts ? ts - s->ts : 0;
 		class = s->class;
 		s->ts = 0;
-		if (class != sc_class(SC_NR(regs)) || class >= SYSCAP_SC_FS)
+		if (class != sc_class(SC_NR(regs)) || class >= SYSCAP_SC_MAX || (class >= SYSCAP_SC_FS && class != SYSCAP_SC_IOCTL))
 			goto fail; /* not the call that stored it (a thread that exec'ed) */
 		if (sc_classes & (1U << class))
 			sc_add(tgid, class, d, failed);
+		if (class == SYSCAP_SC_IOCTL && (sc_classes & (1U << class)))
+			sc_note_ioctl(tgid, s, d);
 		if (sc_fs) {
 			int op = sc_fs_op(class);
 			__u32 fsc;

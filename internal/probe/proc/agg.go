@@ -63,7 +63,29 @@ func classesFor(has func(item string) bool) (fs bool, out []syscap.SyscallClass)
 			out = append(out, c.class)
 		}
 	}
+	if has("proc_ioctl") {
+		out = append(out, syscap.ClassIoctl)
+	}
 	return has("proc_fs"), out
+}
+
+// ioctlRecord is the proc_syscall_ioctl row of a process's ioctl calls:
+// ns_ioctl, the longest call, and that call's fd and command, decoded as
+// the kernel's _IOC macros do (dir: 0 none, 1 write, 2 read, 3 both).
+func ioctlRecord(key string, s *syscap.SyscallStat, end time.Time, period time.Duration) *table.Record {
+	t := table.ProcSyscallIoctl
+	rec := t.NewRecord(end, period)
+	rec.SetStr(0, key)
+	rec.SetNum(t.MustIndex("ns_ioctl"), float64(s.NsMax))
+	if s.IoctlSet {
+		cmd := s.IoctlCmd
+		rec.SetStr(t.MustIndex("ioctl_fd"), strconv.FormatUint(uint64(s.IoctlFD), 10))
+		rec.SetStr(t.MustIndex("ioctl_dir"), strconv.FormatUint(uint64(cmd>>30), 10))
+		rec.SetStr(t.MustIndex("ioctl_type"), strconv.FormatUint(uint64(cmd>>8&0xff), 10))
+		rec.SetStr(t.MustIndex("ioctl_nr"), strconv.FormatUint(uint64(cmd&0xff), 10))
+		rec.SetNum(t.MustIndex("ioctl_size"), float64(cmd>>16&0x3fff))
+	}
+	return rec
 }
 
 // records turns one period's rows into table records. A process has a
@@ -103,6 +125,9 @@ func records(rows []syscap.SyscallStat, has func(item string) bool, end time.Tim
 			}
 			rec.SetNum(table.ProcSyscall.MustIndex("syscall_failed"), float64(failed))
 			out = append(out, rec)
+		}
+		if s := p.byClass[syscap.ClassIoctl]; s != nil && s.Calls > 0 && has("proc_ioctl") {
+			out = append(out, ioctlRecord(key, s, end, period))
 		}
 		for _, lt := range latencyTables {
 			if !has(lt.item) {

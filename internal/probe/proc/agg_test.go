@@ -2,6 +2,7 @@ package proc
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,9 +34,11 @@ func TestRecords(t *testing.T) {
 		{TGID: 20, Class: syscap.FSClass(syscap.FSTmpfs, syscap.OpFlush), Calls: 1, NsSum: 9, NsMax: 9},
 		{TGID: 20, Class: syscap.FSClass(syscap.FSTmpfs, syscap.OpOpen), Calls: 1, NsSum: 8, NsMax: 8}, // no such field: ignored
 		{TGID: 20, Class: syscap.FSClass(syscap.FSExt4, syscap.OpOpen), Calls: 2, NsSum: 30, NsMax: 17},
-		{TGID: 20, Class: syscap.SyscallClass(99), Calls: 1}, // unknown class: ignored
+		{TGID: 20, Class: syscap.ClassIoctl, Calls: 3, NsSum: 90, NsMax: 50, IoctlSet: true, IoctlFD: 7, IoctlCmd: 0x80086601},
+		{TGID: 10, Class: syscap.ClassIoctl, Calls: 1, NsSum: 5, NsMax: 5}, // fd and cmd not recorded: labels unset
+		{TGID: 20, Class: syscap.SyscallClass(99), Calls: 1},               // unknown class: ignored
 	}
-	recs := records(rows, items("proc_syscall", "proc_io", "proc_net", "proc_fs"), end, time.Minute)
+	recs := records(rows, items("proc_syscall", "proc_io", "proc_net", "proc_fs", "proc_ioctl"), end, time.Minute)
 	got := map[string]map[string]float64{}
 	for _, r := range recs {
 		k := r.Table.Name + "/" + r.Str("tgid")
@@ -44,7 +47,11 @@ func TestRecords(t *testing.T) {
 		}
 		got[k] = map[string]float64{}
 		for i, f := range r.Table.Fields {
-			if f.Kind != table.KindKey && r.Values[i].Set {
+			switch {
+			case f.Kind == table.KindLabel && r.Values[i].Set:
+				n, _ := strconv.ParseFloat(r.Values[i].Str, 64)
+				got[k][f.Name] = n
+			case f.Kind != table.KindKey && r.Values[i].Set:
 				got[k][f.Name] = r.Values[i].Num
 			}
 		}
@@ -60,6 +67,9 @@ func TestRecords(t *testing.T) {
 		"proc_syscall_net/20":   {"ns_sendmsg": 20},
 		"proc_tmpfs/20":         {"ns_tmpfs_flush": 9},
 		"proc_ext4/20":          {"ns_ext4_open": 17},
+		// _IOR('f', 1, long): dir 2 (read), type 0x66, nr 1, size 8
+		"proc_syscall_ioctl/20": {"ns_ioctl": 50, "ioctl_fd": 7, "ioctl_dir": 2, "ioctl_type": 0x66, "ioctl_nr": 1, "ioctl_size": 8},
+		"proc_syscall_ioctl/10": {"ns_ioctl": 5},
 	}
 	if len(got) != len(want) {
 		t.Errorf("rows %v, want %v", got, want)

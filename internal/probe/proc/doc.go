@@ -65,6 +65,12 @@
 //     xfs and other file systems are not reported (gala-gopher has no
 //     table for them). Cost: one fd-table read per timed call of these
 //     kinds.
+//   - proc_ioctl → proc_syscall_ioctl: ns_ioctl, the longest ioctl of the
+//     period, and the fd and command of that call (the entry program keeps
+//     them): labels ioctl_fd, ioctl_dir (0 none, 1 write, 2 read, 3 both),
+//     ioctl_type and ioctl_nr, and ioctl_size, decoded as the kernel's _IOC
+//     macros, in decimal. gala-gopher labels the row with the last ioctl
+//     entered, whatever its length; galago with the one ns_ioctl describes.
 //   - proc_pagecache → proc_page, from the probe's own object:
 //     load_page_cache (pages added to a file's page cache,
 //     tp_btf/mm_filemap_add_to_page_cache, the folio's pages),
@@ -102,7 +108,7 @@
 // epoll_wait syscall (glibc calls clone and epoll_pwait): ns_fork and
 // ns_epoll_wait are never set there.
 //
-// proc_dns, proc_ioctl (proc_syscall_ioctl) and proc_pygc are NOT BUILT: a request for only those is refused with "not
+// proc_dns and proc_pygc are NOT BUILT: a request for only those is refused with "not
 // supported in the current version"; alongside a built sub-item they are
 // named in one warning log line and ignored. gala-gopher reports proc's
 // events only for proc_dns (the others are compiled out), so there are no

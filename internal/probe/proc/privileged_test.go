@@ -32,11 +32,19 @@ func TestPrivilegedSyscalls(t *testing.T) {
 		Files: []string{filepath.Join(t.TempDir(), "f"), filepath.Join(shm, "f"), filepath.Join(probetest.Overlay(t), "f")}})
 	pid := load.Pid()
 	const period = 700 * time.Millisecond
-	p, rt := startFor(t, period, []int{pid}, "proc_syscall", "proc_io", "proc_net", "proc_offcpu", "proc_fs")
+	p, rt := startFor(t, period, []int{pid}, "proc_syscall", "proc_io", "proc_net", "proc_offcpu", "proc_fs", "proc_ioctl")
 	run0 := runtimeNs(t, pid)
 	start := time.Now()
 	load.Run(t)
 	run1 := runtimeNs(t, pid) // blocked in its last read(0) until Exit
+	fsyncFD := -1
+	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
+		for _, e := range ents {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); l == filepath.Join(load.FsyncDir(), "fsync") {
+				fsyncFD, _ = strconv.Atoi(e.Name())
+			}
+		}
+	}
 	time.Sleep(100 * time.Millisecond)
 	exitAt := time.Now()
 	load.Exit(t)
@@ -106,6 +114,23 @@ func TestPrivilegedSyscalls(t *testing.T) {
 		if !key(r) {
 			t.Errorf("row of an unobserved process: %s %+v", r.Table.Name, r.Values)
 		}
+	}
+	// The one ioctl: FS_IOC_GETFLAGS on the fsync file's fd (from
+	// /proc/<pid>/fd), decoded: _IOR('f', 1, long).
+	var ioctls []*table.Record
+	for _, r := range recs {
+		if r.Table == table.ProcSyscallIoctl && key(r) {
+			ioctls = append(ioctls, r)
+		}
+	}
+	if len(ioctls) != 1 || ioctls[0].Str("ioctl_fd") != strconv.Itoa(fsyncFD) || ioctls[0].Str("ioctl_dir") != "2" ||
+		ioctls[0].Str("ioctl_type") != strconv.Itoa('f') || ioctls[0].Str("ioctl_nr") != "1" ||
+		ioctls[0].Values[table.ProcSyscallIoctl.MustIndex("ioctl_size")].Num != 8 ||
+		ioctls[0].Values[table.ProcSyscallIoctl.MustIndex("ns_ioctl")].Num <= 0 {
+		for _, r := range ioctls {
+			t.Logf("ioctl row %+v", r.Values)
+		}
+		t.Errorf("%d ioctl rows, want one of fd %d, dir 2, type %d, nr 1, size 8", len(ioctls), fsyncFD, 'f')
 	}
 	// Off-CPU time: from the wake-up at the gate to the wake-up at exit,
 	// all of it but what the kernel's own run-time counter (schedstat)

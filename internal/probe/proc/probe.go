@@ -23,7 +23,7 @@ const Name = "proc"
 var (
 	// syscallItems are the sub-items counted by the syscall statistics.
 	syscallItems = probe.MustSubItemBit(Name, "proc_syscall") | probe.MustSubItemBit(Name, "proc_io") |
-		probe.MustSubItemBit(Name, "proc_net") | probe.MustSubItemBit(Name, "proc_fs")
+		probe.MustSubItemBit(Name, "proc_net") | probe.MustSubItemBit(Name, "proc_fs") | probe.MustSubItemBit(Name, "proc_ioctl")
 	bitOffCPU = probe.MustSubItemBit(Name, "proc_offcpu")
 	bitIO     = probe.MustSubItemBit(Name, "proc_io")
 	bitPages  = probe.MustSubItemBit(Name, "proc_pagecache")
@@ -100,7 +100,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		if !errors.Is(err, bpfrt.ErrHookUnavailable) {
 			return fmt.Errorf("proc: %w", err)
 		}
-		_ = p.missing.Report(err, "proc_syscall", "proc_io", "proc_net", "proc_fs")
+		_ = p.missing.Report(err, "proc_syscall", "proc_io", "proc_net", "proc_fs", "proc_ioctl")
 	}
 	if p.cpu, err = openCPU(cfg.Targets, rt.Lost); err != nil {
 		if !errors.Is(err, bpfrt.ErrHookUnavailable) {

@@ -10,7 +10,7 @@
  *   (EBADF), <yields> sched_yield(2), one futex(2) FUTEX_WAIT timing out
  *   after <futex_ms> (ETIMEDOUT: a failure), one epoll_wait(2) and one
  *   epoll_pwait(2) on an empty epoll set with <epoll_ms> timeouts, one
- *   write(2) + fsync(2) of <fsync_path>, one fork(2) (x86_64 only), one
+ *   write(2) + fsync(2) + ioctl(2) FS_IOC_GETFLAGS of <fsync_path>, one fork(2) (x86_64 only), one
  *   vfork(2) and one clone(2) whose children _exit(0) at once, each waited;
  *   then for each <file>: one open(2) (O_RDWR|O_CREAT), three write(2) of
  *   100 bytes, two pread64(2) of 100 bytes, one fsync(2) and close(2).
@@ -18,11 +18,13 @@
  * (no other call of the workload fails). */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -38,6 +40,7 @@ int main(int argc, char **argv)
 	struct epoll_event ev;
 	struct timespec ts;
 	int futex_word = 0, zero, null, ep, fs, i;
+	long flags;
 	pid_t pid;
 
 	if (argc < 8)
@@ -68,6 +71,8 @@ int main(int argc, char **argv)
 	epoll_pwait(ep, &ev, 1, atoi(argv[6]), NULL);
 	if (write(fs, buf, 100) != 100 || fsync(fs) != 0)
 		return 7;
+	if (ioctl(fs, FS_IOC_GETFLAGS, &flags) != 0)
+		return 12;
 #ifdef SYS_fork
 	pid = syscall(SYS_fork);
 	if (pid == 0)
