@@ -176,3 +176,22 @@ func TestIORecords(t *testing.T) {
 		}
 	}
 }
+
+func TestTables(t *testing.T) {
+	got := map[string]bool{}
+	for _, tb := range New().Tables() {
+		if got[tb.Name] {
+			t.Errorf("%s twice", tb.Name)
+		}
+		got[tb.Name] = true
+	}
+	for _, name := range []string{"proc_syscall", "proc_syscall_io", "proc_syscall_net", "proc_syscall_sched", "proc_syscall_fork",
+		"proc_syscall_ioctl", "proc_ext4", "proc_overlay", "proc_tmpfs", "proc_page", "proc_io", "proc_cpu"} {
+		if !got[name] {
+			t.Errorf("no table %s", name)
+		}
+	}
+	if len(got) != 12 || got["proc_dns"] || got["proc_pygc"] {
+		t.Errorf("tables %v", got)
+	}
+}

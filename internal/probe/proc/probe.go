@@ -15,6 +15,7 @@ import (
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/syscap"
+	"github.com/galago-project/galago/internal/table"
 )
 
 // Name is the feature name.
@@ -53,7 +54,18 @@ type Probe struct {
 var (
 	_ probe.Probe        = (*Probe)(nil)
 	_ probe.Reconfigurer = (*Probe)(nil)
+	_ probe.Tables       = (*Probe)(nil)
 )
+
+// Tables implements probe.Tables: the tables this probe can publish (not
+// proc_dns and proc_pygc, whose sub-items are not built).
+func (p *Probe) Tables() []*table.Table {
+	out := []*table.Table{table.ProcSyscall, table.ProcSyscallIoctl, table.ProcCpu, table.ProcIo, table.ProcPage}
+	for _, lt := range latencyTables {
+		out = append(out, lt.t)
+	}
+	return out
+}
 
 // Option configures a Probe.
 type Option func(*Probe)
