@@ -124,7 +124,7 @@ func runDaemon(cfg *config.Config) error {
 		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(procprobe.Name, func() probe.Probe {
-		return procprobe.New(procprobe.WithStats(bpfStats), procprobe.WithMissingHooks(missing))
+		return procprobe.New(procprobe.WithStats(bpfStats), procprobe.WithMissingHooks(missing), procprobe.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(applog.Name, func() probe.Probe { return applog.New(applogOptions(cfg, ids)...) })
 	profiles := flamegraph.NewHub()

@@ -38,16 +38,8 @@ type Sysload struct {
 // from then on is the documented workload).
 func StartSysload(t *testing.T, a SysloadArgs) *Sysload {
 	t.Helper()
-	RequireTools(t, "gcc")
-	dir := t.TempDir()
-	src := filepath.Join(dir, "sysload.c")
-	bin := filepath.Join(dir, "sysload")
-	if err := os.WriteFile(src, sysloadSrc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc sysload: %v\n%s", err, out)
-	}
+	bin := BuildC(t, "sysload", sysloadSrc)
+	dir := filepath.Dir(bin)
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +75,23 @@ func StartSysload(t *testing.T, a SysloadArgs) *Sysload {
 // FsyncDir is the directory of the file the workload writes and fsyncs
 // (on the file system of t.TempDir).
 func (s *Sysload) FsyncDir() string { return filepath.Dir(s.Cmd.Args[7]) }
+
+// BuildC compiles the C program src with gcc (t fails without it) into a
+// temporary directory and returns the executable's path.
+func BuildC(t *testing.T, name string, src []byte) string {
+	t.Helper()
+	RequireTools(t, "gcc")
+	dir := t.TempDir()
+	path := filepath.Join(dir, name+".c")
+	bin := filepath.Join(dir, name)
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, path).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", name, err, out)
+	}
+	return bin
+}
 
 // Pid is the process id.
 func (s *Sysload) Pid() int { return s.Cmd.Process.Pid }

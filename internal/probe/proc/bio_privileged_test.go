@@ -76,7 +76,7 @@ func TestPrivilegedBio(t *testing.T) {
 		return sum(recs, table.ProcIo, "greater_4k_io_read", of(reader.Process.Pid)) >= 3 &&
 			sum(recs, table.ProcIo, "less_4k_io_write", of(writer.Process.Pid)) >= 5
 	})
-	recs := finish(t, p, rt, period)
+	recs, _ := finish(t, p, rt, period)
 	for _, c := range []struct {
 		pid   int
 		field string

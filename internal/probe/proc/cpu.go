@@ -66,6 +66,7 @@ func (g *hookGroup) close() error {
 type cpuStats struct {
 	objs               procObjects
 	offcpu, bio, pages hookGroup
+	dns                *dnsHooks // proc_dns: nil while off
 	filter             *bpfrt.FilterSync
 	lost               bpfrt.LostCounter
 }
@@ -113,6 +114,9 @@ func (c *cpuStats) programs() map[string]*ebpf.Program {
 	for _, g := range []*hookGroup{&c.offcpu, &c.bio, &c.pages} {
 		maps.Copy(progs, g.progs)
 	}
+	progs["proc_gai_enter"] = c.objs.ProcGaiEnter
+	progs["proc_ghbn_enter"] = c.objs.ProcGhbnEnter
+	progs["proc_dns_return"] = c.objs.ProcDnsReturn
 	return progs
 }
 
@@ -134,6 +138,10 @@ func (c *cpuStats) close() error {
 	var errs []error
 	for _, g := range []*hookGroup{&c.offcpu, &c.bio, &c.pages} {
 		errs = append(errs, g.close())
+	}
+	if c.dns != nil {
+		errs = append(errs, c.dns.close())
+		c.dns = nil
 	}
 	if c.filter != nil {
 		errs = append(errs, c.filter.Close())

@@ -87,6 +87,25 @@
 //     truth a test could hold it to without memory pressure on the shared
 //     machine. Cost: one filter check per page-cache insertion or dirtying
 //     on the machine while the sub-item is on.
+//   - proc_dns → proc_dns (entity dns, keys tgid and domain): uprobes on
+//     getaddrinfo, gethostbyname and gethostbyname2 and a uretprobe on each,
+//     attached to every C library (glibc libc.so.6, musl) an observed
+//     process maps, read through the process's own root
+//     (/proc/<pid>/root: a container's library), once per library file
+//     (inode); the observed processes are scanned when the sub-item or the
+//     snoopers change and every report period. A call of an observed
+//     process counts per (tgid, name asked, first 63 bytes): count,
+//     error_count (getaddrinfo's non-zero return, gethostbyname's NULL),
+//     error_ratio (errors / count × 100, as gala-gopher) and delay_avg and
+//     max_delay over the successful calls, in ns (gala-gopher prints ns
+//     shifted right by 6; both delays are omitted when no call succeeded).
+//     With report_event, a row with errors raises gala-gopher's event
+//     "Process(PID:<tgid>) DNS error ratio(<ratio> %)." (entity dns, id
+//     "<tgid>_<domain>", metric error_ratio). Statically linked programs
+//     and Go's own resolver (which does not call the C library) are not
+//     seen; a process that resolves and exits before the next scan is seen
+//     only when another observed process maps the same library file (the
+//     usual case: the host's libc).
 //   - proc_offcpu → proc_cpu (offcpu_ns, iowait_ns): the probe's own object
 //     (proc.bpf.c), tp_btf/sched_switch. A thread of an observed process
 //     going off CPU leaves the time and its in_iowait flag (set by
@@ -108,11 +127,10 @@
 // epoll_wait syscall (glibc calls clone and epoll_pwait): ns_fork and
 // ns_epoll_wait are never set there.
 //
-// proc_dns and proc_pygc are NOT BUILT: a request for only those is refused with "not
+// proc_pygc is NOT BUILT: a request for only those is refused with "not
 // supported in the current version"; alongside a built sub-item they are
 // named in one warning log line and ignored. gala-gopher reports proc's
-// events only for proc_dns (the others are compiled out), so there are no
-// proc events yet. The per-process /proc gauges (fd counts, page faults,
+// events only for proc_dns (the others are compiled out), as galago does. The per-process /proc gauges (fd counts, page faults,
 // I/O bytes, memory, CPU) are baseinfo's system_proc table (sub-item proc),
 // as in gala-gopher.
 //

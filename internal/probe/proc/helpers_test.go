@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
@@ -34,15 +35,15 @@ func startFor(t *testing.T, period time.Duration, pids []int, items ...string) (
 
 // finish waits one more period (nothing more may come), stops the probe
 // and returns everything it published; it fails t if it lost anything.
-func finish(t *testing.T, p *Probe, rt *probetest.Runtime, period time.Duration) []*table.Record {
+func finish(t *testing.T, p *Probe, rt *probetest.Runtime, period time.Duration) ([]*table.Record, []event.Event) {
 	t.Helper()
 	time.Sleep(period + 100*time.Millisecond)
 	rt.Shutdown(t, p)
-	recs, _ := rt.Take()
+	recs, evs := rt.Take()
 	if n := rt.LostCount(); n != 0 {
 		t.Errorf("lost %d", n)
 	}
-	return recs
+	return recs, evs
 }
 
 func sum(recs []*table.Record, tbl *table.Table, field string, match func(*table.Record) bool) float64 {

@@ -53,7 +53,7 @@ func TestPrivilegedPageCache(t *testing.T) {
 		return sum(recs, table.ProcPage, "load_page_cache", of(reader.Process.Pid)) >= readPages &&
 			sum(recs, table.ProcPage, "mark_page_dirty", of(writer.Process.Pid)) >= writePages
 	})
-	recs := finish(t, p, rt, period)
+	recs, _ := finish(t, p, rt, period)
 	got := func(pid int, field string) float64 { return sum(recs, table.ProcPage, field, of(pid)) }
 	rLoad, rDirty, rBuf := got(reader.Process.Pid, "load_page_cache"), got(reader.Process.Pid, "mark_page_dirty"), got(reader.Process.Pid, "mark_buffer_dirty")
 	wLoad, wDirty, wBuf := got(writer.Process.Pid, "load_page_cache"), got(writer.Process.Pid, "mark_page_dirty"), got(writer.Process.Pid, "mark_buffer_dirty")

@@ -55,7 +55,7 @@ func TestPrivilegedSyscalls(t *testing.T) {
 	rt.WaitRecords(t, "all failures reported", func(recs []*table.Record) bool {
 		return sum(recs, table.ProcSyscall, "syscall_failed", key) >= failures+1
 	})
-	recs := finish(t, p, rt, period)
+	recs, _ := finish(t, p, rt, period)
 	if got := sum(recs, table.ProcSyscall, "syscall_failed", key); got != failures+1 {
 		t.Errorf("syscall_failed = %v, want %d close(-1) + 1 futex timeout", got, failures+1)
 	}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,17 +31,19 @@ var (
 	bitOffCPU = probe.MustSubItemBit(Name, "proc_offcpu")
 	bitIO     = probe.MustSubItemBit(Name, "proc_io")
 	bitPages  = probe.MustSubItemBit(Name, "proc_pagecache")
+	bitDNS    = probe.MustSubItemBit(Name, "proc_dns")
 	// built are the sub-items this probe implements; the others are
 	// refused (all of them) or named in one warning (alongside built ones).
-	built = syscallItems | bitOffCPU | bitPages
+	built = syscallItems | bitOffCPU | bitPages | bitDNS
 )
 
 // Probe is the proc feature. See the package documentation.
 type Probe struct {
-	stats   *bpfrt.Stats
-	missing *bpfrt.MissingHooks
-	period  time.Duration // replaces report_period when set (tests)
-	now     func() time.Time
+	procRoot string // <host>/proc
+	stats    *bpfrt.Stats
+	missing  *bpfrt.MissingHooks
+	period   time.Duration // replaces report_period when set (tests)
+	now      func() time.Time
 
 	mu       sync.Mutex
 	cfg      probe.Config
@@ -58,9 +63,9 @@ var (
 )
 
 // Tables implements probe.Tables: the tables this probe can publish (not
-// proc_dns and proc_pygc, whose sub-items are not built).
+// proc_pygc, whose sub-item is not built).
 func (p *Probe) Tables() []*table.Table {
-	out := []*table.Table{table.ProcSyscall, table.ProcSyscallIoctl, table.ProcCpu, table.ProcIo, table.ProcPage}
+	out := []*table.Table{table.ProcSyscall, table.ProcSyscallIoctl, table.ProcCpu, table.ProcIo, table.ProcPage, table.ProcDns}
 	for _, lt := range latencyTables {
 		out = append(out, lt.t)
 	}
@@ -77,12 +82,18 @@ func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
 // WithMissingHooks reports missing hooks through the daemon's reporter.
 func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.missing = m } }
 
+// WithHostPath reads processes' C libraries through <host>/proc
+// (GOPHER_HOST_PATH), for proc_dns.
+func WithHostPath(host string) Option {
+	return func(p *Probe) { p.procRoot = filepath.Join("/", host, "proc") }
+}
+
 // withPeriod replaces report_period (tests).
 func withPeriod(d time.Duration) Option { return func(p *Probe) { p.period = d } }
 
 // New returns a stopped proc probe.
 func New(opts ...Option) *Probe {
-	p := &Probe{now: time.Now}
+	p := &Probe{now: time.Now, procRoot: "/proc"}
 	for _, o := range opts {
 		o(p)
 	}
@@ -118,7 +129,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		if !errors.Is(err, bpfrt.ErrHookUnavailable) {
 			return errors.Join(err, p.closeLocked())
 		}
-		_ = p.missing.Report(err, "proc_offcpu", "proc_io's table proc_io", "proc_pagecache")
+		_ = p.missing.Report(err, "proc_offcpu", "proc_io's table proc_io", "proc_pagecache", "proc_dns")
 	} else {
 		if p.cpu.bio.missing != nil {
 			_ = p.missing.Report(p.cpu.bio.missing, "proc_io's table proc_io")
@@ -157,8 +168,8 @@ func (p *Probe) applyLocked(cfg probe.Config) error {
 		return fmt.Errorf("proc: %s need tp_btf/sys_enter and sys_exit: %w",
 			strings.Join(probe.LookupBuiltin(Name).SubItemNames(cfg.SubItems&syscallItems), ","), probe.ErrNotSupported)
 	}
-	if cfg.Has(bitOffCPU) && p.cpu == nil {
-		return fmt.Errorf("proc: proc_offcpu needs tp_btf/sched_switch: %w", probe.ErrNotSupported)
+	if cfg.SubItems&(bitOffCPU|bitDNS) != 0 && p.cpu == nil {
+		return fmt.Errorf("proc: proc_offcpu and proc_dns need tp_btf/sched_switch: %w", probe.ErrNotSupported)
 	}
 	if p.sc != nil {
 		if err := p.sc.SetTargets(cfg.Targets); err != nil {
@@ -181,6 +192,17 @@ func (p *Probe) applyLocked(cfg probe.Config) error {
 				return err
 			}
 		}
+		switch {
+		case cfg.Has(bitDNS) && p.cpu.dns == nil:
+			p.cpu.dns = newDNSHooks(&p.cpu.objs, p.procRoot)
+		case !cfg.Has(bitDNS) && p.cpu.dns != nil:
+			err := p.cpu.dns.close()
+			p.cpu.dns = nil
+			if err != nil {
+				return err
+			}
+		}
+		p.scanDNSLocked(cfg)
 	}
 	return nil
 }
@@ -205,6 +227,28 @@ func (p *Probe) checkSubItems(sub uint32) error {
 		return fmt.Errorf("proc: no sub-item enabled (%s)", strings.Join(f.SubItemNames(built), ", "))
 	}
 	return nil
+}
+
+// scanDNSLocked attaches the resolver uprobes to the C libraries of the
+// observed processes not seen yet (proc_dns). A library that cannot be
+// probed is logged once.
+func (p *Probe) scanDNSLocked(cfg probe.Config) {
+	if p.cpu == nil || p.cpu.dns == nil || cfg.Targets == nil {
+		return
+	}
+	ents, err := os.ReadDir(p.procRoot)
+	if err != nil {
+		return
+	}
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && cfg.Targets.Observed(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	if err := p.cpu.dns.scan(pids); err != nil && p.log != nil {
+		p.log.Warn("proc: proc_dns cannot probe a C library", "err", err)
+	}
 }
 
 // Reconfigure applies new sub-items, snoopers and report period without
@@ -284,9 +328,14 @@ func (p *Probe) report() error {
 		rows, err = p.sc.Drain()
 		errs = append(errs, err)
 	}
-	var ioRows map[uint32]procProcIoVal
+	var (
+		ioRows  map[uint32]procProcIoVal
+		dnsRows map[procProcDnsKey]procProcDnsVal
+	)
 	if p.cpu != nil {
 		cpuRows, ioRows, err = p.cpu.drain()
+		errs = append(errs, err)
+		dnsRows, err = drainDNS(p.cpu.objs.DnsStats)
 		errs = append(errs, err)
 	}
 	now := p.now()
@@ -302,6 +351,16 @@ func (p *Probe) report() error {
 	}
 	for _, r := range ioRecords(ioRows, p.cfg.Has(bitIO), p.cfg.Has(bitPages), now, period) {
 		p.rt.Record(r)
+	}
+	if p.cfg.Has(bitDNS) {
+		recs, evs := dnsRecords(dnsRows, p.cfg.Params.ReportEvent == 1, now, period)
+		for _, r := range recs {
+			p.rt.Record(r)
+		}
+		for _, e := range evs {
+			p.rt.Event(e)
+		}
+		p.scanDNSLocked(p.cfg) // processes started since
 	}
 	return errors.Join(errs...)
 }

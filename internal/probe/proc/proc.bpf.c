@@ -28,6 +28,11 @@
  *       dirtied (pages of the folio) and buffers dirtied, by the task
  *       that caused them (readahead and faults of the reader; the
  *       writer's write or fault), for proc_pagecache.
+ *   uprobes proc_gai_enter (getaddrinfo), proc_ghbn_enter (gethostbyname,
+ *       gethostbyname2) and uretprobe proc_dns_return on the C library
+ *       an observed process maps (attached per library file by user
+ *       space): the call's time and outcome per (tgid, name asked), for
+ *       proc_dns.
  * Maps: cpu_stats (hash tgid -> struct proc_cpu_val) and io_stats (hash
  *   tgid -> struct proc_io_val: bios and page cache), read and deleted by user space each
  *   period; cpu_lost (per CPU: intervals and bios dropped because a row
@@ -87,19 +92,25 @@ static __always_inline void count_lost(void)
 		*lost += 1;
 }
 
-/* tgid_row returns the row of tgid in the per-process hash map, created
- * from zero when missing; NULL (counted lost) when the map is full. */
-static __always_inline void *tgid_row(void *map, __u32 tgid, const void *zero)
+/* tgid_row_key returns the row of key in a hash map of rows, created from
+ * zero when missing; NULL (counted lost) when the map is full. */
+static __always_inline void *tgid_row_key(void *map, const void *key, const void *zero)
 {
-	void *v = bpf_map_lookup_elem(map, &tgid);
+	void *v = bpf_map_lookup_elem(map, key);
 
 	if (v)
 		return v;
-	bpf_map_update_elem(map, &tgid, zero, BPF_NOEXIST);
-	v = bpf_map_lookup_elem(map, &tgid);
+	bpf_map_update_elem(map, key, zero, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(map, key);
 	if (!v)
 		count_lost();
 	return v;
+}
+
+/* tgid_row: the row of process tgid in a per-process map. */
+static __always_inline void *tgid_row(void *map, __u32 tgid, const void *zero)
+{
+	return tgid_row_key(map, &tgid, zero);
 }
 
 /* ---- block I/O (proc_io) ---- */
@@ -275,6 +286,106 @@ int BPF_PROG(proc_buffer_dirty, struct buffer_head *bh)
 
 	if (v)
 		__sync_fetch_and_add(&v->mark_buffer_dirty, 1);
+	return 0;
+}
+
+/* ---- DNS (proc_dns): uprobes on the C library's resolver functions ---- */
+
+#define DNS_NAME_LEN 64
+
+enum proc_dns_fn {
+	DNS_GETADDRINFO = 1, /* int getaddrinfo(node, ...): 0 is success */
+	DNS_GETHOSTBYNAME = 2, /* struct hostent *gethostbyname(2)(name, ...): NULL is failure */
+};
+
+struct proc_dns_key {
+	__u32 tgid;
+	__u32 _pad;
+	char domain[DNS_NAME_LEN]; /* the name asked, truncated, NUL-padded */
+};
+
+struct proc_dns_val {
+	__u64 count;
+	__u64 errors;
+	__u64 ns_sum_ok; /* latency of the successful calls */
+	__u64 ns_max_ok;
+};
+
+GALAGO_EXPORT_TYPE(struct proc_dns_key, dns_key);
+GALAGO_EXPORT_TYPE(struct proc_dns_val, dns_val);
+
+struct dns_call {
+	__u64 ts;
+	__u64 name; /* const char * in the process */
+	__u32 fn;   /* enum proc_dns_fn */
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* pid_tgid: the thread in the call */
+	__type(value, struct dns_call);
+} dns_calls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, struct proc_dns_key);
+	__type(value, struct proc_dns_val);
+} dns_stats SEC(".maps");
+
+static __always_inline int dns_enter(const char *name, __u32 fn)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct dns_call c = {.ts = bpf_ktime_get_ns(), .name = (__u64)name, .fn = fn};
+
+	if (!name || !galago_observed(id >> 32))
+		return 0;
+	bpf_map_update_elem(&dns_calls, &id, &c, BPF_ANY);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(proc_gai_enter, const char *node)
+{
+	return dns_enter(node, DNS_GETADDRINFO);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(proc_ghbn_enter, const char *name)
+{
+	return dns_enter(name, DNS_GETHOSTBYNAME);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(proc_dns_return, long ret)
+{
+	__u64 id = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns(), d;
+	struct dns_call *c = bpf_map_lookup_elem(&dns_calls, &id);
+	struct proc_dns_key k = {};
+	struct proc_dns_val zero = {}, *v;
+	bool failed;
+
+	if (!c)
+		return 0;
+	d = now > c->ts ? now - c->ts : 0;
+	/* getaddrinfo returns an int: only the low 32 bits are its value. */
+	failed = c->fn == DNS_GETADDRINFO ? (int)ret != 0 : ret == 0;
+	k.tgid = id >> 32;
+	bpf_probe_read_user_str(k.domain, sizeof(k.domain), (const void *)c->name);
+	bpf_map_delete_elem(&dns_calls, &id);
+	v = tgid_row_key(&dns_stats, &k, &zero);
+	if (!v)
+		return 0;
+	__sync_fetch_and_add(&v->count, 1);
+	if (failed) {
+		__sync_fetch_and_add(&v->errors, 1);
+		return 0;
+	}
+	__sync_fetch_and_add(&v->ns_sum_ok, d);
+	galago_max_u64(&v->ns_max_ok, d);
 	return 0;
 }
 

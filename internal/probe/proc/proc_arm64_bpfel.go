@@ -20,6 +20,14 @@ type procBioStart struct {
 	Pad  uint32
 }
 
+type procDnsCall struct {
+	_    structs.HostLayout
+	Ts   uint64
+	Name uint64
+	Fn   uint32
+	Pad  uint32
+}
+
 type procOffStart struct {
 	_      structs.HostLayout
 	Ts     uint64
@@ -31,6 +39,21 @@ type procProcCpuVal struct {
 	_        structs.HostLayout
 	OffcpuNs uint64
 	IowaitNs uint64
+}
+
+type procProcDnsKey struct {
+	_      structs.HostLayout
+	Tgid   uint32
+	Pad    uint32
+	Domain [64]int8
+}
+
+type procProcDnsVal struct {
+	_       structs.HostLayout
+	Count   uint64
+	Errors  uint64
+	NsSumOk uint64
+	NsMaxOk uint64
 }
 
 type procProcIoVal struct {
@@ -54,6 +77,8 @@ const (
 	procMapBioStarts          = "bio_starts"
 	procMapCpuLost            = "cpu_lost"
 	procMapCpuStats           = "cpu_stats"
+	procMapDnsCalls           = "dns_calls"
+	procMapDnsStats           = "dns_stats"
 	procMapFilterCgroups      = "filter_cgroups"
 	procMapFilterDecided      = "filter_decided"
 	procMapFilterPending      = "filter_pending"
@@ -66,11 +91,16 @@ const (
 	procProgProcBioComplete   = "proc_bio_complete"
 	procProgProcBioQueue      = "proc_bio_queue"
 	procProgProcBufferDirty   = "proc_buffer_dirty"
+	procProgProcDnsReturn     = "proc_dns_return"
+	procProgProcGaiEnter      = "proc_gai_enter"
+	procProgProcGhbnEnter     = "proc_ghbn_enter"
 	procProgProcPageAdd       = "proc_page_add"
 	procProgProcPageDirty     = "proc_page_dirty"
 	procProgProcRqComplete    = "proc_rq_complete"
 	procProgProcSchedSwitch   = "proc_sched_switch"
 	procVarGalagoExportCpuVal = "__galago_export_cpu_val"
+	procVarGalagoExportDnsKey = "__galago_export_dns_key"
+	procVarGalagoExportDnsVal = "__galago_export_dns_val"
 	procVarGalagoExportIoVal  = "__galago_export_io_val"
 	procVarGalagoFilterCfg    = "galago_filter_cfg"
 	procVarIoOn               = "io_on"
@@ -124,6 +154,9 @@ type procProgramSpecs struct {
 	ProcBioComplete  *ebpf.ProgramSpec `ebpf:"proc_bio_complete"`
 	ProcBioQueue     *ebpf.ProgramSpec `ebpf:"proc_bio_queue"`
 	ProcBufferDirty  *ebpf.ProgramSpec `ebpf:"proc_buffer_dirty"`
+	ProcDnsReturn    *ebpf.ProgramSpec `ebpf:"proc_dns_return"`
+	ProcGaiEnter     *ebpf.ProgramSpec `ebpf:"proc_gai_enter"`
+	ProcGhbnEnter    *ebpf.ProgramSpec `ebpf:"proc_ghbn_enter"`
 	ProcPageAdd      *ebpf.ProgramSpec `ebpf:"proc_page_add"`
 	ProcPageDirty    *ebpf.ProgramSpec `ebpf:"proc_page_dirty"`
 	ProcRqComplete   *ebpf.ProgramSpec `ebpf:"proc_rq_complete"`
@@ -137,6 +170,8 @@ type procMapSpecs struct {
 	BioStarts         *ebpf.MapSpec `ebpf:"bio_starts"`
 	CpuLost           *ebpf.MapSpec `ebpf:"cpu_lost"`
 	CpuStats          *ebpf.MapSpec `ebpf:"cpu_stats"`
+	DnsCalls          *ebpf.MapSpec `ebpf:"dns_calls"`
+	DnsStats          *ebpf.MapSpec `ebpf:"dns_stats"`
 	FilterCgroups     *ebpf.MapSpec `ebpf:"filter_cgroups"`
 	FilterDecided     *ebpf.MapSpec `ebpf:"filter_decided"`
 	FilterPending     *ebpf.MapSpec `ebpf:"filter_pending"`
@@ -151,6 +186,8 @@ type procMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type procVariableSpecs struct {
 	GalagoExportCpuVal *ebpf.VariableSpec `ebpf:"__galago_export_cpu_val"`
+	GalagoExportDnsKey *ebpf.VariableSpec `ebpf:"__galago_export_dns_key"`
+	GalagoExportDnsVal *ebpf.VariableSpec `ebpf:"__galago_export_dns_val"`
 	GalagoExportIoVal  *ebpf.VariableSpec `ebpf:"__galago_export_io_val"`
 	GalagoFilterCfg    *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
 	IoOn               *ebpf.VariableSpec `ebpf:"io_on"`
@@ -180,6 +217,8 @@ type procMaps struct {
 	BioStarts         *ebpf.Map `ebpf:"bio_starts"`
 	CpuLost           *ebpf.Map `ebpf:"cpu_lost"`
 	CpuStats          *ebpf.Map `ebpf:"cpu_stats"`
+	DnsCalls          *ebpf.Map `ebpf:"dns_calls"`
+	DnsStats          *ebpf.Map `ebpf:"dns_stats"`
 	FilterCgroups     *ebpf.Map `ebpf:"filter_cgroups"`
 	FilterDecided     *ebpf.Map `ebpf:"filter_decided"`
 	FilterPending     *ebpf.Map `ebpf:"filter_pending"`
@@ -194,6 +233,8 @@ func (m *procMaps) Close() error {
 		m.BioStarts,
 		m.CpuLost,
 		m.CpuStats,
+		m.DnsCalls,
+		m.DnsStats,
 		m.FilterCgroups,
 		m.FilterDecided,
 		m.FilterPending,
@@ -209,6 +250,8 @@ func (m *procMaps) Close() error {
 // It can be passed to loadProcObjects or ebpf.CollectionSpec.LoadAndAssign.
 type procVariables struct {
 	GalagoExportCpuVal *ebpf.Variable `ebpf:"__galago_export_cpu_val"`
+	GalagoExportDnsKey *ebpf.Variable `ebpf:"__galago_export_dns_key"`
+	GalagoExportDnsVal *ebpf.Variable `ebpf:"__galago_export_dns_val"`
 	GalagoExportIoVal  *ebpf.Variable `ebpf:"__galago_export_io_val"`
 	GalagoFilterCfg    *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	IoOn               *ebpf.Variable `ebpf:"io_on"`
@@ -224,6 +267,9 @@ type procPrograms struct {
 	ProcBioComplete  *ebpf.Program `ebpf:"proc_bio_complete"`
 	ProcBioQueue     *ebpf.Program `ebpf:"proc_bio_queue"`
 	ProcBufferDirty  *ebpf.Program `ebpf:"proc_buffer_dirty"`
+	ProcDnsReturn    *ebpf.Program `ebpf:"proc_dns_return"`
+	ProcGaiEnter     *ebpf.Program `ebpf:"proc_gai_enter"`
+	ProcGhbnEnter    *ebpf.Program `ebpf:"proc_ghbn_enter"`
 	ProcPageAdd      *ebpf.Program `ebpf:"proc_page_add"`
 	ProcPageDirty    *ebpf.Program `ebpf:"proc_page_dirty"`
 	ProcRqComplete   *ebpf.Program `ebpf:"proc_rq_complete"`
@@ -237,6 +283,9 @@ func (p *procPrograms) Close() error {
 		p.ProcBioComplete,
 		p.ProcBioQueue,
 		p.ProcBufferDirty,
+		p.ProcDnsReturn,
+		p.ProcGaiEnter,
+		p.ProcGhbnEnter,
 		p.ProcPageAdd,
 		p.ProcPageDirty,
 		p.ProcRqComplete,
