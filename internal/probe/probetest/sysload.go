@@ -40,10 +40,6 @@ func StartSysload(t *testing.T, a SysloadArgs) *Sysload {
 	t.Helper()
 	bin := BuildC(t, "sysload", sysloadSrc)
 	dir := filepath.Dir(bin)
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	doneR, doneW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +47,24 @@ func StartSysload(t *testing.T, a SysloadArgs) *Sysload {
 	args := append([]string{strconv.Itoa(a.Reads), strconv.Itoa(a.Writes), strconv.Itoa(a.Failures),
 		strconv.Itoa(a.Yields), strconv.Itoa(a.FutexMs), strconv.Itoa(a.EpollMs), filepath.Join(dir, "fsync")}, a.Files...)
 	cmd := exec.Command(bin, args...)
-	cmd.ExtraFiles = []*os.File{readyW, doneW} // fds 3 and 4
+	stdin := StartReady(t, cmd, doneW) // fd 4: closed when done
+	doneW.Close()
+	s := &Sysload{Cmd: cmd, stdin: stdin, done: doneR}
+	t.Cleanup(func() { doneR.Close() })
+	return s
+}
+
+// StartReady starts cmd with a pipe's write end as fd 3 (then extra as fds
+// 4, ...) and its stdin a pipe, and returns once the program has closed fd
+// 3 to say it is ready, with the write end of its stdin. The process is
+// waited for when the test ends.
+func StartReady(t *testing.T, cmd *exec.Cmd, extra ...*os.File) io.WriteCloser {
+	t.Helper()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.ExtraFiles = append([]*os.File{readyW}, extra...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -60,16 +73,13 @@ func StartSysload(t *testing.T, a SysloadArgs) *Sysload {
 		t.Fatal(err)
 	}
 	readyW.Close()
-	doneW.Close()
 	_, _ = io.Copy(io.Discard, readyR) // EOF once it closed fd 3
 	readyR.Close()
-	s := &Sysload{Cmd: cmd, stdin: stdin, done: doneR}
 	t.Cleanup(func() {
 		stdin.Close()
-		doneR.Close()
 		_ = cmd.Wait()
 	})
-	return s
+	return stdin
 }
 
 // FsyncDir is the directory of the file the workload writes and fsyncs

@@ -3,7 +3,6 @@ package proc
 import (
 	_ "embed"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,23 +34,8 @@ func TestPrivilegedDNS(t *testing.T) {
 	if err := os.WriteFile(nss, []byte("hosts: files\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ready, readyW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(bin, hosts, nss, okName, strconv.Itoa(nOK), badName, strconv.Itoa(nBad))
-	cmd.ExtraFiles = []*os.File{readyW}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	readyW.Close()
-	_, _ = io.Copy(io.Discard, ready)
-	ready.Close()
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	stdin := probetest.StartReady(t, cmd)
 	pid := cmd.Process.Pid
 
 	const period = 500 * time.Millisecond
