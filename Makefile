@@ -13,9 +13,9 @@ FUZZTIME ?= 5s
 
 # Debian packages the tests need: BPF toolchain (make generate), real
 # servers and tools for the privileged and end-to-end tiers.
-TEST_DEBS := clang llvm libbpf-dev bpftool prometheus iptables iproute2 runc busybox-static curl nginx wrk redis-server redis-tools postgresql memcached libmemcached-tools python3 kcat gcc libc6-dev
+TEST_DEBS := clang llvm libbpf-dev bpftool prometheus iptables iproute2 runc busybox-static curl nginx wrk redis-server redis-tools postgresql memcached libmemcached-tools python3 kcat systemd containerd openjdk-17-jdk-headless mount gcc libc6-dev
 
-.PHONY: all build run test test-deps unit privileged e2e fuzz lint generate check-generated bench bench-micro clean
+.PHONY: all build run test test-deps unit privileged e2e fuzz lint generate check-generated bench bench-micro package image clean
 
 all: build
 
@@ -90,6 +90,31 @@ e2e: build
 # tree under TEST_TMP (see test/fuzz.sh).
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz.sh $(call new-test-tmp,fuzz) $(PKGS)
+
+# deb and rpm packages into dist/ (deploy/package/nfpm.yaml), built by
+# nfpm run as a Go tool of its own module (tools/go.mod), so its
+# dependencies stay out of galago's go.mod. Debian wants a version that
+# starts with a digit: 0.0.0~git<describe> until releases are tagged.
+PKG_VERSION ?= 0.0.0~git$(subst -,.,$(VERSION))
+DIST        ?= dist
+
+package: build
+	mkdir -p $(DIST)
+	for f in deb rpm; do \
+		GOARCH=$$($(GO) env GOARCH) PKG_VERSION='$(PKG_VERSION)' \
+			$(GO) tool -modfile=tools/go.mod nfpm package -f deploy/package/nfpm.yaml -p $$f -t $(DIST)/ || exit 1; \
+	done
+
+# The container image as a tarball (dist/galago-image.tar) for ctr/docker/
+# podman load, built without a daemon by tools/galago-image
+# (go-containerregistry): a static binary on an empty base.
+IMAGE_TAG ?= galago:$(subst +,-,$(subst ~,-,$(PKG_VERSION)))
+
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/galago-static ./cmd/galago
+	mkdir -p $(DIST)
+	cd tools && $(GO) run ./galago-image -bin $(CURDIR)/bin/galago-static -conf $(CURDIR)/deploy/package/gala-gopher.conf \
+		-tag '$(IMAGE_TAG)' -version '$(VERSION)' -o $(abspath $(DIST))/galago-image.tar
 
 GOLANGCI := $(shell $(GO) env GOPATH)/bin/golangci-lint
 GOLANGCI_VERSION := v2.15.0

@@ -18,11 +18,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/api"
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/config"
+	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/output"
 	"github.com/galago-project/galago/internal/probe"
@@ -31,11 +33,14 @@ import (
 	"github.com/galago-project/galago/internal/probe/container"
 	"github.com/galago-project/galago/internal/probe/custom"
 	"github.com/galago-project/galago/internal/probe/flamegraph"
+	"github.com/galago-project/galago/internal/probe/hw"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
+	"github.com/galago-project/galago/internal/probe/lvs"
 	procprobe "github.com/galago-project/galago/internal/probe/proc"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
+	"github.com/galago-project/galago/internal/probe/virt"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/proctrack"
 	"github.com/galago-project/galago/internal/snoop"
@@ -71,6 +76,14 @@ func runDaemon(cfg *config.Config) error {
 	log.Info("galago starting", "version", version, "machine_id", host.MachineID(), "host_path", cfg.HostPath)
 
 	ids := identity.NewResolver(cfg.HostPath)
+	if err := ids.EnableRuntimes(identity.Runtimes{
+		CRI:        cfg.CRISockets(),
+		Containerd: cfg.ContainerdSocket,
+		Docker:     cfg.DockerSocket,
+	}, log.With("component", "identity")); err != nil {
+		return fmt.Errorf("container runtimes: %w", err)
+	}
+	go ids.RunRuntimes(ctx)
 	store := table.NewStore(table.Limits{
 		MaxTables:  cfg.IMDB.MaxTablesNum,
 		MaxRecords: cfg.IMDB.MaxRecordsNum,
@@ -86,6 +99,7 @@ func runDaemon(cfg *config.Config) error {
 		Store:        store,
 		Exporter:     exporter,
 		EventTimeout: time.Duration(cfg.Event.Timeout) * time.Second,
+		Language:     event.Language(cfg.Event.DescLanguage),
 		Log:          log,
 	})
 	kafka, err := addSinks(cfg, pipe, host, log)
@@ -126,6 +140,11 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(procprobe.Name, func() probe.Probe {
 		return procprobe.New(procprobe.WithStats(bpfStats), procprobe.WithMissingHooks(missing), procprobe.WithHostPath(cfg.HostPath))
 	})
+	mgr.Register(hw.Name, func() probe.Probe {
+		return hw.New(hw.WithStats(bpfStats), hw.WithMissingHooks(missing), hw.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(virt.Name, func() probe.Probe { return virt.New(fsys) })
+	mgr.Register(lvs.Name, func() probe.Probe { return lvs.New(fsys) })
 	mgr.Register(applog.Name, func() probe.Probe { return applog.New(applogOptions(cfg, ids)...) })
 	profiles := flamegraph.NewHub()
 	mgr.Register(flamegraph.Name, func() probe.Probe {
@@ -134,8 +153,24 @@ func runDaemon(cfg *config.Config) error {
 	if err := addCustomProbes(cfg, mgr); err != nil {
 		return err
 	}
-	if err := exporter.Register(pipe, mgr, bpfStats); err != nil {
+	// The agent's own CPU and memory (process_*), as every Prometheus
+	// exporter serves them: the health dashboard and the overhead budget.
+	if err := exporter.Register(pipe, mgr, bpfStats, ids.RuntimeCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return err
+	}
+
+	if cfg.Metric.OutChannel.Has(config.ChannelOTLP) {
+		otlp, err := startOTLP(ctx, cfg, exporter, host, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, done := context.WithTimeout(context.Background(), 10*time.Second)
+			defer done()
+			if err := otlp.Close(sctx); err != nil {
+				log.Warn("otlp: closing", "err", err)
+			}
+		}()
 	}
 
 	go pipe.RunExpiry(ctx)
@@ -236,27 +271,29 @@ func addSinks(cfg *config.Config, pipe *output.Pipeline, host output.Host, log *
 			kafka = nil
 		}
 	}()
-	if cfg.Metric.OutChannel == config.ChannelKafka || cfg.Event.OutChannel == config.ChannelKafka || cfg.Meta.OutChannel == config.ChannelKafka {
+	if cfg.Metric.OutChannel.Has(config.ChannelKafka) || cfg.Event.OutChannel == config.ChannelKafka || cfg.Meta.OutChannel == config.ChannelKafka {
 		if kafka, err = newKafkaProducer(cfg.Kafka, log); err != nil {
 			return nil, err
 		}
 		log.Info("kafka producer started", "brokers", cfg.Kafka.Broker)
 	}
-	switch cfg.Metric.OutChannel {
-	case config.ChannelLogs:
-		s, err := output.NewMetricTextSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
-		if err != nil {
-			return kafka, err
+	for _, ch := range cfg.Metric.OutChannel.List() {
+		switch ch {
+		case config.ChannelLogs:
+			s, err := output.NewMetricTextSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
+			if err != nil {
+				return kafka, err
+			}
+			pipe.AddMetricSink("logs", s)
+		case config.ChannelJSON:
+			s, err := output.NewMetricJSONSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
+			if err != nil {
+				return kafka, err
+			}
+			pipe.AddMetricSink("json", s)
+		case config.ChannelKafka:
+			pipe.AddMetricSink("kafka", output.NewMetricKafkaSink(kafka, cfg.Metric.KafkaTopic, host.UUID))
 		}
-		pipe.AddMetricSink("logs", s)
-	case config.ChannelJSON:
-		s, err := output.NewMetricJSONSink(cfg.Logs.MetricDir, cfg.Logs.MetricTotalSize)
-		if err != nil {
-			return kafka, err
-		}
-		pipe.AddMetricSink("json", s)
-	case config.ChannelKafka:
-		pipe.AddMetricSink("kafka", output.NewMetricKafkaSink(kafka, cfg.Metric.KafkaTopic, host.UUID))
 	}
 	switch cfg.Event.OutChannel {
 	case config.ChannelLogs:
@@ -279,6 +316,29 @@ func addSinks(cfg *config.Config, pipe *output.Pipeline, host output.Host, log *
 		pipe.AddMetaSink("kafka", output.NewMetaKafkaSink(kafka, cfg.Meta.KafkaTopic))
 	}
 	return kafka, nil
+}
+
+// startOTLP starts the otlp metric channel over the exporter's registry
+// and registers its own counters there.
+func startOTLP(ctx context.Context, cfg *config.Config, exp *output.Exporter, host output.Host, log *slog.Logger) (*output.OTLP, error) {
+	o, err := output.StartOTLP(ctx, output.OTLPOptions{
+		Gatherer: exp.Gatherer(),
+		Host:     host,
+		Version:  version,
+		Protocol: cfg.OTLP.Protocol,
+		Endpoint: cfg.OTLP.Endpoint,
+		Insecure: cfg.OTLP.Insecure,
+		Interval: time.Duration(cfg.OTLP.ExportInterval) * time.Second,
+		Log:      log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := exp.Register(o); err != nil {
+		return nil, err
+	}
+	log.Info("otlp metric channel started", "protocol", output.OTLPProtocol(cfg.OTLP.Protocol), "endpoint", cfg.OTLP.Endpoint)
+	return o, nil
 }
 
 // newKafkaProducer maps the kafka section and galago's Kafka TLS and SASL
@@ -369,7 +429,7 @@ func startServers(cfg *config.Config, exp *output.Exporter, mgr *probe.Manager, 
 			s.failed <- fmt.Errorf("control socket: %w", err)
 		}
 	}()
-	if cfg.Metric.OutChannel == config.ChannelWebServer {
+	if cfg.Metric.OutChannel.Has(config.ChannelWebServer) {
 		tlsCfg, err := serverTLS(cfg.WebServer)
 		if err != nil {
 			return nil, fmt.Errorf("web_server: %w", err)

@@ -117,3 +117,19 @@ func TestStatsEnablesWhileRegistered(t *testing.T) {
 		t.Fatal("enable failure not reported")
 	}
 }
+
+func TestCString(t *testing.T) {
+	for _, c := range []struct {
+		in   []int8
+		want string
+	}{
+		{[]int8{'h', 'o', 'g', 0, 'x'}, "hog"},
+		{[]int8{'a', 'b'}, "ab"},
+		{[]int8{'a', -1, 'b', 0}, "a?b"},
+		{nil, ""},
+	} {
+		if got := CString(c.in); got != c.want {
+			t.Errorf("CString(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -38,7 +38,9 @@
 //	           custom_json = "..."; host_path = "/host";
 //	           kafka_tls = true; kafka_tls_ca_file = "..."; kafka_tls_cert_file = "...";
 //	           kafka_tls_key_file = "..."; kafka_sasl_mechanism = "SCRAM-SHA-512";
-//	           kafka_sasl_username = "..."; kafka_sasl_password = "..."; };
+//	           kafka_sasl_username = "..."; kafka_sasl_password = "...";
+//	           otlp_endpoint = "collector:4317"; otlp_protocol = "grpc";
+//	           otlp_insecure = true; otlp_export_interval = 30; };
 package config
 
 import (
@@ -59,7 +61,31 @@ const (
 	ChannelLogs      Channel = "logs"
 	ChannelJSON      Channel = "json" // metrics only
 	ChannelKafka     Channel = "kafka"
+	ChannelOTLP      Channel = "otlp" // metrics only: OTLP push (galago's own)
 )
+
+// List splits a comma-separated out_channel ("web_server,otlp": galago
+// takes several metric channels at once; gala-gopher takes one).
+func (ch Channel) List() []Channel {
+	if ch == ChannelOff {
+		return nil
+	}
+	var out []Channel
+	for _, c := range strings.Split(string(ch), ",") {
+		out = append(out, Channel(strings.TrimSpace(c)))
+	}
+	return out
+}
+
+// Has reports whether c is one of the channels of ch.
+func (ch Channel) Has(c Channel) bool {
+	for _, x := range ch.List() {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
 
 // Config is the whole configuration. Field comments give the file key.
 type Config struct {
@@ -72,6 +98,7 @@ type Config struct {
 	RestAPIServer HTTPServer  // rest_api_server: the REST control API
 	Kafka         Kafka
 	Logs          Logs
+	OTLP          OTLP // galago section: the otlp metric channel
 
 	// galago section; not in gala-gopher's file.
 	PIDFile        string // galago.pid_file: singleton lock, /var/run/gala_gopher/gala-gopher.pid
@@ -79,6 +106,11 @@ type Config struct {
 	ProbesInitFile string // galago.probes_init: /etc/gala-gopher/probes.init
 	CustomJSONFile string // galago.custom_json: /etc/gala-gopher/gala-gopher-custom.json
 	HostPath       string // galago.host_path, env GOPHER_HOST_PATH: root of the host file system, "/" or e.g. "/host" in a container
+
+	// Container runtime API sockets, looked up under HostPath; "" disables.
+	CRIEndpoints     string // galago.cri_endpoints: comma-separated CRI sockets (containerd, CRI-O, cri-dockerd, iSulad)
+	ContainerdSocket string // galago.containerd_socket: containerd's own API
+	DockerSocket     string // galago.docker_socket: the Docker Engine API
 
 	// ProbesInitContent, from GOPHER_PROBES_INIT, replaces the content of
 	// ProbesInitFile when non-empty.
@@ -108,6 +140,10 @@ type EventOutput struct {
 	OutChannel Channel // out_channel
 	KafkaTopic string  // kafka_topic
 	Timeout    int     // timeout: seconds an entity's event suppresses the next ones
+	// DescLanguage is desc_language: en_US or zh_CN, the language of event
+	// descriptions. gala-gopher's current conf no longer ships the key;
+	// its older releases and docs have it.
+	DescLanguage string
 }
 
 // IMDB is the imdb section: the limits of the metric store.
@@ -151,6 +187,16 @@ type Kafka struct {
 	SASLPassword  string // galago.kafka_sasl_password
 }
 
+// OTLP configures the otlp metric channel. Unset fields fall back to the
+// standard OTEL_EXPORTER_OTLP_* and OTEL_METRIC_EXPORT_INTERVAL variables,
+// then to the OpenTelemetry SDK's defaults.
+type OTLP struct {
+	Endpoint       string // galago.otlp_endpoint: host:port (grpc, http/protobuf) or a URL (http/protobuf)
+	Protocol       string // galago.otlp_protocol: grpc or http/protobuf
+	Insecure       bool   // galago.otlp_insecure: plain text instead of TLS
+	ExportInterval int    // galago.otlp_export_interval: seconds between pushes
+}
+
 // Logs is the logs section.
 type Logs struct {
 	MetricTotalSize int    // metric_total_size: MB for the metric log files
@@ -166,7 +212,7 @@ func Default() *Config {
 	return &Config{
 		Global: Global{LogFileName: "gopher.log", LogLevel: "info", RestAPIOn: true},
 		Metric: Output{OutChannel: ChannelWebServer, KafkaTopic: "gala_gopher"},
-		Event:  EventOutput{OutChannel: ChannelLogs, KafkaTopic: "gala_gopher_event", Timeout: 600},
+		Event:  EventOutput{OutChannel: ChannelLogs, KafkaTopic: "gala_gopher_event", Timeout: 600, DescLanguage: "en_US"},
 		Meta:   Output{OutChannel: ChannelLogs, KafkaTopic: "gala_gopher_metadata"},
 		IMDB:   IMDB{MaxTablesNum: 1024, MaxRecordsNum: 1024, MaxMetricsNum: 64, RecordTimeout: 60},
 		WebServer: HTTPServer{
@@ -194,7 +240,22 @@ func Default() *Config {
 		ProbesInitFile: "/etc/gala-gopher/probes.init",
 		CustomJSONFile: "/etc/gala-gopher/gala-gopher-custom.json",
 		HostPath:       "/",
+		// The kubelet's well-known CRI endpoints and iSulad's.
+		CRIEndpoints:     "/run/containerd/containerd.sock,/run/crio/crio.sock,/var/run/cri-dockerd.sock,/var/run/isulad.sock",
+		ContainerdSocket: "/run/containerd/containerd.sock",
+		DockerSocket:     "/var/run/docker.sock",
 	}
+}
+
+// CRISockets splits CRIEndpoints into its endpoints (empty ones dropped).
+func (c *Config) CRISockets() []string {
+	var out []string
+	for _, e := range strings.Split(c.CRIEndpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Warnings are notes from loading that do not stop start-up, such as

@@ -32,6 +32,7 @@ var schema = []key{
 	{"event", "out_channel", func(c *Config) any { return &c.Event.OutChannel }},
 	{"event", "kafka_topic", func(c *Config) any { return &c.Event.KafkaTopic }},
 	{"event", "timeout", func(c *Config) any { return &c.Event.Timeout }},
+	{"event", "desc_language", func(c *Config) any { return &c.Event.DescLanguage }},
 
 	{"meta", "out_channel", func(c *Config) any { return &c.Meta.OutChannel }},
 	{"meta", "kafka_topic", func(c *Config) any { return &c.Meta.KafkaTopic }},
@@ -73,6 +74,9 @@ var schema = []key{
 	{"galago", "probes_init", func(c *Config) any { return &c.ProbesInitFile }},
 	{"galago", "custom_json", func(c *Config) any { return &c.CustomJSONFile }},
 	{"galago", "host_path", func(c *Config) any { return &c.HostPath }},
+	{"galago", "cri_endpoints", func(c *Config) any { return &c.CRIEndpoints }},
+	{"galago", "containerd_socket", func(c *Config) any { return &c.ContainerdSocket }},
+	{"galago", "docker_socket", func(c *Config) any { return &c.DockerSocket }},
 	{"galago", "kafka_tls", func(c *Config) any { return &c.Kafka.TLS }},
 	{"galago", "kafka_tls_ca_file", func(c *Config) any { return &c.Kafka.TLSCAFile }},
 	{"galago", "kafka_tls_cert_file", func(c *Config) any { return &c.Kafka.TLSCertFile }},
@@ -80,6 +84,10 @@ var schema = []key{
 	{"galago", "kafka_sasl_mechanism", func(c *Config) any { return &c.Kafka.SASLMechanism }},
 	{"galago", "kafka_sasl_username", func(c *Config) any { return &c.Kafka.SASLUsername }},
 	{"galago", "kafka_sasl_password", func(c *Config) any { return &c.Kafka.SASLPassword }},
+	{"galago", "otlp_endpoint", func(c *Config) any { return &c.OTLP.Endpoint }},
+	{"galago", "otlp_protocol", func(c *Config) any { return &c.OTLP.Protocol }},
+	{"galago", "otlp_insecure", func(c *Config) any { return &c.OTLP.Insecure }},
+	{"galago", "otlp_export_interval", func(c *Config) any { return &c.OTLP.ExportInterval }},
 }
 
 // Load reads the config file at path. An empty path means DefaultPath, and

@@ -32,32 +32,33 @@ func (c *Config) Validate() error {
 	v.nonEmpty("global.log_file_name", c.Global.LogFileName)
 	v.oneOf("global.log_level", strings.ToLower(c.Global.LogLevel), c.Global.LogLevel, "debug", "info", "warn", "error")
 
-	v.channel("metric", c.Metric.OutChannel, ChannelWebServer, ChannelLogs, ChannelJSON, ChannelKafka, ChannelOff)
+	v.channels("metric", c.Metric.OutChannel, ChannelWebServer, ChannelLogs, ChannelJSON, ChannelKafka, ChannelOTLP)
 	v.channel("event", c.Event.OutChannel, ChannelLogs, ChannelKafka, ChannelOff)
 	v.channel("meta", c.Meta.OutChannel, ChannelLogs, ChannelKafka, ChannelOff)
 	v.topic("metric", c.Metric.OutChannel, c.Metric.KafkaTopic)
 	v.topic("event", c.Event.OutChannel, c.Event.KafkaTopic)
 	v.topic("meta", c.Meta.OutChannel, c.Meta.KafkaTopic)
 	v.intRange("event.timeout", c.Event.Timeout, 0, math.MaxInt32)
+	v.oneOf("event.desc_language", c.Event.DescLanguage, c.Event.DescLanguage, "en_US", "zh_CN", "")
 
 	v.intRange("imdb.max_tables_num", c.IMDB.MaxTablesNum, 1, 4096)
 	v.intRange("imdb.max_records_num", c.IMDB.MaxRecordsNum, 1, math.MaxInt32)
 	v.intRange("imdb.max_metrics_num", c.IMDB.MaxMetricsNum, 1, 128)
 	v.intRange("imdb.record_timeout", c.IMDB.RecordTimeout, 1, math.MaxInt32)
 
-	if c.Metric.OutChannel == ChannelWebServer {
+	if c.Metric.OutChannel.Has(ChannelWebServer) {
 		v.server("web_server", c.WebServer)
 	}
 	if c.Global.RestAPIOn {
 		v.server("rest_api_server", c.RestAPIServer)
 	}
-	if c.Metric.OutChannel == ChannelWebServer && c.Global.RestAPIOn &&
+	if c.Metric.OutChannel.Has(ChannelWebServer) && c.Global.RestAPIOn &&
 		c.WebServer.Port == c.RestAPIServer.Port && c.WebServer.BindAddr == c.RestAPIServer.BindAddr {
 		v.fail("rest_api_server.port", "%s:%d is also web_server's address",
 			c.RestAPIServer.BindAddr, c.RestAPIServer.Port)
 	}
 
-	if c.Metric.OutChannel == ChannelKafka || c.Event.OutChannel == ChannelKafka || c.Meta.OutChannel == ChannelKafka {
+	if c.Metric.OutChannel.Has(ChannelKafka) || c.Event.OutChannel == ChannelKafka || c.Meta.OutChannel == ChannelKafka {
 		v.brokers("kafka.kafka_broker", c.Kafka.Broker)
 		v.intRange("kafka.batch_num_messages", c.Kafka.BatchNumMessages, 1, math.MaxInt32)
 		v.oneOf("kafka.compression_codec", c.Kafka.CompressionCodec, c.Kafka.CompressionCodec, "none", "gzip", "snappy", "lz4", "zstd")
@@ -82,7 +83,31 @@ func (c *Config) Validate() error {
 	if !filepath.IsAbs(c.HostPath) {
 		v.fail("galago.host_path", "%q is not an absolute path", c.HostPath)
 	}
+	for _, e := range c.CRISockets() {
+		v.socketEndpoint("galago.cri_endpoints", e)
+	}
+	v.socketEndpoint("galago.containerd_socket", c.ContainerdSocket)
+	v.socketEndpoint("galago.docker_socket", c.DockerSocket)
 	return errors.Join(v.errs...)
+}
+
+// socketEndpoint checks a runtime API endpoint: "" (disabled), an absolute
+// socket path or "unix://" and one.
+func (v *validator) socketEndpoint(key, e string) {
+	if e == "" {
+		return
+	}
+	p := e
+	if scheme, rest, ok := strings.Cut(e, "://"); ok {
+		if scheme != "unix" {
+			v.fail(key, "%q: only unix sockets are supported, not %s://", e, scheme)
+			return
+		}
+		p = rest
+	}
+	if !filepath.IsAbs(p) {
+		v.fail(key, "%q is not an absolute socket path", e)
+	}
 }
 
 type validator struct {
@@ -127,6 +152,26 @@ func (v *validator) oneOf(key, norm, val string, allowed ...string) {
 	v.fail(key, "%q is not one of %s", val, strings.Join(q, ", "))
 }
 
+// channels checks a metric out_channel: one channel or several,
+// comma-separated, each allowed and named once; empty means none.
+func (v *validator) channels(section string, ch Channel, allowed ...Channel) {
+	seen := map[Channel]bool{}
+	for _, c := range ch.List() {
+		if seen[c] {
+			v.fail(section+".out_channel", "%q names %q twice", ch, c)
+			return
+		}
+		seen[c] = true
+		v.channel(section, c, allowed...)
+	}
+	if seen[ChannelOTLP] {
+		if p := v.c.OTLP.Protocol; p != "" && p != "grpc" && p != "http/protobuf" {
+			v.fail("galago.otlp_protocol", "%q is not one of \"grpc\", \"http/protobuf\"", p)
+		}
+		v.intRange("galago.otlp_export_interval", v.c.OTLP.ExportInterval, 0, 86400)
+	}
+}
+
 func (v *validator) channel(section string, ch Channel, allowed ...Channel) {
 	s := make([]string, len(allowed))
 	for i, a := range allowed {
@@ -138,7 +183,7 @@ func (v *validator) channel(section string, ch Channel, allowed ...Channel) {
 // topic checks a kafka topic when its channel is kafka: non-empty, within
 // gala-gopher's length, and in Kafka's legal characters.
 func (v *validator) topic(section string, ch Channel, topic string) {
-	if ch != ChannelKafka {
+	if !ch.Has(ChannelKafka) {
 		return
 	}
 	key := section + ".kafka_topic"

@@ -1,9 +1,12 @@
 // Package event defines gala-gopher's abnormal events: what a probe raises
-// when a threshold is crossed, and the de-duplication window that keeps one
-// condition from flooding the event channel.
+// when a threshold is crossed, the catalogue of their descriptions in
+// gala-gopher's two languages (en_US, zh_CN; event.desc_language), the
+// de-duplication window that keeps one condition from flooding the event
+// channel, and the OpenTelemetry log records probes report (|log| lines).
 package event
 
 import (
+	"fmt"
 	"sync"
 	"time"
 )
@@ -49,8 +52,34 @@ type Event struct {
 	PodID       string
 	Device      string
 	Severity    Severity
-	// Message is gala-gopher's message text, e.g. "Too high cpu utilization(93.20%).".
+	// Message is the description, e.g. "Too high cpu utilization(93.20%).":
+	// in en_US for an event made by New (the pipeline renders it again in
+	// the configured desc_language), else the text as a custom probe
+	// wrote it.
 	Message string
+	// Desc and Args are the catalogue entry and its arguments of an event
+	// made by New; nil for a custom probe's event.
+	Desc *Desc
+	Args []any
+}
+
+// New returns the WARN event d describes, about entityID, at t; args are
+// the arguments of d's texts. The caller fills the labels (PID, Comm, IP,
+// ContainerID, PodID, Device).
+func New(t time.Time, d *Desc, entityID string, args ...any) Event {
+	return Event{
+		Time: t, Entity: d.Entity, EntityID: entityID, Metric: d.Metric, Severity: SeverityWarn,
+		Message: fmt.Sprintf(d.EnUS, args...), Desc: d, Args: args,
+	}
+}
+
+// Describe is e's description in lang: its catalogue text with its
+// arguments, or Message for an event without a catalogue entry.
+func (e Event) Describe(lang Language) string {
+	if e.Desc == nil {
+		return e.Message
+	}
+	return fmt.Sprintf(e.Desc.Text(lang), e.Args...)
 }
 
 // Dedup suppresses repeats of the same (entity, id, metric) inside a window.

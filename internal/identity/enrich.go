@@ -15,11 +15,18 @@ import (
 //     start_time, the proc_name snooper labels of the process, and if the
 //     process runs in a container container_id (abbreviated to 12 hex digits
 //     like gala-gopher, unless the table has the field), container_name,
-//     container_image, pod_id, pod ("<namespace>/<name>"), pod_namespace;
+//     container_image, pod_id, pod ("<namespace>/<name>"), pod_namespace
+//     and the pod_labels;
 //  2. if the table has a container_id field: container_name,
-//     container_image, pod_id, pod, pod_namespace of that container;
+//     container_image, pod_id, pod, pod_namespace and the pod_labels of
+//     that container;
 //  3. the probe's custom labels, sorted by name;
 //  4. machine_id ("<uuid>-<ip>").
+//
+// pod_labels (the snooper option) add, for a container in a pod whose
+// labels a CRI runtime gave, each requested key with the pod's value or
+// "not found" as gala-gopher; when no runtime gave the pod's labels they
+// are unknown and left out.
 //
 // A label whose value is unknown is left out rather than emitted empty, and
 // no name is emitted twice: the record's own fields win, and snooper or
@@ -90,7 +97,7 @@ func (e *Enricher) Enrich(r *table.Record, src *table.Source) []table.Label {
 	if r.Table.HasField("container_id") && e.ids != nil {
 		if id := r.Str("container_id"); id != "" {
 			if c, ok := e.ids.Container(id); ok {
-				e.container(&s, c)
+				e.container(&s, c, src)
 			}
 		}
 	}
@@ -136,10 +143,10 @@ func (e *Enricher) process(s *labelSet, r *table.Record, src *table.Source) {
 	if c.PodID == "" {
 		c.PodID = p.PodID
 	}
-	e.container(s, c)
+	e.container(s, c, src)
 }
 
-func (e *Enricher) container(s *labelSet, c Container) {
+func (e *Enricher) container(s *labelSet, c Container, src *table.Source) {
 	s.add("container_name", c.Name)
 	s.add("container_image", c.Image)
 	s.add("pod_id", c.PodID)
@@ -147,4 +154,17 @@ func (e *Enricher) container(s *labelSet, c Container) {
 		s.add("pod", c.PodNamespace+"/"+c.PodName)
 	}
 	s.add("pod_namespace", c.PodNamespace)
+	if src == nil || c.PodID == "" || c.PodLabels == nil {
+		return
+	}
+	for _, k := range src.PodLabels {
+		if reserved[k] {
+			continue
+		}
+		v, ok := c.PodLabels[k]
+		if !ok {
+			v = "not found"
+		}
+		s.add(k, v)
+	}
 }

@@ -75,3 +75,24 @@ func FuzzRuntimeFiles(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseDockerList: never panics; every container it returns has a
+// full id.
+func FuzzParseDockerList(f *testing.F) {
+	const id = "3f5c2a1b9d8e7f60a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718"
+	f.Add([]byte(`[{"Id":"` + id + `","Names":["/web"],"Image":"nginx:1.25","Labels":{"a":"b"},"State":"running"}]`))
+	f.Add([]byte(`[{"Id":"` + id + `","Names":["/k8s_envoy_web-0_shop_u_0"],"Labels":{"io.kubernetes.container.name":"envoy"}}]`))
+	f.Add([]byte(`[{"Id":"web"}]`))
+	f.Add([]byte(`{"message":"page not found"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cs, err := parseDockerList(strings.NewReader(string(b)))
+		if err != nil {
+			return
+		}
+		for _, c := range cs {
+			if len(c.ID) != 64 || !isHex(c.ID) {
+				t.Fatalf("container %+v from %q", c, b)
+			}
+		}
+	})
+}

@@ -1,17 +1,41 @@
 // Package identity resolves who a process or cgroup is: comm, cmdline and
 // start time from /proc, and the container and pod a process runs in, read
-// from cgroup paths and the container runtimes' state files (no CLI calls).
-// Every read is rooted at the host path (GOPHER_HOST_PATH in a container).
-// It also reads the host's identity (machine_id) and computes the
-// enrichment labels of records (Enricher).
+// from cgroup paths, the container runtimes' state files and, when their
+// sockets answer, the runtimes' APIs (no CLI calls). Every read is rooted
+// at the host path (GOPHER_HOST_PATH in a container), sockets too. It also
+// reads the host's identity (machine_id) and computes the enrichment
+// labels of records (Enricher).
+//
+// Runtime APIs (EnableRuntimes, RunRuntimes): the CRI RuntimeService
+// (k8s.io/cri-api: ListContainers of running containers, ListPodSandbox,
+// ContainerStatus once per container whose listing gives an image id, not
+// a name) on each configured CRI socket; containerd's own API (the small
+// github.com/containerd/containerd/api module, not the whole client:
+// namespaces List, then containers List in each namespace); the Docker
+// Engine API (GET /containers/json over its unix socket, no version
+// prefix). Each runtime is listed in the background, with a timeout per
+// call, at start, when a container id no runtime listed is looked up (at
+// most once per id per 5 s, one listing per second at most) and every
+// minute; lookups read the last listing and never wait. The listing
+// replaces the previous one; a runtime whose listing fails keeps its last
+// good one. CRI answers win over containerd's, containerd's over Docker's,
+// and the APIs over the state files, field by field. At most the
+// container cache's size (1024) of listed containers are kept, the rest
+// counted in galago_identity_runtime_containers_dropped_total. A socket
+// that is absent is not an error. The first listing is one log line
+// (which runtimes answered, which did not and why), then one line per
+// runtime that comes or goes; galago_identity_runtime_up says which
+// answer.
 //
 // Limits: container ids are recognised only as 64-hex cgroup path segments
 // (docker, containerd, CRI-O, podman, Kubernetes; a containerd `ctr`
-// container named by hand is not one). Names, images and pods come from
-// runc state (CRI annotations) or docker's config.v2.json; a container
-// known only from its cgroup has an id and no name, and Kubernetes pod
-// labels are not available there (they live in the API server and
-// containerd's metadata store). Cgroup ids (the inode under the cgroup2
+// container named by hand is not one). Without a reachable runtime API,
+// names, images and pods come from runc state (CRI annotations) or
+// docker's config.v2.json; a container known only from its cgroup has an
+// id and no name, and pod labels are unknown (only the CRI API has them).
+// A container that starts between two listings is named from the listing
+// its first lookup asks for: rows enriched before that listing returns
+// have the state files' answer. Cgroup ids (the inode under the cgroup2
 // mount) need galago in the host's cgroup namespace: in a private one the
 // paths in /proc/<pid>/cgroup are relative to galago's own cgroup, so ids
 // are 0 (container and pod ids are still found in them).
@@ -50,8 +74,13 @@ type Container struct {
 	PodID        string // pod uid
 	PodName      string
 	PodNamespace string
-	PodLabels    map[string]string
-	CgroupID     uint64
+	// PodLabels are the pod's Kubernetes labels, from the CRI API; nil
+	// when no CRI runtime said (unknown), empty when the pod has none.
+	PodLabels map[string]string
+	// Labels are the container's own labels in its runtime (CRI,
+	// containerd or Docker); nil when no runtime API said.
+	Labels   map[string]string
+	CgroupID uint64
 }
 
 // Resolver answers identity questions; implementations cache and are safe

@@ -2,11 +2,15 @@ package identity
 
 import (
 	"container/list"
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults of a CachingResolver.
@@ -52,6 +56,9 @@ type CachingResolver struct {
 	// state does not say (or cannot be read); byCgroup is the reverse.
 	seen     lru[string, seenContainer]
 	byCgroup lru[uint64, string]
+
+	// rt is what the runtimes' APIs say, nil until EnableRuntimes.
+	rt *runtimeAPI
 }
 
 type procEntry struct {
@@ -290,14 +297,66 @@ func (r *CachingResolver) load(pid int, st Stat) (Process, bool) {
 	return p, true
 }
 
+// EnableRuntimes makes the resolver ask the container runtimes' APIs
+// (CRI, containerd, Docker) for what their files do not say: names and
+// images of plain containerd and Docker containers, pod labels. Call it
+// before any lookup, then run RunRuntimes. It fails for an endpoint that is
+// not a unix socket path, naming it.
+func (r *CachingResolver) EnableRuntimes(cfg Runtimes, log *slog.Logger) error {
+	a, err := newRuntimeAPI(r.root, cfg, r.maxConts, r.missTTL, r.exitGrace, log, r.now)
+	if err != nil {
+		return err
+	}
+	r.rt = a
+	return nil
+}
+
+// RunRuntimes lists the runtimes in the background until ctx ends: at
+// once, when a container nobody knows is looked up, and every period.
+// Lookups never wait for it.
+func (r *CachingResolver) RunRuntimes(ctx context.Context) {
+	if r.rt != nil {
+		r.rt.run(ctx)
+	}
+}
+
+// RuntimeCollector exports the runtime APIs' health and the containers
+// the cache bound dropped; nil before EnableRuntimes.
+func (r *CachingResolver) RuntimeCollector() prometheus.Collector {
+	if r.rt == nil {
+		return nil
+	}
+	return r.rt
+}
+
 // Container returns what the runtimes say of a container; id may be the
-// full id or an abbreviation of it. False when no runtime knows it and no
-// process was seen in it.
+// full id or an abbreviation of it. The runtimes' APIs (when enabled) win
+// over their files. False when no runtime knows it and no process was
+// seen in it.
 func (r *CachingResolver) Container(id string) (Container, bool) {
 	id = strings.ToLower(id)
 	if !IsContainerID(id) {
 		return Container{}, false
 	}
+	c, ok := r.containerFromFiles(id)
+	if r.rt == nil {
+		return c, ok
+	}
+	full := c.ID
+	if len(full) != 64 {
+		full = r.rt.expand(id)
+	}
+	rc, found := r.rt.lookup(full)
+	if !found {
+		return c, ok
+	}
+	mergeContainer(&rc, c)
+	return rc, true
+}
+
+// containerFromFiles answers from the runtimes' state files and the
+// processes seen, cached.
+func (r *CachingResolver) containerFromFiles(id string) (Container, bool) {
 	now := r.now()
 	r.mu.Lock()
 	if e, ok := r.conts.get(id); ok {
@@ -351,9 +410,13 @@ func (r *CachingResolver) Container(id string) (Container, bool) {
 // expandLocked maps an abbreviated id to the one full id seen in a process
 // cgroup that starts with it; it returns prefix unchanged if none or
 // several.
-func (r *CachingResolver) expandLocked(prefix string) string {
+func (r *CachingResolver) expandLocked(prefix string) string { return uniquePrefix(r.seen.m, prefix) }
+
+// uniquePrefix returns the one key of m that starts with prefix; prefix
+// itself if none or several do.
+func uniquePrefix[V any](m map[string]V, prefix string) string {
 	found := ""
-	for id := range r.seen.m {
+	for id := range m {
 		if strings.HasPrefix(id, prefix) {
 			if found != "" {
 				return prefix

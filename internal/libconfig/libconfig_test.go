@@ -12,7 +12,7 @@ import (
 
 // shippedConf is gala-gopher's shipped config, kept once for the whole
 // repository in the top-level testdata.
-const shippedConf = "../../testdata/gala-gopher.conf"
+const shippedConf = "../../deploy/package/gala-gopher.conf"
 
 func mustParse(t *testing.T, src string) *Setting {
 	t.Helper()

@@ -80,6 +80,28 @@ func MarshalEvent(e event.Event, host Host, loc *time.Location) ([]byte, error) 
 	})
 }
 
+// MarshalLog renders a probe's log record as gala-gopher does on the event
+// topic: its six fields in this order, the Resource object extended with
+// host.id (the uuid), host.name and host.ip.
+func MarshalLog(l event.Log, host Host) []byte {
+	b := make([]byte, 0, 128+len(l.Timestamp)+len(l.SeverityText)+len(l.SeverityNumber)+len(l.Resource)+len(l.Attributes)+len(l.Body))
+	b = append(append(b, `{"Timestamp":`...), l.Timestamp...)
+	b = append(append(b, `,"SeverityText":`...), l.SeverityText...)
+	b = append(append(b, `,"SeverityNumber":`...), l.SeverityNumber...)
+	b = append(b, `,"Resource":`...)
+	// Resource is a compact object: drop its '}' and append the host.
+	b = append(b, l.Resource[:len(l.Resource)-1]...)
+	if len(l.Resource) > 2 {
+		b = append(b, ',')
+	}
+	b = appendJSONString(append(b, `"host.id":`...), host.UUID)
+	b = appendJSONString(append(b, `,"host.name":`...), host.Hostname)
+	b = appendJSONString(append(b, `,"host.ip":`...), host.IP)
+	b = append(append(b, `},"Attributes":`...), l.Attributes...)
+	b = append(append(b, `,"Body":`...), l.Body...)
+	return append(b, '}')
+}
+
 // EventLogFile is the event log's name in event_dir.
 const EventLogFile = "gopher_event.log"
 
@@ -110,6 +132,14 @@ func (s *EventLogSink) WriteEvent(e event.Event) error {
 		return err
 	}
 	_, err = s.w.Write(append(b, '\n'))
+	return err
+}
+
+// WriteLog appends a probe's log record (MarshalLog) to the event log:
+// gala-gopher only sends these to Kafka; galago keeps them with event
+// out_channel logs too.
+func (s *EventLogSink) WriteLog(l event.Log) error {
+	_, err := s.w.Write(append(MarshalLog(l, s.host), '\n'))
 	return err
 }
 

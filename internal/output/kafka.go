@@ -639,6 +639,11 @@ func (s *EventKafkaSink) WriteEvent(e event.Event) error {
 	return s.p.Enqueue(s.topic, b)
 }
 
+// WriteLog sends a probe's log record (MarshalLog) to the event topic.
+func (s *EventKafkaSink) WriteLog(l event.Log) error {
+	return s.p.Enqueue(s.topic, MarshalLog(l, s.host))
+}
+
 func (s *EventKafkaSink) Close() error { return nil }
 
 // MetaKafkaSink is the "kafka" metadata channel: one MarshalMeta message

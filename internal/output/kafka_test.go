@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/galago-project/galago/internal/event"
+	"github.com/galago-project/galago/internal/output/kafkatest"
 	"github.com/galago-project/galago/internal/table"
 	"github.com/galago-project/galago/internal/testcert"
 )
@@ -195,12 +196,12 @@ func lines(b []byte) [][]byte {
 // and the event and meta logs; a franz-go consumer and kcat (librdkafka)
 // read the topics of a broker process back.
 func TestKafkaChannels(t *testing.T) {
-	b := startBroker(t, brokerSpec{})
+	b := kafkatest.Start(t, kafkatest.Spec{})
 	dir := t.TempDir()
 	p, _, _ := newTestPipeline(t, table.Limits{MaxTables: 8, MaxRecords: 64, MaxMetrics: 64})
 
 	prod, err := NewKafkaProducer(KafkaOptions{
-		Brokers: []string{b.addr}, Compression: "zstd", BatchNumMessages: 100,
+		Brokers: []string{b.Addr}, Compression: "zstd", BatchNumMessages: 100,
 		MaxMessages: 1000, MaxBytes: 1 << 20, Linger: 5 * time.Millisecond,
 	})
 	if err != nil {
@@ -246,7 +247,7 @@ func TestKafkaChannels(t *testing.T) {
 		t.Fatalf("files: %d json lines, %d event lines, %d meta lines", len(jsonLines), len(eventLines), len(metaLines))
 	}
 
-	metrics := consume(t, b.addr, "gala_gopher", len(recs), 20*time.Second)
+	metrics := kafkatest.Consume(t, b.Addr, "gala_gopher", len(recs), 20*time.Second)
 	byName := map[string]*table.Table{linkTable.Name: linkTable, linkExtraTable.Name: linkExtraTable}
 	for i := range recs {
 		checkMetricMessage(t, metrics[i], jsonLines[i], byName)
@@ -254,7 +255,7 @@ func TestKafkaChannels(t *testing.T) {
 
 	// Events and metadata are the very lines of the logs, field by field.
 	for topic, want := range map[string][][]byte{"gala_gopher_event": eventLines, "gala_gopher_metadata": metaLines} {
-		got := consume(t, b.addr, topic, len(want), 20*time.Second)
+		got := kafkatest.Consume(t, b.Addr, topic, len(want), 20*time.Second)
 		for i := range want {
 			gk, gv := orderedJSON(t, got[i])
 			wk, wv := orderedJSON(t, want[i])
@@ -274,7 +275,7 @@ func TestKafkaChannels(t *testing.T) {
 
 	// librdkafka reads the same bytes (zstd batches from franz-go).
 	for topic, want := range map[string][][]byte{"gala_gopher": metrics, "gala_gopher_event": eventLines, "gala_gopher_metadata": metaLines} {
-		got := kcat(t, b.addr, topic, len(want))
+		got := kafkatest.Kcat(t, b.Addr, topic, len(want))
 		if len(got) != len(want) {
 			t.Fatalf("kcat %s: %d messages, want %d", topic, len(got), len(want))
 		}
@@ -304,7 +305,7 @@ func TestKafkaChannels(t *testing.T) {
 // the oldest messages go first and each drop is counted.
 func TestKafkaQueueDropsOldest(t *testing.T) {
 	prod, err := NewKafkaProducer(KafkaOptions{
-		Brokers: []string{fmt.Sprintf("127.0.0.1:%d", freePort(t))}, BatchNumMessages: 10,
+		Brokers: []string{fmt.Sprintf("127.0.0.1:%d", kafkatest.FreePort(t))}, BatchNumMessages: 10,
 		MaxMessages: 100, MaxBytes: 1 << 20, CloseTimeout: 100 * time.Millisecond,
 	})
 	if err != nil {
@@ -341,7 +342,7 @@ func TestKafkaQueueDropsOldest(t *testing.T) {
 
 	// Bytes bound the queue too.
 	small, err := NewKafkaProducer(KafkaOptions{
-		Brokers: []string{fmt.Sprintf("127.0.0.1:%d", freePort(t))}, BatchNumMessages: 1,
+		Brokers: []string{fmt.Sprintf("127.0.0.1:%d", kafkatest.FreePort(t))}, BatchNumMessages: 1,
 		MaxMessages: 1000, MaxBytes: 1000, CloseTimeout: 100 * time.Millisecond,
 	})
 	if err != nil {
@@ -381,11 +382,11 @@ func TestKafkaQueueDropsOldest(t *testing.T) {
 // must never block, the queue stay within its limits, the drops be counted
 // and delivery resume by itself.
 func TestKafkaBrokerOutage(t *testing.T) {
-	b := startBroker(t, brokerSpec{})
+	b := kafkatest.Start(t, kafkatest.Spec{})
 	p, exp, _ := newTestPipeline(t, table.Limits{MaxTables: 8, MaxRecords: 1024, MaxMetrics: 64})
 	const maxMsgs, maxBytes = 500, 100 << 10
 	prod, err := NewKafkaProducer(KafkaOptions{
-		Brokers: []string{b.addr}, BatchNumMessages: 50, MaxMessages: maxMsgs, MaxBytes: maxBytes,
+		Brokers: []string{b.Addr}, BatchNumMessages: 50, MaxMessages: maxMsgs, MaxBytes: maxBytes,
 		Linger: 5 * time.Millisecond, DeliveryTimeout: 3 * time.Second,
 	})
 	if err != nil {
@@ -460,7 +461,7 @@ func TestKafkaBrokerOutage(t *testing.T) {
 		t.Fatalf("%d dropped while the broker was up", d)
 	}
 
-	b.kill()
+	b.Kill()
 	outageStart, seqAtKill := time.Now(), seq.Load()
 	sentAtKill := prod.Sent()
 	scrape := func() string {
@@ -492,7 +493,7 @@ func TestKafkaBrokerOutage(t *testing.T) {
 		written, sentAtKill, prod.Sent(), prod.Dropped(KafkaDropQueueFull), prod.Dropped(KafkaDropDeliveryFailed),
 		maxQueue.Load(), maxBytesSeen.Load(), time.Duration(slowest.Load()))
 
-	b.start()
+	b.Restart()
 	restarted, sentAtRestart := time.Now(), prod.Sent()
 	restartSeq := seq.Load()
 	// Delivery resumes: a record written after the restart arrives.
@@ -500,7 +501,7 @@ func TestKafkaBrokerOutage(t *testing.T) {
 	waitFor("delivery after the restart", 15*time.Second, func() bool { return prod.Sent() > sentAtRestart })
 	resumedAfter := time.Since(restarted)
 	target := seq.Load()
-	got := consumeUntil(t, b.addr, "gala_gopher", 20*time.Second, func(m []byte) bool {
+	got := kafkatest.ConsumeUntil(t, b.Addr, "gala_gopher", 20*time.Second, func(m []byte) bool {
 		var v struct{ Comm string }
 		_ = json.Unmarshal(m, &v)
 		n, _ := strconv.ParseInt(v.Comm, 10, 64)
@@ -554,7 +555,7 @@ func TestKafkaSASLTLS(t *testing.T) {
 	ca := testcert.NewCA(t, "kafka CA")
 	caFile := ca.WriteCA(t, dir, "ca")
 	certFile, keyFile := testcert.WriteFiles(t, dir, "broker", ca.Issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth))
-	b := startBroker(t, brokerSpec{SASL: "SCRAM-SHA-512:galago:s3cret", CertFile: certFile, KeyFile: keyFile})
+	b := kafkatest.Start(t, kafkatest.Spec{SASL: "SCRAM-SHA-512:galago:s3cret", CertFile: certFile, KeyFile: keyFile})
 
 	tlsCfg, err := ClientTLSConfig(caFile, "", "")
 	if err != nil {
@@ -566,7 +567,7 @@ func TestKafkaSASLTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		prod, err := NewKafkaProducer(KafkaOptions{
-			Brokers: []string{b.addr}, BatchNumMessages: 10, MaxMessages: 100, MaxBytes: 1 << 20,
+			Brokers: []string{b.Addr}, BatchNumMessages: 10, MaxMessages: 100, MaxBytes: 1 << 20,
 			Linger: time.Millisecond, DeliveryTimeout: 3 * time.Second, TLS: tlsCfg, SASL: mech,
 		})
 		if err != nil {
@@ -591,7 +592,7 @@ func TestKafkaSASLTLS(t *testing.T) {
 	if bad.Sent() != 0 {
 		t.Errorf("sent %d with a wrong password", bad.Sent())
 	}
-	got := consume(t, b.addr, "gala_gopher_event", 1, 10*time.Second,
+	got := kafkatest.Consume(t, b.Addr, "gala_gopher_event", 1, 10*time.Second,
 		kgo.DialTLSConfig(tlsCfg), kgo.SASL(scram.Auth{User: "galago", Pass: "s3cret"}.AsSha512Mechanism()))
 	if string(got[0]) != "s3cret" {
 		t.Errorf("consumed %q", got[0])

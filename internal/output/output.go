@@ -2,7 +2,8 @@
 // Prometheus exporter (web_server), the logs and json metric files, the
 // event and metadata logs, the Kafka topics, and the Pipeline that fans
 // records and events out to them. Every destination is a MetricSink,
-// EventSink or MetaSink.
+// EventSink or MetaSink; the event channels are also LogSinks, for the
+// OpenTelemetry log records of custom probes' |log| lines.
 //
 // Limits: the file channels are append-only logs with one backup (.1); a
 // sink that fails is counted and logged, never retried (the next period
@@ -31,6 +32,12 @@ type MetricSink interface {
 type EventSink interface {
 	WriteEvent(e event.Event) error
 	Close() error
+}
+
+// LogSink is an EventSink that also takes the OpenTelemetry log records
+// probes report (|log| lines).
+type LogSink interface {
+	WriteLog(l event.Log) error
 }
 
 // MetaSink receives the table definitions at start and every meta period.

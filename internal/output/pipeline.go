@@ -31,11 +31,23 @@ type PipelineConfig struct {
 	// (for histogram running totals) and a Sweep after each expiry.
 	Exporter *Exporter
 	// EventTimeout is event.timeout: the de-duplication window.
-	EventTimeout   time.Duration
+	EventTimeout time.Duration
+	// Language is event.desc_language: the language of the descriptions
+	// of catalogued events ("": en_US).
+	Language       event.Language
 	MetaInterval   time.Duration // 0: DefaultMetaInterval
 	ExpireInterval time.Duration // 0: DefaultExpireInterval
 	Log            *slog.Logger
 	Now            func() time.Time // nil: time.Now
+	// Tick starts a ticker of period d for the meta and expiry loops,
+	// returning its channel and its stop function; nil: time.NewTicker.
+	// Tests drive the loops with it.
+	Tick func(d time.Duration) (<-chan time.Time, func())
+}
+
+func realTick(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 // Pipeline is the one path from probes to outputs: records go to the store
@@ -49,8 +61,10 @@ type Pipeline struct {
 	store    *table.Store
 	exporter *Exporter
 	dedup    *event.Dedup
+	lang     event.Language
 	log      *slog.Logger
 	now      func() time.Time
+	tick     func(time.Duration) (<-chan time.Time, func())
 	metaEvery,
 	expireEvery time.Duration
 
@@ -61,8 +75,10 @@ type Pipeline struct {
 	records    atomic.Uint64
 	events     atomic.Uint64
 	suppressed atomic.Uint64
+	logs       atomic.Uint64
+	logsLost   atomic.Uint64
 
-	descRecords, descDropped, descStored, descSinkErrors, descEvents, descSuppressed *prometheus.Desc
+	descRecords, descDropped, descStored, descSinkErrors, descEvents, descSuppressed, descLogs, descLogsLost *prometheus.Desc
 }
 
 type sinkStats struct {
@@ -82,8 +98,10 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 		store:       cfg.Store,
 		exporter:    cfg.Exporter,
 		dedup:       event.NewDedup(cfg.EventTimeout),
+		lang:        cfg.Language,
 		log:         cfg.Log,
 		now:         cfg.Now,
+		tick:        cfg.Tick,
 		metaEvery:   cfg.MetaInterval,
 		expireEvery: cfg.ExpireInterval,
 		descRecords: prometheus.NewDesc("galago_records_total",
@@ -101,12 +119,19 @@ func NewPipeline(cfg PipelineConfig) *Pipeline {
 			"Abnormal events passed to the event sinks.", nil, nil),
 		descSuppressed: prometheus.NewDesc("galago_events_suppressed_total",
 			"Abnormal events suppressed as repeats inside the event.timeout window.", nil, nil),
+		descLogs: prometheus.NewDesc("galago_logs_total",
+			"OpenTelemetry log records (|log| lines of custom probes) passed to the event sinks.", nil, nil),
+		descLogsLost: prometheus.NewDesc("galago_logs_dropped_total",
+			"OpenTelemetry log records (|log| lines of custom probes) dropped because no event channel is configured.", nil, nil),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	if p.now == nil {
 		p.now = time.Now
+	}
+	if p.tick == nil {
+		p.tick = realTick
 	}
 	if p.metaEvery <= 0 {
 		p.metaEvery = DefaultMetaInterval
@@ -150,8 +175,9 @@ func (p *Pipeline) Record(r *table.Record, src *table.Source) {
 	}
 }
 
-// Event passes e through the de-duplication window to every event sink. An
-// event without a time is stamped now.
+// Event passes e through the de-duplication window to every event sink,
+// its description in the configured language. An event without a time is
+// stamped now.
 func (p *Pipeline) Event(e event.Event) {
 	if e.Time.IsZero() {
 		e.Time = p.now()
@@ -161,10 +187,33 @@ func (p *Pipeline) Event(e event.Event) {
 		return
 	}
 	p.events.Add(1)
+	e.Message = e.Describe(p.lang)
 	for _, s := range p.eventSinks {
 		if err := s.sink.WriteEvent(e); err != nil {
 			p.sinkFailed(&s.sinkStats, err)
 		}
+	}
+}
+
+// Log passes a probe's log record to every event sink that takes them
+// (both the logs and the kafka channel do); with no event channel it is
+// dropped and counted.
+func (p *Pipeline) Log(l event.Log) {
+	sent := false
+	for _, s := range p.eventSinks {
+		ls, ok := s.sink.(LogSink)
+		if !ok {
+			continue
+		}
+		sent = true
+		if err := ls.WriteLog(l); err != nil {
+			p.sinkFailed(&s.sinkStats, err)
+		}
+	}
+	if sent {
+		p.logs.Add(1)
+	} else {
+		p.logsLost.Add(1)
 	}
 }
 
@@ -185,13 +234,13 @@ func (p *Pipeline) RunMeta(ctx context.Context, tables func() []*table.Table) {
 		return
 	}
 	p.WriteMeta(tables())
-	t := time.NewTicker(p.metaEvery)
-	defer t.Stop()
+	c, stop := p.tick(p.metaEvery)
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-c:
 			p.WriteMeta(tables())
 		}
 	}
@@ -200,13 +249,13 @@ func (p *Pipeline) RunMeta(ctx context.Context, tables func() []*table.Table) {
 // RunExpiry removes aged records from the store, and their histogram totals
 // from the exporter, every expire interval until ctx ends.
 func (p *Pipeline) RunExpiry(ctx context.Context) {
-	t := time.NewTicker(p.expireEvery)
-	defer t.Stop()
+	c, stop := p.tick(p.expireEvery)
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-c:
 			p.store.Expire()
 			if p.exporter != nil {
 				p.exporter.Sweep()
@@ -242,7 +291,7 @@ func (p *Pipeline) Close() error {
 
 // Describe implements prometheus.Collector.
 func (p *Pipeline) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{p.descRecords, p.descDropped, p.descStored, p.descSinkErrors, p.descEvents, p.descSuppressed} {
+	for _, d := range []*prometheus.Desc{p.descRecords, p.descDropped, p.descStored, p.descSinkErrors, p.descEvents, p.descSuppressed, p.descLogs, p.descLogsLost} {
 		ch <- d
 	}
 }
@@ -255,6 +304,8 @@ func (p *Pipeline) Collect(ch chan<- prometheus.Metric) {
 	counter(p.descRecords, p.records.Load())
 	counter(p.descEvents, p.events.Load())
 	counter(p.descSuppressed, p.suppressed.Load())
+	counter(p.descLogs, p.logs.Load())
+	counter(p.descLogsLost, p.logsLost.Load())
 	ch <- prometheus.MustNewConstMetric(p.descStored, prometheus.GaugeValue, float64(p.store.Len()))
 
 	dropped := p.store.Dropped()

@@ -74,8 +74,11 @@ func items(names ...string) []SubItem {
 // Builtin is gala-gopher's catalogue of 21 features, in IPC-type order,
 // followed by galago's own.
 var Builtin = []Feature{
-	{Name: "baseinfo", IPCType: 1, Snooper: SnooperProcCon, SubItems: items("cpu", "mem", "nic", "net", "disk", "fs", "proc", "host", "con"),
-		SystemItems: 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x80}, // all but proc (0x40) and con (0x100)
+	{Name: "baseinfo", IPCType: 1, Snooper: SnooperProcCon, SubItems: items("cpu", "mem", "nic", "net", "disk", "fs", "proc", "host", "con",
+		// galago's own, from coroot-node-agent: delay accounting (proc_delay)
+		// and application type (proc_app)
+		"delay", "app"),
+		SystemItems: 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x80}, // all but proc (0x40), con (0x100), delay (0x200) and app (0x400)
 	{Name: "virt", IPCType: 2, Snooper: SnooperNone},
 	{Name: "flamegraph", IPCType: 3, Snooper: SnooperProc, SubItems: items("oncpu", "offcpu", "mem", "mem_glibc", "io")},
 	{Name: "l7", IPCType: 4, Snooper: SnooperProcCon, SubItems: items("l7_bytes_metrics", "l7_rpc_metrics", "l7_rpc_trace")},

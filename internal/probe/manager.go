@@ -91,7 +91,7 @@ type instance struct {
 }
 
 func (inst *instance) setSource(name string) {
-	src := &table.Source{Probe: name, CustomLabels: inst.cfg.CustomLabels}
+	src := &table.Source{Probe: name, CustomLabels: inst.cfg.CustomLabels, PodLabels: inst.cfg.PodLabels}
 	if t := inst.cfg.Targets; t != nil {
 		src.SnooperLabels = t.Labels
 	}
@@ -266,6 +266,7 @@ func (m *Manager) reconfigure(fs *feature, prev Desired) error {
 	cfg.SubItems = fs.desired.SubItems
 	cfg.Params = fs.desired.Params
 	cfg.CustomLabels = fs.desired.CustomLabels
+	cfg.PodLabels = fs.desired.PodLabels
 	var old WatchedTargets
 	if !selectorsEqual(fs.desired, prev) && fs.def.Snooper != SnooperNone {
 		old = inst.targets
@@ -306,6 +307,7 @@ func (m *Manager) start(fs *feature) error {
 		SubItems:     fs.desired.SubItems,
 		Params:       fs.desired.Params,
 		CustomLabels: fs.desired.CustomLabels,
+		PodLabels:    fs.desired.PodLabels,
 	}
 	if fs.def.Snooper != SnooperNone && m.watcher != nil {
 		inst.targets = m.watcher.Watch(fs.desired.Snoopers, fs.desired.Mode)
@@ -474,6 +476,13 @@ func (rt *runtimeImpl) Record(r *table.Record) {
 func (rt *runtimeImpl) Event(e event.Event) {
 	rt.fs.events.Add(1)
 	rt.m.pipe.Event(e)
+}
+
+// Log implements LogRuntime; a pipeline without LogPipeline drops it.
+func (rt *runtimeImpl) Log(l event.Log) {
+	if lp, ok := rt.m.pipe.(LogPipeline); ok {
+		lp.Log(l)
+	}
 }
 
 func (rt *runtimeImpl) Go(fn func(ctx context.Context) error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -400,14 +401,19 @@ func TestMustSubItemBit(t *testing.T) {
 // labels GET does not echo, and applying it to a fresh manager restores the
 // same configuration, in whitelist and in blacklist mode.
 func TestSavedKeepsLabels(t *testing.T) {
-	for _, tc := range []struct{ body, want string }{
+	for _, tc := range []struct {
+		body, want string
+		podLabels  []string
+	}{
 		{
 			`{"cmd":{"probe":["tcp_rtt"]},"snoopers":{"proc_name":[{"comm":"^java$","label":{"app":"kafka"}}],"custom_labels":{"env":"prod"},"pod_labels":["team"]},"state":"running"}`,
 			`{"cmd":{"bin":"","probe":["tcp_rtt"]},"params":{"cluster_ip_backend":0,"dev_name":"","report_cport":0,"report_event":0,"report_period":60,"res_lower_thr":0,"res_upper_thr":0,"ringbuf_map_size":1,"sample_period":5000},"snoopers":{"container_id":[],"container_name":[],"custom_labels":{"env":"prod"},"pod_id":[],"pod_labels":["team"],"proc_id":[],"proc_name":[{"cmdline":"","comm":"^java$","label":{"app":"kafka"}}]},"state":"running"}` + "\n",
+			[]string{"team"},
 		},
 		{
 			`{"cmd":{"probe":["tcp_rtt"]},"snoopers":{"custom_labels":{"env":"prod"}},"blacklist":{"proc_id":[7]},"state":"running"}`,
 			`{"blacklist":{"container_id":[],"container_name":[],"pod_id":[],"proc_id":[7],"proc_name":[]},"cmd":{"bin":"","probe":["tcp_rtt"]},"params":{"cluster_ip_backend":0,"dev_name":"","report_cport":0,"report_event":0,"report_period":60,"res_lower_thr":0,"res_upper_thr":0,"ringbuf_map_size":1,"sample_period":5000},"snoopers":{"custom_labels":{"env":"prod"}},"state":"running"}` + "\n",
+			nil,
 		},
 	} {
 		h := newHarness(t, "tcp")
@@ -430,6 +436,9 @@ func TestSavedKeepsLabels(t *testing.T) {
 		}
 		if c := fresh.fake["tcp"].lastCfg.Load(); c.CustomLabels["env"] != "prod" {
 			t.Fatalf("custom labels not restored: %v", c.CustomLabels)
+		}
+		if c := fresh.fake["tcp"].lastCfg.Load(); !slices.Equal(c.PodLabels, tc.podLabels) {
+			t.Fatalf("pod labels given to the probe: %v, want %v", c.PodLabels, tc.podLabels)
 		}
 	}
 }

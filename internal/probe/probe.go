@@ -40,6 +40,18 @@ type Tables interface {
 	Tables() []*table.Table
 }
 
+// LogRuntime is the Runtime of a probe whose output may carry OpenTelemetry
+// log records (custom probes' |log| lines); the Manager's runtime has it.
+type LogRuntime interface {
+	// Log publishes one log record to the event channels.
+	Log(l event.Log)
+}
+
+// LogPipeline is a Pipeline that carries log records.
+type LogPipeline interface {
+	Log(l event.Log)
+}
+
 // Config is a probe's running configuration.
 type Config struct {
 	// SubItems is the bit set of enabled sub-items (Feature.SubItems bits).
@@ -50,6 +62,9 @@ type Config struct {
 	Targets snoop.Targets
 	// CustomLabels are added to every record of the probe.
 	CustomLabels map[string]string
+	// PodLabels name the Kubernetes pod labels added to the records of pod
+	// containers (pod_labels).
+	PodLabels []string
 }
 
 // Has reports whether the sub-item with the given bit is enabled.

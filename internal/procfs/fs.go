@@ -71,6 +71,10 @@ func parseFile[T any](path string, parse func(io.Reader) (T, error)) (T, error) 
 	return v, nil
 }
 
+// ReadUint reads the file p under the root holding one decimal integer (a
+// sysfs counter); a value that does not parse is an error naming the file.
+func (fs FS) ReadUint(p string) (uint64, error) { return readUint(fs.Path(p)) }
+
 // readUint reads a file holding one decimal integer (sysfs style).
 func readUint(path string) (uint64, error) {
 	b, err := os.ReadFile(path)

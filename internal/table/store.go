@@ -56,6 +56,9 @@ type Source struct {
 	SnooperLabels func(pid int) map[string]string
 	// CustomLabels are the probe's custom_labels.
 	CustomLabels map[string]string
+	// PodLabels are the Kubernetes pod label keys (pod_labels) whose values
+	// are added to the rows of pod containers.
+	PodLabels []string
 }
 
 type entry struct {

@@ -124,9 +124,9 @@ func TestFlamegraphOverREST(t *testing.T) {
 	d := startDaemon(t, daemonOpts{})
 	outDir, flameDir := t.TempDir(), t.TempDir()
 
-	if code, body := d.put("flamegraph", `{"cmd":{"probe":["mem"]},"snoopers":{"proc_id":[1]},"state":"running"}`); code != 400 ||
-		body != failedReply("failed to start probe: flamegraph: sub-items mem: not supported in the current version") {
-		t.Errorf("PUT mem only: %d %s", code, body)
+	if code, body := d.put("flamegraph", `{"cmd":{"probe":["io"]},"snoopers":{"proc_id":[1]},"state":"running"}`); code != 400 ||
+		body != failedReply("failed to start probe: flamegraph: sub-items io: not supported in the current version") {
+		t.Errorf("PUT io only: %d %s", code, body)
 	}
 	req := fmt.Sprintf(`{"cmd":{"probe":["oncpu","offcpu"]},"snoopers":{"proc_id":[%d,%d]},`+
 		`"params":{"perf_sample_period":10,"svg_period":30,"output_dir":%q,"flame_dir":%q},"state":"running"}`,

@@ -115,9 +115,15 @@ type daemonOpts struct {
 	webTLS     string // replaces ssl_auth = "off" in web_server
 	restTLS    string // replaces ssl_auth = "off" in rest_api_server
 	env        []string
+	// galagoConf is appended inside the galago section.
+	galagoConf string
+	// wrap runs galago through this command (e.g. setpriv and its flags).
+	wrap []string
 	// metricChannel, eventChannel and metaChannel replace the default
 	// out_channel of metric (web_server), event and meta (logs).
 	metricChannel, eventChannel, metaChannel string
+	// descLanguage, when set, is the event section's desc_language.
+	descLanguage string
 }
 
 // writeConfig writes a galago config whose every path lives in dir.
@@ -138,6 +144,10 @@ func writeConfig(t testing.TB, dir string, metricPort, restPort int, o daemonOpt
 	if restTLS == "" {
 		restTLS = `ssl_auth = "off";`
 	}
+	descLanguage := ""
+	if o.descLanguage != "" {
+		descLanguage = `desc_language = "` + o.descLanguage + `"; `
+	}
 	orDefault := func(v, def string) string {
 		if v == "" {
 			return def
@@ -147,7 +157,7 @@ func writeConfig(t testing.TB, dir string, metricPort, restPort int, o daemonOpt
 	conf := fmt.Sprintf(`
 global = { log_file_name = "gopher.log"; log_level = "debug"; rest_api_on = %s; };
 metric = { out_channel = "`+orDefault(o.metricChannel, "web_server")+`"; kafka_topic = "gala_gopher"; };
-event = { out_channel = "`+orDefault(o.eventChannel, "logs")+`"; kafka_topic = "gala_gopher_event"; timeout = 600; };
+event = { out_channel = "`+orDefault(o.eventChannel, "logs")+`"; kafka_topic = "gala_gopher_event"; timeout = 600; `+descLanguage+`};
 meta = { out_channel = "`+orDefault(o.metaChannel, "logs")+`"; kafka_topic = "gala_gopher_metadata"; };
 imdb = { %s };
 web_server = { bind_addr = "127.0.0.1"; port = %[3]d; %[7]s };
@@ -159,9 +169,10 @@ logs = {
 galago = {
     pid_file = "%[5]s/galago.pid"; cmd_socket = "%[5]s/cmd.sock";
     probes_init = "%[5]s/probes.init"; custom_json = "%[5]s/gala-gopher-custom.json";
+    %[9]s
 };
 %[6]s
-`, rest, imdb, metricPort, restPort, dir, o.extraConf, webTLS, restTLS)
+`, rest, imdb, metricPort, restPort, dir, o.extraConf, webTLS, restTLS, o.galagoConf)
 	path := filepath.Join(dir, "gala-gopher.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o640); err != nil {
 		t.Fatal(err)
@@ -189,7 +200,8 @@ func startDaemon(t testing.TB, o daemonOpts) *daemon {
 	dir := t.TempDir()
 	d := &daemon{t: t, dir: dir, metricPort: freePort(t), restPort: freePort(t), stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	d.conf = writeConfig(t, dir, d.metricPort, d.restPort, o)
-	d.cmd = exec.Command(binary(t), "-c", d.conf)
+	argv := append(append([]string{}, o.wrap...), binary(t), "-c", d.conf)
+	d.cmd = exec.Command(argv[0], argv[1:]...)
 	d.cmd.Env = append(os.Environ(), o.env...)
 	d.cmd.Stdout = d.stderr
 	d.cmd.Stderr = d.stderr

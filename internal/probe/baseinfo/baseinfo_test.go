@@ -137,6 +137,7 @@ func TestPeriodTables(t *testing.T) {
 	}
 	got := byKey(recs)
 	wantKeys := []string{
+		"host_instance:node-a",
 		"nic:eth0", "nic:eth1",
 		"system_con_io:c1",
 		"system_cpu:0", "system_cpu:1", "system_cpu_util:cpu",
@@ -266,6 +267,22 @@ func TestPeriodTables(t *testing.T) {
 			"os_version": "Debian GNU/Linux 12 (bookworm)", "hostname": "node-a", "kversion": "6.18.44-test",
 			"cpu_num": "2", "memory_MB": "976", "ip_addr": "10.0.0.5 2001:db8::5", "host_type": "vm",
 			"clock_ticks": "100", "os_btime": "1700000000", "value": 1.0})
+	})
+	t.Run("instance", func(t *testing.T) {
+		// An AWS Nitro machine's DMI and a kubeadm node's labels, read at t0;
+		// the placeholder product_version is absent. The hypervisor comes
+		// from this machine's CPU (CPUID) first: only its presence is fixed.
+		r := got["host_instance:node-a"]
+		hv := r.Str("hypervisor")
+		if hv == "" {
+			t.Error("no hypervisor for an EC2 machine")
+		}
+		checkRecord(t, r, want{
+			"hostname": "node-a", "system_uuid": "ec2e1916-9099-7caf-fd21-012345678901",
+			"sys_vendor": "Amazon EC2", "product_name": "m5.large", "board_vendor": "Amazon EC2",
+			"bios_vendor": "Amazon EC2", "bios_version": "1.0", "chassis_asset_tag": "Amazon EC2",
+			"hypervisor": hv, "cloud_provider": "aws", "instance_type": "m5.large", "instance_id": "i-0123456789abcdef0",
+			"region": "eu-west-1", "zone": "eu-west-1a", "instance_info": 1.0})
 	})
 	t.Run("con", func(t *testing.T) {
 		// c1 grew by 50000 bytes in 10 s; c2 appeared in the period (baseline only).

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -177,6 +178,6 @@ func (cc *cpuCollector) report(c *cycle, prev, cur *cpuSample, elapsed time.Dura
 	r.SetNum(cpuUtilF.totalUsedPer, u)
 	c.rt.Record(r)
 	if thr, on := c.upperThr(); on && u > thr {
-		c.event("cpu", "cpu", "total_used_per", "", fmt.Sprintf("Too high cpu utilization(%.2f%%).", u))
+		c.event(event.CPUTotalUsedPer, "cpu", "", u)
 	}
 }

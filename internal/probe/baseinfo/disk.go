@@ -1,9 +1,9 @@
 package baseinfo
 
 import (
-	"fmt"
 	"time"
 
+	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -86,6 +86,6 @@ func reportDisk(c *cycle, cur, prev procfs.DiskStat, elapsed time.Duration) {
 	r.SetNum(diskF.util, util)
 	c.rt.Record(r)
 	if thr, on := c.upperThr(); on && util > thr {
-		c.event("disk", cur.Name, "util", "", fmt.Sprintf("Disk device saturated(%.2f%%).", util))
+		c.event(event.DiskUtil, cur.Name, "", util)
 	}
 }

@@ -54,6 +54,41 @@
 //	con      system_con_io    du -sb equivalent of elf_path inside     everything (no record) without an identity resolver
 //	                          each observed container (through         (WithIdentity) or with elf_path empty
 //	                          /proc/<pid>/root, openat2 RESOLVE_IN_ROOT)
+//	host     host_instance    /sys/class/dmi/id, CPUID, /sys/hypervisor, DMI labels without DMI (this CI VM has none) or,
+//	         (galago's own)   the kubelet's flag files (internal/        for serials and the UUID, without root; region,
+//	                          instmeta); read once when host starts    zone and instance ids only a cloud's metadata
+//	                                                                   service knows (never queried: no network calls)
+//	delay    proc_delay       taskstats over generic netlink           everything but cpu_delay_* while the sysctl
+//	         (galago's own)   (TASKSTATS_CMD_GET per tgid,             kernel.task_delayacct is 0 (never changed by
+//	                          internal/taskstats), /proc/<pid>/stat    galago; logged once); a kind the kernel's struct
+//	                                                                   taskstats lacks; a value that grew more than the
+//	                                                                   period x 2 x threads (counted as an error, logged)
+//	app      proc_app         /proc/<pid>/{exe,cmdline,comm}, and      no row for a process of no known type
+//	         (galago's own)   /proc/<pid>/{fd,net/tcp,net/tcp6} for
+//	                          the port rule (internal/appinfo)
+//
+// galago's own sub-items and tables (coroot-node-agent's features, named
+// like gala-gopher's): delay publishes proc_delay, per observed process and
+// period, the time its threads waited and how often, for a CPU (run-queue
+// delay, the second field of /proc/<pid>/schedstat summed over threads),
+// for block I/O, swap-in, free pages (direct reclaim), thrashing,
+// compaction, write-protect copies and IRQs (gala_gopher_proc_cpu_delay_ns,
+// gala_gopher_proc_blkio_delay_ns, ...; sum by container_id for a
+// container). Its cost is one netlink round trip and one /proc/<pid>/stat
+// read per process per period (36 µs per process, BENCHMARKS.md). On this
+// CI kernel (6.18 VM) the blkio total the kernel keeps for 200 O_DIRECT
+// reads of a loop device ranged from a third to seven times the wall time
+// the reads took, and now and then jumped by hours at once (a wait whose
+// start stamp was lost); /proc/<pid>/stat's delayacct_blkio_ticks agrees
+// with it every time, so it is the kernel's own accounting: jumps are
+// dropped, the rest reported as is. The CPU delay matches schedstat to the
+// nanosecond.
+// app publishes proc_app, an info row (app_info 1) whose app_type label
+// names what the process is and app the java main class or script; a
+// process is detected once per start. host also publishes host_instance,
+// an info row with the machine's DMI strings, hypervisor, cloud provider,
+// instance type and id, region and zone (coroot's node_info and
+// node_cloud_info).
 //
 // Which processes: system_proc and system_con_io cover the processes the
 // snoopers select (cfg.Targets): in whitelist mode the resolved set, in

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -214,10 +215,10 @@ func reportDF(c *cycle, m procfs.Mount, u procfs.FSUsage) {
 
 	if thr, on := c.upperThr(); on {
 		if iOK && iusePer > thr {
-			c.event("fs", m.MountPoint, "IUsePer", "", fmt.Sprintf("Too many Inodes consumed(%d%%).", int(iusePer)))
+			c.event(event.FSIUsePer, m.MountPoint, "", int(iusePer))
 		}
 		if bOK && usePer > thr {
-			c.event("fs", m.MountPoint, "UsePer", "", fmt.Sprintf("Too many Blocks used(%d%%).", int(usePer)))
+			c.event(event.FSUsePer, m.MountPoint, "", int(usePer))
 		}
 	}
 }

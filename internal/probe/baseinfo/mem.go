@@ -1,8 +1,7 @@
 package baseinfo
 
 import (
-	"fmt"
-
+	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -132,10 +131,10 @@ func reportMeminfo(c *cycle, m procfs.Meminfo, vmallocKB uint64, haveVmalloc boo
 
 	if thr, on := c.upperThr(); on {
 		if utilOK && util > thr {
-			c.event("mem", "/proc/meminfo", "util", "", fmt.Sprintf("Too high mem utilization(%.2f%%).", util))
+			c.event(event.MemUtil, "/proc/meminfo", "", util)
 		}
 		if swapOK && swapUtil > thr {
-			c.event("mem", "/proc/meminfo", "swap_util", "", fmt.Sprintf("Too high swap utilization(%.2f%%).", swapUtil))
+			c.event(event.MemSwapUtil, "/proc/meminfo", "", swapUtil)
 		}
 	}
 }

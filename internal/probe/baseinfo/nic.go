@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -169,16 +170,16 @@ func reportNIC(c *cycle, name string, cur, prev nicDev, elapsed time.Duration) {
 		return
 	}
 	for _, e := range []struct {
-		metric, format string
-		v              uint64
+		desc *event.Desc
+		v    uint64
 	}{
-		{"tx_dropped", "net device tx queue drops(%d).", d.TxDropped},
-		{"rx_dropped", "net device rx queue drops(%d).", d.RxDropped},
-		{"tx_errs", "net device tx queue errors(%d).", d.TxErrors},
-		{"rx_errs", "net device rx queue errors(%d).", d.RxErrors},
+		{event.NICTxDropped, d.TxDropped},
+		{event.NICRxDropped, d.RxDropped},
+		{event.NICTxErrs, d.TxErrors},
+		{event.NICRxErrs, d.RxErrors},
 	} {
 		if e.v > thr {
-			c.event("nic", name, e.metric, name, fmt.Sprintf(e.format, e.v))
+			c.event(e.desc, name, name, e.v)
 		}
 	}
 }

@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(writerEnv); path != "" {
 		os.Exit(writerChild(path))
 	}
+	if mode := os.Getenv(delayChildEnv); mode != "" {
+		os.Exit(delayChild(mode))
+	}
 	os.Exit(m.Run())
 }
 

@@ -28,6 +28,9 @@ var (
 	bitProc = probe.MustSubItemBit(Name, "proc")
 	bitHost = probe.MustSubItemBit(Name, "host")
 	bitCon  = probe.MustSubItemBit(Name, "con")
+	// galago's own sub-items
+	bitDelay = probe.MustSubItemBit(Name, "delay")
+	bitApp   = probe.MustSubItemBit(Name, "app")
 )
 
 // collector gathers one sub-item's tables.
@@ -96,7 +99,10 @@ func New(fs procfs.FS, opts ...Option) *Probe {
 		{bitFS, newFSCollector()},
 		{bitProc, &procCollector{}},
 		{bitHost, &hostCollector{}},
+		{bitHost, &instanceCollector{}},
 		{bitCon, &conCollector{resolver: p.resolver}},
+		{bitDelay, newDelayCollector()},
+		{bitApp, &appCollector{}},
 	}
 	return p
 }
@@ -110,6 +116,7 @@ func (p *Probe) Tables() []*table.Table {
 		table.SystemCpu, table.SystemCpuUtil, table.SystemMeminfo, table.SystemDentry,
 		table.Nic, table.SystemTcp, table.SystemUdp, table.SystemIostat, table.SystemDf,
 		table.SystemProc, table.SystemOs, table.SystemConIo,
+		ProcDelay, ProcApp, HostInstance,
 	}
 }
 
@@ -163,12 +170,17 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 }
 
 // Stop implements probe.Probe. The Manager has already cancelled the loop
-// and waited for it; baseinfo holds no kernel objects, so Stop only marks
-// the instance finished.
+// and waited for it; Stop marks the instance finished and closes what
+// sub-items hold open (the delay sub-item's netlink socket). Idempotent.
 func (p *Probe) Stop() error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.stopped = true
-	p.mu.Unlock()
+	for _, s := range p.subs {
+		if c, ok := s.c.(interface{ close() }); ok {
+			c.close()
+		}
+	}
 	return nil
 }
 
@@ -257,12 +269,13 @@ func (c *cycle) failed(key, tables string, err error) {
 }
 
 // event publishes a WARN event when report_event is on.
-func (c *cycle) event(entity, id, metric, dev, msg string) {
+func (c *cycle) event(d *event.Desc, id, dev string, args ...any) {
 	if c.cfg.Params.ReportEvent != 1 {
 		return
 	}
-	c.rt.Event(event.Event{Time: c.now, Entity: entity, EntityID: id, Metric: metric,
-		Device: dev, Severity: event.SeverityWarn, Message: msg})
+	e := event.New(c.now, d, id, args...)
+	e.Device = dev
+	c.rt.Event(e)
 }
 
 // upperThr is res_upper_thr when events are on and the threshold is set.

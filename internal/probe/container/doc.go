@@ -5,11 +5,12 @@
 //
 // Which containers: those holding a process the snoopers select (proc
 // snoopers; in blacklist mode every process not excluded), mapped to its
-// container by internal/identity (cgroup paths and runtime state files).
+// container by internal/identity (cgroup paths, runtime state files and
+// the runtimes' APIs: CRI, containerd, Docker Engine).
 // Each report_period every such container gets one row per table, keyed by
 // container_id, the 12-digit abbreviation gala-gopher uses in its labels;
-// the store's enrichment adds container_name, container_image and the pod
-// labels. The values are the kernel's cumulative counters and levels at
+// the store's enrichment adds container_name, container_image, the pod
+// labels and the pod_labels requested. The values are the kernel's cumulative counters and levels at
 // the end of the period, as cAdvisor exports them (gala-gopher types them
 // all as gauges).
 //
@@ -44,7 +45,25 @@
 //	                                                          container's cgroup tree (cgroup.procs)
 //	container_start    start_time_seconds                     btime + start time of the container's oldest process
 //	container_oom      oom_events_total                       tp_btf/mark_victim kills whose victim was in one of the
-//	                                                          container's cgroups, since the probe started (oom.bpf.c)
+//	                                                          container's cgroups, since the probe started (oom.bpf.c),
+//	                                                          each killed process once (the kernel may mark a second
+//	                                                          thread of a dying victim at a later OOM; memory.events'
+//	                                                          oom_kill does not count that, and neither does galago)
+//
+// proc_oom (galago's own; coroot-node-agent's OOM events per process): the
+// same mark_victim program also writes one record per victim (pid, tgid,
+// comm, oom_score_adj, cgroup ids) to a 64 KiB ring buffer. A victim that
+// the snoopers select, or that ran in a container reported in the last
+// period, gives a proc_oom row in the period of the kill (tgid key, comm
+// and container_id labels, oom_kills = the kills of that process in the
+// period: gala_gopher_proc_oom_kills) and, with report_event=1, at once an
+// abnormal event: entity proc, id <tgid>, metric oom_kills, PID, COMM and
+// ContainerID set, "Process(PID:<tgid>, COMM:<comm>) killed by the OOM
+// killer(oom_score_adj <n>).". A full ring or more than 1024 victims in a
+// period lose records, counted in galago_probe_events_lost_total; the
+// container_oom counts are unaffected. In whitelist mode a victim must
+// still be in the resolved set when its record is read (within about
+// 100 ms), or be in an observed container.
 //
 // A container whose last process is OOM-killed (Kubernetes' OOMKilled) is
 // gone at the next period; if kills were counted in its cgroups since its

@@ -19,13 +19,36 @@ type oomOomKey struct {
 	CgroupId uint64
 }
 
+type oomOomProc struct {
+	_         structs.HostLayout
+	StartTime uint64
+	Tgid      uint32
+	Pad       uint32
+}
+
+type oomOomVictim struct {
+	_           structs.HostLayout
+	MemcgId     uint64
+	CgroupId    uint64
+	Pid         uint32
+	Tgid        uint32
+	OomScoreAdj int32
+	Uid         uint32
+	Comm        [16]int8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	oomMapOomKills           = "oom_kills"
-	oomProgMarkVictim        = "mark_victim"
-	oomVarGalagoExportOomKey = "__galago_export_oom_key"
+	oomMapLostEvents            = "lost_events"
+	oomMapOomKills              = "oom_kills"
+	oomMapOomSeen               = "oom_seen"
+	oomMapVictims               = "victims"
+	oomProgMarkVictim           = "mark_victim"
+	oomVarGalagoExportOomKey    = "__galago_export_oom_key"
+	oomVarGalagoExportOomVictim = "__galago_export_oom_victim"
+	oomVarGalagoRbWakeupBytes   = "galago_rb_wakeup_bytes"
 )
 
 // loadOom returns the embedded CollectionSpec for oom.
@@ -77,14 +100,19 @@ type oomProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type oomMapSpecs struct {
-	OomKills *ebpf.MapSpec `ebpf:"oom_kills"`
+	LostEvents *ebpf.MapSpec `ebpf:"lost_events"`
+	OomKills   *ebpf.MapSpec `ebpf:"oom_kills"`
+	OomSeen    *ebpf.MapSpec `ebpf:"oom_seen"`
+	Victims    *ebpf.MapSpec `ebpf:"victims"`
 }
 
 // oomVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type oomVariableSpecs struct {
-	GalagoExportOomKey *ebpf.VariableSpec `ebpf:"__galago_export_oom_key"`
+	GalagoExportOomKey    *ebpf.VariableSpec `ebpf:"__galago_export_oom_key"`
+	GalagoExportOomVictim *ebpf.VariableSpec `ebpf:"__galago_export_oom_victim"`
+	GalagoRbWakeupBytes   *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
 }
 
 // oomObjects contains all objects after they have been loaded into the kernel.
@@ -107,12 +135,18 @@ func (o *oomObjects) Close() error {
 //
 // It can be passed to loadOomObjects or ebpf.CollectionSpec.LoadAndAssign.
 type oomMaps struct {
-	OomKills *ebpf.Map `ebpf:"oom_kills"`
+	LostEvents *ebpf.Map `ebpf:"lost_events"`
+	OomKills   *ebpf.Map `ebpf:"oom_kills"`
+	OomSeen    *ebpf.Map `ebpf:"oom_seen"`
+	Victims    *ebpf.Map `ebpf:"victims"`
 }
 
 func (m *oomMaps) Close() error {
 	return _OomClose(
+		m.LostEvents,
 		m.OomKills,
+		m.OomSeen,
+		m.Victims,
 	)
 }
 
@@ -120,7 +154,9 @@ func (m *oomMaps) Close() error {
 //
 // It can be passed to loadOomObjects or ebpf.CollectionSpec.LoadAndAssign.
 type oomVariables struct {
-	GalagoExportOomKey *ebpf.Variable `ebpf:"__galago_export_oom_key"`
+	GalagoExportOomKey    *ebpf.Variable `ebpf:"__galago_export_oom_key"`
+	GalagoExportOomVictim *ebpf.Variable `ebpf:"__galago_export_oom_victim"`
+	GalagoRbWakeupBytes   *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
 }
 
 // oomPrograms contains all programs after they have been loaded into the kernel.

@@ -540,6 +540,12 @@ func TestPrivilegedContainerRows(t *testing.T) {
 
 	_, rt := startProbe(t, c.pid)
 	key := identity.ShortID(c.id)
+	ctrTables := 0 // the container_* tables (not proc_oom): one row each per period
+	for _, tb := range New(procfs.FS{}, nil).Tables() {
+		if tb != ProcOom {
+			ctrTables++
+		}
+	}
 	var want, have map[string]float64
 	stable := false
 	for try := 0; try < 20 && !stable; try++ {
@@ -555,7 +561,7 @@ func TestPrivilegedContainerRows(t *testing.T) {
 					n++
 				}
 			}
-			return n >= len(New(procfs.FS{}, nil).Tables())
+			return n >= ctrTables
 		})
 		after := truth(t, c, nw)
 		if fmt.Sprint(before) == fmt.Sprint(after) {
@@ -694,9 +700,26 @@ func TestPrivilegedContainerOOM(t *testing.T) {
 	if v, _ := count(recs); v != 0 {
 		t.Fatalf("oom_events_total = %v before any kill", v)
 	}
+	// proc_oom: each kill of a process of the observed container is one
+	// row naming the worker (the workers are not in the snoopers' pid set).
+	var procKills float64
+	victims := map[string]bool{}
+	take := func() {
+		recs, _ := rt.Take()
+		for _, r := range recs {
+			if r.Table == ProcOom {
+				if r.Str("comm") != "worker" || r.Str("container_id") != key {
+					t.Errorf("proc_oom row %v", r.Labels())
+				}
+				procKills += r.Values[oomKills].Num
+				victims[r.Str("tgid")] = true
+			}
+		}
+	}
 	runc, _ := exec.LookPath("runc")
 	for kill := 1; kill <= 2; kill++ {
-		cmd := exec.Command(runc, "exec", c.id, "/bin/worker", "oom")
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		cmd := exec.Command(runc, "exec", "--pid-file", pidFile, c.id, "/bin/worker", "oom")
 		out, err := cmd.CombinedOutput()
 		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 		killed := ok && (ws.Signaled() && ws.Signal() == syscall.SIGKILL || ws.ExitStatus() == 137)
@@ -706,18 +729,27 @@ func TestPrivilegedContainerOOM(t *testing.T) {
 		if got := readKV(t, oomFile)["oom_kill"]; got != uint64(kill) {
 			t.Fatalf("the cgroup counted %d OOM kills after %d", got, kill)
 		}
-		rt.Take()
+		pid, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.WaitTable(t, ProcOom, 1, func(r *table.Record) bool { return r.Str("tgid") == strings.TrimSpace(string(pid)) })
+		take()
 		recs = rt.WaitTable(t, table.ContainerOom, 1, func(r *table.Record) bool { return r.Str("container_id") == key })
 		if v, _ := count(recs); v != float64(kill) {
 			t.Fatalf("oom_events_total = %v after %d kills", v, kill)
 		}
 	}
 	// and it stays there
-	rt.Take()
+	take()
 	time.Sleep(700 * time.Millisecond)
 	recs = rt.WaitTable(t, table.ContainerOom, 1, func(r *table.Record) bool { return r.Str("container_id") == key })
 	if v, _ := count(recs); v != 2 {
 		t.Fatalf("oom_events_total = %v later, want 2", v)
+	}
+	take()
+	if procKills != 2 || len(victims) != 2 {
+		t.Errorf("proc_oom: %v kills of %d processes, want 2 of 2", procKills, len(victims))
 	}
 }
 

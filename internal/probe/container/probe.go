@@ -34,12 +34,15 @@ type Probe struct {
 	interval time.Duration // replaces report_period when set (tests)
 	now      func() time.Time
 
-	mu       sync.Mutex
-	cfg      probe.Config
-	rt       probe.Runtime
-	log      *slog.Logger
-	objs     *oomObjects
-	link     link.Link
+	mu     sync.Mutex
+	cfg    probe.Config
+	rt     probe.Runtime
+	log    *slog.Logger
+	objs   *oomObjects
+	link   link.Link
+	reader *bpfrt.Reader
+	// victims are this period's OOM kills of observed processes, by tgid.
+	victims  map[uint32]*victim
 	warned   map[string]bool
 	stopped  bool
 	changed  chan struct{}
@@ -91,7 +94,7 @@ func (p *Probe) Name() string { return Name }
 // Tables implements probe.Tables.
 func (p *Probe) Tables() []*table.Table {
 	return []*table.Table{table.ContainerCpu, table.ContainerFs, table.ContainerMemory,
-		table.ContainerNetwork, table.ContainerOom, table.ContainerStart, table.ContainerFile}
+		table.ContainerNetwork, table.ContainerOom, table.ContainerStart, table.ContainerFile, ProcOom}
 }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
@@ -118,7 +121,10 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	if err := p.loadOOM(); err != nil {
 		p.closeOOM()
-		_ = p.missing.Report(err, "container_oom (oom_events_total)")
+		_ = p.missing.Report(err, "container_oom (oom_events_total), proc_oom and its events")
+	}
+	if p.reader != nil {
+		rt.Go(p.reader.Run)
 	}
 	rt.Go(p.run)
 	return nil
@@ -142,6 +148,19 @@ func (p *Probe) loadOOM() error {
 		return &bpfrt.HookError{Hook: "tp_btf/mark_victim", Err: err}
 	}
 	p.link = l
+	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
+		Ring:   objs.Victims,
+		Lost:   objs.LostEvents,
+		Handle: p.handleVictim,
+		OnLost: func(n uint64) { p.rt.Lost(n) },
+		OnError: func(err error) {
+			p.rt.Error()
+			p.log.Warn("container: bad oom_victim record", "err", err)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("container: %w", err)
+	}
 	if p.stats != nil {
 		if err := p.stats.Register(Name, map[string]*ebpf.Program{"mark_victim": objs.MarkVictim}); err != nil {
 			p.log.Warn("container: BPF run-time statistics unavailable", "err", err)
@@ -157,6 +176,10 @@ func (p *Probe) closeOOM() {
 	if p.link != nil {
 		_ = p.link.Close()
 		p.link = nil
+	}
+	if p.reader != nil {
+		_ = p.reader.Close()
+		p.reader = nil
 	}
 	if p.objs != nil {
 		_ = p.objs.Close()
@@ -286,6 +309,7 @@ func (p *Probe) collect(now time.Time) {
 	}
 	elapsed := now.Sub(p.lastTick)
 	p.lastTick = now
+	p.publishVictims(now, elapsed)
 	pids, err := p.observedPIDs()
 	if err != nil {
 		p.rt.Error()

@@ -26,6 +26,7 @@
 //
 //	|<table_name>|v1|...|vN|                         one record, positional per the .meta
 //	|event|<entity_name>|<entity_id>|<metric>|<pid>|<comm>|<ip>|<container_id>|<pod_id>|<dev>|<SEV>|<sevnum>|<body>|
+//	|log|<Timestamp>|<SeverityText>|<SeverityNumber>|<Resource>|<Attributes>|<Body>|   an OpenTelemetry log record
 //	anything else                                    the debug log; an [INFO], [WARN] or [ERROR] prefix sets the level
 //
 // A record's first (key) field must not be empty; another empty field (or
@@ -34,8 +35,16 @@
 // <max>". A line with an unknown table, a wrong field count, an empty first
 // key or a value that does not parse is dropped and counted as a probe error.
 // Records carry the probe's report_period and the time the line was read.
-// |log| lines (tprofiling's Kafka mode) are not forwarded. Standard error goes
-// to the debug log by the same prefix rule.
+// An event's body is its description as written: desc_language does not
+// translate a custom probe's text. A |log| line (tprofiling's Kafka mode)
+// is six JSON texts (a number, a string, a number, an object, then any two
+// values); it goes to the event channel as gala-gopher's
+// {"Timestamp","SeverityText","SeverityNumber","Resource","Attributes","Body"}
+// object, Resource extended with host.id, host.name and host.ip. gala-gopher
+// sends these only to Kafka; galago also writes them to the event log when
+// event.out_channel is logs. A |log| line whose fields are not such JSON
+// is dropped and counted as a probe error (gala-gopher pastes them
+// unchecked). Standard error goes to the debug log by the same prefix rule.
 //
 // A probe that exits is restarted by the Manager with backoff. Stopping it
 // sends SIGINT to its process group, then SIGKILL to what is left of the

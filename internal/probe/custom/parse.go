@@ -66,6 +66,7 @@ var (
 	errEmptyKey     = errors.New("empty first key")
 	errBadValue     = errors.New("invalid value")
 	errBadEvent     = errors.New("invalid event")
+	errNoLogs       = errors.New("this runtime takes no |log| records")
 )
 
 // isNull reports whether a value stands for "not measured": empty, or the

@@ -170,7 +170,7 @@ func TestParseEvent(t *testing.T) {
 		Device: "eth0", Severity: event.SeverityWarn,
 		Message: "Wed Jul  1 12:00:00 2026 WARN Entity(x) TCP out of memory(3).",
 	}
-	if e != want {
+	if !reflect.DeepEqual(e, want) {
 		t.Fatalf("\n got %+v\nwant %+v", e, want)
 	}
 
@@ -249,6 +249,7 @@ func TestReaderConsume(t *testing.T) {
 	in.WriteString("|custom_cfg|b||x|\n") // bad number
 	in.WriteString("\n")
 	in.WriteString("|log|1|\"WARN\"|13|{}|{}|\"b\"|\n")
+	in.WriteString("|log|1|WARN|13|{}|{}|\"b\"|\n") // severity text not JSON
 	in.WriteString("|event|custom_ent|e1|value|7|sh|||||WARN|13|body|\n")
 	in.WriteString("|custom_cfg|c||3|\n")
 	in.WriteString("|custom_cfg|partial||4") // no newline: the probe died mid-line
@@ -267,9 +268,12 @@ func TestReaderConsume(t *testing.T) {
 	if evs := rt.Events(); len(evs) != 1 || evs[0].EntityID != "e1" || evs[0].PID != 7 {
 		t.Fatalf("events %+v", evs)
 	}
-	// too long x2, unknown table, bad number, unterminated.
-	if n := rt.ErrorCount(); n != 5 {
-		t.Fatalf("errors %d, want 5", n)
+	if ls := rt.LogRecords(); len(ls) != 1 || string(ls[0].Timestamp) != "1" || string(ls[0].Body) != `"b"` {
+		t.Fatalf("log records %+v", ls)
+	}
+	// too long x2, unknown table, bad number, bad log, unterminated.
+	if n := rt.ErrorCount(); n != 6 {
+		t.Fatalf("errors %d, want 6", n)
 	}
 	warns := 0
 	logs := rt.LogEntries()
@@ -278,7 +282,7 @@ func TestReaderConsume(t *testing.T) {
 			warns++
 		}
 	}
-	// One per reason (too long, unknown, bad value, unterminated) + |log|.
+	// One per reason (too long, unknown, bad value, bad log, unterminated).
 	if warns != 5 {
 		t.Fatalf("%d warnings, want 5: %+v", warns, logs)
 	}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
@@ -345,8 +346,6 @@ type reader struct {
 	rt     probe.Runtime
 	log    *slog.Logger
 	warned map[error]bool
-	// logLines is set once |log| lines were reported as not forwarded.
-	logLines bool
 }
 
 // consume reads lines until EOF or a read deadline.
@@ -408,10 +407,17 @@ func (r *reader) handle(line []byte, now time.Time) {
 		}
 		r.rt.Event(e)
 	case lineLog:
-		if !r.logLines {
-			r.logLines = true
-			r.log.Warn("custom probe: |log| lines (tprofiling's Kafka mode) are not forwarded")
+		l, err := event.ParseLog(f)
+		if err != nil {
+			r.drop(event.ErrBadLog, err, line)
+			return
 		}
+		lr, ok := r.rt.(probe.LogRuntime)
+		if !ok {
+			r.drop(errNoLogs, errNoLogs, line)
+			return
+		}
+		lr.Log(l)
 	}
 }
 

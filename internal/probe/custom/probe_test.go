@@ -178,7 +178,7 @@ func TestProbeEndToEnd(t *testing.T) {
 	wantEvent := event.Event{Time: e.Time, Entity: "custom_ent", EntityID: "alpha", Metric: "value", PID: 123,
 		Comm: "myproc", IP: "10.0.0.1", ContainerID: "cid1", PodID: "pod1", Device: "eth0",
 		Severity: event.SeverityWarn, Message: "too high value(42.5)."}
-	if e != wantEvent || e.Time.Before(before) || e.Time.After(after) {
+	if !reflect.DeepEqual(e, wantEvent) || e.Time.Before(before) || e.Time.After(after) {
 		t.Errorf("event\n got %+v\nwant %+v", e, wantEvent)
 	}
 	if errs != 1 { // the |nosuch| line

@@ -93,24 +93,64 @@ func (p *Probe) collectAndReport() {
 	}
 }
 
-// entry is one drained counts-map row.
+// countsMaps hold each kind's counts in the kernel.
+var countsMaps = [nKinds]string{"oncpu_counts", "offcpu_counts", "mem_counts", "glibc_counts"}
+
+// entry is one drained counts-map row: samples, ns or bytes, and for the
+// memory kinds the faults or allocations.
 type entry struct {
-	key flameFlameKey
-	val uint64
+	key       flameFlameKey
+	val, objs uint64
 }
 
-// collect drains both counts maps into the current windows, names their
-// stacks and deletes the stacks no blocked thread still refers to.
+// stackReader reads stacks from the stack map once per collect.
+type stackReader struct {
+	m     *ebpf.Map
+	cache map[int32][]uint64
+	used  map[int32]bool
+}
+
+func (r *stackReader) read(id int32) ([]uint64, bool) {
+	if s, ok := r.cache[id]; ok {
+		return s, s != nil
+	}
+	r.used[id] = true
+	var raw [maxStackDepth]uint64
+	if err := r.m.Lookup(&id, &raw); err != nil {
+		r.cache[id] = nil
+		return nil, false
+	}
+	n := 0
+	for n < len(raw) && raw[n] != 0 {
+		n++
+	}
+	s := raw[:n:n]
+	r.cache[id] = s
+	return s, true
+}
+
+// collect drains the counts maps into the current windows, names their
+// stacks, reads mem_glibc's live blocks and deletes the stacks nothing
+// refers to any more.
 func (p *Probe) collect() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.coll == nil {
 		return nil
 	}
+	if p.glibc != nil {
+		p.glibc.scan(observer(p.cfg.Targets)) // processes new to the snoopers
+	}
 	var errs []error
 	var drained [nKinds][]entry
-	for k, name := range [nKinds]string{"oncpu_counts", "offcpu_counts"} {
-		es, err := drainCounts(p.coll.Maps[name])
+	for k, name := range countsMaps {
+		var es []entry
+		var err error
+		if kind(k).isMem() {
+			es, err = drainMap(p.coll.Maps[name], func(v flameFlameMem) (uint64, uint64) { return v.Bytes, v.Objects })
+		} else {
+			es, err = drainMap(p.coll.Maps[name], func(v uint64) (uint64, uint64) { return v, 0 })
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("drain %s: %w", name, err))
 		}
@@ -120,104 +160,63 @@ func (p *Probe) collect() error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-
-	stacks := p.coll.Maps["stacks"]
-	cache := map[int32][]uint64{}
-	used := map[int32]bool{}
-	readStack := func(id int32) ([]uint64, bool) {
-		if s, ok := cache[id]; ok {
-			return s, s != nil
-		}
-		used[id] = true
-		var raw [maxStackDepth]uint64
-		if err := stacks.Lookup(&id, &raw); err != nil {
-			cache[id] = nil
-			return nil, false
-		}
-		n := 0
-		for n < len(raw) && raw[n] != 0 {
-			n++
-		}
-		s := raw[:n:n]
-		cache[id] = s
-		return s, true
+	// After the drain: every block whose allocation was drained is in
+	// glibc_allocs already (the kernel writes it first), so its stack
+	// is kept.
+	blocks, err := p.liveBlocks(keep)
+	if err != nil {
+		errs = append(errs, err)
 	}
 
+	sr := &stackReader{m: p.coll.Maps["stacks"], cache: map[int32][]uint64{}, used: map[int32]bool{}}
 	var lost uint64
 	refreshed := map[int]bool{}
+	// mem_glibc's stacks are taken at the allocator's return: their
+	// leaf is a return address too.
+	name := func(key flameFlameKey, retLeaf bool) string {
+		pid := int(key.Tgid)
+		if !refreshed[pid] {
+			refreshed[pid] = true
+			_ = p.syms.Refresh(pid) // gone: its last mappings serve
+		}
+		frames, n := p.frames(pid, key, sr, retLeaf)
+		lost += n
+		return strings.Join(frames, ";")
+	}
 	for k := range drained {
 		for _, e := range drained[k] {
 			pid := int(e.key.Tgid)
 			if p.cfg.Targets != nil && !p.cfg.Targets.Observed(pid) {
 				continue // counted while pending, then classified out
 			}
-			if !refreshed[pid] {
-				refreshed[pid] = true
-				_ = p.syms.Refresh(pid) // gone: its last mappings serve
-			}
-			var frames []string
-			if id := e.key.UserStack; id >= 0 {
-				if pcs, ok := readStack(id); ok {
-					for i := len(pcs) - 1; i >= 0; i-- {
-						pc := pcs[i]
-						if i > 0 {
-							pc-- // a return address: name the call
-						}
-						frames = append(frames, frameName(p.syms.User(pid, pc)))
-					}
-				} else {
-					frames = append(frames, lostUserStack)
-					lost++
-				}
-			} else if id != errEFAULT {
-				frames = append(frames, lostUserStack)
-			}
-			if id := e.key.KernStack; id >= 0 {
-				if pcs, ok := readStack(id); ok {
-					// The walk starts inside the BPF program: drop
-					// the tracing machinery's frames at the leaf.
-					first := 0
-					for first < len(pcs)-1 && isTracingFrame(p.syms.Kernel(pcs[first])) {
-						first++
-					}
-					for i := len(pcs) - 1; i >= first; i-- {
-						pc := pcs[i]
-						if i > first {
-							pc--
-						}
-						frames = append(frames, frameName(p.syms.Kernel(pc))+"_[k]")
-					}
-				} else {
-					frames = append(frames, lostKernelStack)
-					lost++
-				}
-			} else if id != errEFAULT {
-				frames = append(frames, lostKernelStack)
-			}
 			v := e.val
 			if kind(k) == offCPU {
 				v /= 1000 // ns -> µs
 			}
-			p.addSample(kind(k), pid, strings.Join(frames, ";"), v)
+			p.addSample(kind(k), pid, name(e.key, kind(k) == memGlibc), v, e.objs)
 		}
 	}
+	p.setLive(blocks, name)
 	// Samples counted since the drain may name the same stacks: keep
 	// theirs. What remains racy is a sample between this scan and the
 	// delete (microseconds), which then shows as a lost stack.
-	for _, name := range [...]string{"oncpu_counts", "offcpu_counts"} {
+	for i, name := range countsMaps {
 		var k flameFlameKey
-		var v uint64
+		var v any = new(uint64)
+		if kind(i).isMem() {
+			v = new(flameFlameMem)
+		}
 		it := p.coll.Maps[name].Iterate()
-		for it.Next(&k, &v) {
+		for it.Next(&k, v) {
 			keep[k.UserStack], keep[k.KernStack] = true, true
 		}
 		if err := it.Err(); err != nil {
 			errs = append(errs, fmt.Errorf("scan %s: %w", name, err))
 		}
 	}
-	for id := range used {
+	for id := range sr.used {
 		if !keep[id] {
-			_ = stacks.Delete(&id) // already gone: nothing to do
+			_ = sr.m.Delete(&id) // already gone: nothing to do
 		}
 	}
 	dl, err := p.readDrops()
@@ -228,6 +227,52 @@ func (p *Probe) collect() error {
 		p.rt.Lost(lost + dl)
 	}
 	return errors.Join(errs...)
+}
+
+// frames names a key's stacks: the user frames root to leaf, then the
+// kernel frames suffixed "_[k]". n counts the stacks no longer in the map.
+// retLeaf: the user stack's leaf is a return address (named by the call
+// before it), not a sampled pc.
+func (p *Probe) frames(pid int, key flameFlameKey, sr *stackReader, retLeaf bool) (frames []string, n uint64) {
+	if id := key.UserStack; id >= 0 {
+		if pcs, ok := sr.read(id); ok {
+			for i := len(pcs) - 1; i >= 0; i-- {
+				pc := pcs[i]
+				if i > 0 || retLeaf {
+					pc-- // a return address: name the call
+				}
+				frames = append(frames, frameName(p.syms.User(pid, pc)))
+			}
+		} else {
+			frames = append(frames, lostUserStack)
+			n++
+		}
+	} else if id != errEFAULT {
+		frames = append(frames, lostUserStack)
+	}
+	if id := key.KernStack; id >= 0 {
+		if pcs, ok := sr.read(id); ok {
+			// The walk starts inside the BPF program: drop the
+			// tracing machinery's frames at the leaf.
+			first := 0
+			for first < len(pcs)-1 && isTracingFrame(p.syms.Kernel(pcs[first])) {
+				first++
+			}
+			for i := len(pcs) - 1; i >= first; i-- {
+				pc := pcs[i]
+				if i > first {
+					pc--
+				}
+				frames = append(frames, frameName(p.syms.Kernel(pc))+"_[k]")
+			}
+		} else {
+			frames = append(frames, lostKernelStack)
+			n++
+		}
+	} else if id != errEFAULT {
+		frames = append(frames, lostKernelStack)
+	}
+	return frames, n
 }
 
 // isTracingFrame tells the kernel functions that run a BPF program from a
@@ -241,24 +286,23 @@ func isTracingFrame(name string) bool {
 	return false
 }
 
-func (p *Probe) addSample(k kind, pid int, stack string, v uint64) {
-	w := p.windows[k]
+func (p *Probe) addSample(k kind, pid int, stack string, v, objs uint64) {
+	pp := p.windows[k].proc(pid, p.newProc)
+	pp.add(stack, v, objs)
+	if _, ok := pyroscopeAddr(p.cfg.Params.PyroscopeServer); ok {
+		p.pushWin[k].proc(pid, func(int) *procProfile { return pp.empty() }).add(stack, v, objs)
+	}
+	p.hub.publish(k, pp, stack, v, objs)
+}
+
+// proc is the window's profile of pid, made by mk if new.
+func (w *window) proc(pid int, mk func(int) *procProfile) *procProfile {
 	pp, ok := w.procs[pid]
 	if !ok {
-		pp = p.newProc(pid)
+		pp = mk(pid)
 		w.procs[pid] = pp
 	}
-	pp.stacks[stack] += v
-	if _, ok := pyroscopeAddr(p.cfg.Params.PyroscopeServer); ok {
-		pw := p.pushWin[k]
-		q, ok := pw.procs[pid]
-		if !ok {
-			q = &procProfile{pid: pid, comm: pp.comm, con: pp.con, pod: pp.pod, stacks: map[string]uint64{}}
-			pw.procs[pid] = q
-		}
-		q.stacks[stack] += v
-	}
-	p.hub.publish(k, pp, stack, v)
+	return pp
 }
 
 // newProc starts a process's profile: its comm, and its container and pod
@@ -290,21 +334,17 @@ func readComm(procRoot string, pid int) string {
 	return frameName(strings.TrimSpace(string(b)))
 }
 
-// drainCounts reads and deletes every row of a counts map. Each row is
-// read and deleted atomically (BPF_MAP_LOOKUP_AND_DELETE_ELEM), so a
-// sample counted meanwhile lands in the next drain.
-func drainCounts(m *ebpf.Map) ([]entry, error) {
-	var keys []flameFlameKey
-	var k flameFlameKey
-	var v uint64
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		keys = append(keys, k)
-	}
-	if err := it.Err(); err != nil {
+// drainMap reads and deletes every row of a counts map whose values are
+// V, made into an entry by val. Each row is read and deleted atomically
+// (BPF_MAP_LOOKUP_AND_DELETE_ELEM), so a sample counted meanwhile lands in
+// the next drain.
+func drainMap[V any](m *ebpf.Map, val func(V) (uint64, uint64)) ([]entry, error) {
+	keys, err := mapKeys[flameFlameKey, V](m)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]entry, 0, len(keys))
+	var v V
 	for _, k := range keys {
 		if err := m.LookupAndDelete(&k, &v); err != nil {
 			if errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -312,14 +352,16 @@ func drainCounts(m *ebpf.Map) ([]entry, error) {
 			}
 			return out, err
 		}
-		out = append(out, entry{k, v})
+		b, n := val(v)
+		out = append(out, entry{k, b, n})
 	}
 	return out, nil
 }
 
 // pendingStacks are the stack ids blocked threads left in offcpu_start:
 // their off-CPU time is counted when they wake, so their stacks must stay.
-// Entries of threads that no longer exist are deleted.
+// Entries of threads that no longer exist are deleted, in offcpu_start and
+// glibc_pending.
 func (p *Probe) pendingStacks() (map[int32]bool, error) {
 	keep := map[int32]bool{}
 	m := p.coll.Maps["offcpu_start"]
@@ -337,6 +379,23 @@ func (p *Probe) pendingStacks() (map[int32]bool, error) {
 	}
 	for _, t := range gone {
 		_ = m.Delete(&t)
+	}
+	if err := it.Err(); err != nil {
+		return keep, err
+	}
+	// Allocation calls of threads that exited inside them.
+	pend := p.coll.Maps["glibc_pending"]
+	var id uint64
+	var pe flameFlamePending
+	var stale []uint64
+	it = pend.Iterate()
+	for it.Next(&id, &pe) {
+		if _, err := os.Stat(filepath.Join(p.procRoot, strconv.Itoa(int(id>>32)), "task", strconv.Itoa(int(uint32(id))))); err != nil {
+			stale = append(stale, id)
+		}
+	}
+	for _, id := range stale {
+		_ = pend.Delete(&id)
 	}
 	return keep, it.Err()
 }
@@ -371,6 +430,11 @@ func (p *Probe) flush(now time.Time) {
 	for k := range p.windows {
 		ws[k] = p.windows[k]
 		p.windows[k] = newWindow(now)
+	}
+	// mem_glibc's live blocks at the window's end, also of processes
+	// that allocated nothing during it.
+	for pid, l := range p.live {
+		ws[memGlibc].proc(pid, func(int) *procProfile { return l.empty() }).live = l.live
 	}
 	period := time.Duration(samplePeriod(cfg))
 	p.mu.Unlock()
@@ -413,14 +477,18 @@ func outputPaths(k kind, pid int, outDir, flameDir string, at time.Time) (folded
 }
 
 func writeOutputs(k kind, pp *procProfile, outDir, flameDir string, period time.Duration, start, now time.Time) error {
-	lines := pp.lines()
 	folded, svg, pprofPath := outputPaths(k, pp.pid, outDir, flameDir, now)
-	if err := writeFile(folded, func(f *os.File) error { return writeFolded(f, lines) }); err != nil {
-		return err
-	}
 	title := fmt.Sprintf("%s [%d]%s", k.title(), pp.pid, pp.comm)
-	if err := writeFile(svg, func(f *os.File) error { return writeSVG(f, k, title, lines) }); err != nil {
-		return err
+	if len(pp.stacks) > 0 {
+		if err := writeGraph(k, title, pp.lines(), folded, svg); err != nil {
+			return err
+		}
+	}
+	if len(pp.live) > 0 {
+		// The live bytes (gala-gopher's memory-leak view) beside them.
+		if err := writeGraph(k, title+" (in use)", pp.liveLines(), folded+liveSuffix, strings.TrimSuffix(svg, ".svg")+liveSuffix+".svg"); err != nil {
+			return err
+		}
 	}
 	prof := toPprof(k, []*procProfile{pp}, period, start, now.Sub(start))
 	return writeFile(pprofPath, func(f *os.File) error {
@@ -430,6 +498,18 @@ func writeOutputs(k kind, pp *procProfile, outDir, flameDir string, period time.
 		}
 		return zw.Close()
 	})
+}
+
+// liveSuffix marks mem_glibc's live-bytes files: tmp_<pid>.inuse and
+// <time>-<pid>.inuse.svg.
+const liveSuffix = ".inuse"
+
+// writeGraph writes folded lines and their SVG.
+func writeGraph(k kind, title string, lines []foldedLine, folded, svg string) error {
+	if err := writeFile(folded, func(f *os.File) error { return writeFolded(f, lines) }); err != nil {
+		return err
+	}
+	return writeFile(svg, func(f *os.File) error { return writeSVG(f, k, title, lines) })
 }
 
 // writeFile writes name through a temporary file and a rename, so readers

@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type flameFlameAlloc struct {
+	_         structs.HostLayout
+	Size      uint64
+	UserStack int32
+	Pad       uint32
+}
+
+type flameFlameAllocKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Addr uint64
+}
+
 type flameFlameDrop uint32
 
 const (
@@ -20,7 +34,9 @@ const (
 	flameFlameDropFLAME_DROP_STACK_OTHER     flameFlameDrop = 1
 	flameFlameDropFLAME_DROP_COUNTS_FULL     flameFlameDrop = 2
 	flameFlameDropFLAME_DROP_START_FULL      flameFlameDrop = 3
-	flameFlameDropFLAME_DROP_N               flameFlameDrop = 4
+	flameFlameDropFLAME_DROP_ALLOCS_FULL     flameFlameDrop = 4
+	flameFlameDropFLAME_DROP_PENDING_FULL    flameFlameDrop = 5
+	flameFlameDropFLAME_DROP_N               flameFlameDrop = 6
 )
 
 type flameFlameKey struct {
@@ -29,6 +45,20 @@ type flameFlameKey struct {
 	UserStack int32
 	KernStack int32
 	Pad       uint32
+}
+
+type flameFlameMem struct {
+	_       structs.HostLayout
+	Bytes   uint64
+	Objects uint64
+}
+
+type flameFlamePending struct {
+	_    structs.HostLayout
+	Size uint64
+	Old  uint64
+	Out  uint64
+	Sp   uint64
 }
 
 type flameFlameStart struct {
@@ -44,25 +74,46 @@ type flameFlameStart struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	flameMapDrops                  = "drops"
-	flameMapFilterCgroups          = "filter_cgroups"
-	flameMapFilterDecided          = "filter_decided"
-	flameMapFilterPending          = "filter_pending"
-	flameMapFilterPendingLost      = "filter_pending_lost"
-	flameMapFilterTgids            = "filter_tgids"
-	flameMapOffcpuCounts           = "offcpu_counts"
-	flameMapOffcpuStart            = "offcpu_start"
-	flameMapOncpuCounts            = "oncpu_counts"
-	flameMapStacks                 = "stacks"
-	flameProgGalagoFilterExec      = "galago_filter_exec"
-	flameProgGalagoFilterFork      = "galago_filter_fork"
-	flameProgOffCpu                = "off_cpu"
-	flameProgOnCpu                 = "on_cpu"
-	flameVarGalagoExportFlameDrop  = "__galago_export_flame_drop"
-	flameVarGalagoExportFlameKey   = "__galago_export_flame_key"
-	flameVarGalagoExportFlameStart = "__galago_export_flame_start"
-	flameVarGalagoFilterCfg        = "galago_filter_cfg"
-	flameVarOffcpuOn               = "offcpu_on"
+	flameMapDrops                     = "drops"
+	flameMapFilterCgroups             = "filter_cgroups"
+	flameMapFilterDecided             = "filter_decided"
+	flameMapFilterPending             = "filter_pending"
+	flameMapFilterPendingLost         = "filter_pending_lost"
+	flameMapFilterTgids               = "filter_tgids"
+	flameMapGlibcAllocs               = "glibc_allocs"
+	flameMapGlibcCounts               = "glibc_counts"
+	flameMapGlibcPending              = "glibc_pending"
+	flameMapMemCounts                 = "mem_counts"
+	flameMapOffcpuCounts              = "offcpu_counts"
+	flameMapOffcpuStart               = "offcpu_start"
+	flameMapOncpuCounts               = "oncpu_counts"
+	flameMapStacks                    = "stacks"
+	flameProgAllocReturn              = "alloc_return"
+	flameProgCallocEnter              = "calloc_enter"
+	flameProgFreeEnter                = "free_enter"
+	flameProgGalagoFilterExec         = "galago_filter_exec"
+	flameProgGalagoFilterFork         = "galago_filter_fork"
+	flameProgMallocEnter              = "malloc_enter"
+	flameProgMemalignEnter            = "memalign_enter"
+	flameProgOffCpu                   = "off_cpu"
+	flameProgOnCpu                    = "on_cpu"
+	flameProgPageFaultKernel          = "page_fault_kernel"
+	flameProgPageFaultUser            = "page_fault_user"
+	flameProgPosixMemalignEnter       = "posix_memalign_enter"
+	flameProgReallocEnter             = "realloc_enter"
+	flameProgVallocEnter              = "valloc_enter"
+	flameVarGalagoExportFlameAlloc    = "__galago_export_flame_alloc"
+	flameVarGalagoExportFlameAllocKey = "__galago_export_flame_alloc_key"
+	flameVarGalagoExportFlameDrop     = "__galago_export_flame_drop"
+	flameVarGalagoExportFlameKey      = "__galago_export_flame_key"
+	flameVarGalagoExportFlameMem      = "__galago_export_flame_mem"
+	flameVarGalagoExportFlamePending  = "__galago_export_flame_pending"
+	flameVarGalagoExportFlameStart    = "__galago_export_flame_start"
+	flameVarGalagoFilterCfg           = "galago_filter_cfg"
+	flameVarGlibcOn                   = "glibc_on"
+	flameVarMemOn                     = "mem_on"
+	flameVarOffcpuOn                  = "offcpu_on"
+	flameVarPageSize                  = "page_size"
 )
 
 // loadFlame returns the embedded CollectionSpec for flame.
@@ -107,10 +158,20 @@ type flameSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type flameProgramSpecs struct {
-	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
-	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
-	OffCpu           *ebpf.ProgramSpec `ebpf:"off_cpu"`
-	OnCpu            *ebpf.ProgramSpec `ebpf:"on_cpu"`
+	AllocReturn        *ebpf.ProgramSpec `ebpf:"alloc_return"`
+	CallocEnter        *ebpf.ProgramSpec `ebpf:"calloc_enter"`
+	FreeEnter          *ebpf.ProgramSpec `ebpf:"free_enter"`
+	GalagoFilterExec   *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
+	GalagoFilterFork   *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
+	MallocEnter        *ebpf.ProgramSpec `ebpf:"malloc_enter"`
+	MemalignEnter      *ebpf.ProgramSpec `ebpf:"memalign_enter"`
+	OffCpu             *ebpf.ProgramSpec `ebpf:"off_cpu"`
+	OnCpu              *ebpf.ProgramSpec `ebpf:"on_cpu"`
+	PageFaultKernel    *ebpf.ProgramSpec `ebpf:"page_fault_kernel"`
+	PageFaultUser      *ebpf.ProgramSpec `ebpf:"page_fault_user"`
+	PosixMemalignEnter *ebpf.ProgramSpec `ebpf:"posix_memalign_enter"`
+	ReallocEnter       *ebpf.ProgramSpec `ebpf:"realloc_enter"`
+	VallocEnter        *ebpf.ProgramSpec `ebpf:"valloc_enter"`
 }
 
 // flameMapSpecs contains maps before they are loaded into the kernel.
@@ -123,6 +184,10 @@ type flameMapSpecs struct {
 	FilterPending     *ebpf.MapSpec `ebpf:"filter_pending"`
 	FilterPendingLost *ebpf.MapSpec `ebpf:"filter_pending_lost"`
 	FilterTgids       *ebpf.MapSpec `ebpf:"filter_tgids"`
+	GlibcAllocs       *ebpf.MapSpec `ebpf:"glibc_allocs"`
+	GlibcCounts       *ebpf.MapSpec `ebpf:"glibc_counts"`
+	GlibcPending      *ebpf.MapSpec `ebpf:"glibc_pending"`
+	MemCounts         *ebpf.MapSpec `ebpf:"mem_counts"`
 	OffcpuCounts      *ebpf.MapSpec `ebpf:"offcpu_counts"`
 	OffcpuStart       *ebpf.MapSpec `ebpf:"offcpu_start"`
 	OncpuCounts       *ebpf.MapSpec `ebpf:"oncpu_counts"`
@@ -133,11 +198,18 @@ type flameMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type flameVariableSpecs struct {
-	GalagoExportFlameDrop  *ebpf.VariableSpec `ebpf:"__galago_export_flame_drop"`
-	GalagoExportFlameKey   *ebpf.VariableSpec `ebpf:"__galago_export_flame_key"`
-	GalagoExportFlameStart *ebpf.VariableSpec `ebpf:"__galago_export_flame_start"`
-	GalagoFilterCfg        *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
-	OffcpuOn               *ebpf.VariableSpec `ebpf:"offcpu_on"`
+	GalagoExportFlameAlloc    *ebpf.VariableSpec `ebpf:"__galago_export_flame_alloc"`
+	GalagoExportFlameAllocKey *ebpf.VariableSpec `ebpf:"__galago_export_flame_alloc_key"`
+	GalagoExportFlameDrop     *ebpf.VariableSpec `ebpf:"__galago_export_flame_drop"`
+	GalagoExportFlameKey      *ebpf.VariableSpec `ebpf:"__galago_export_flame_key"`
+	GalagoExportFlameMem      *ebpf.VariableSpec `ebpf:"__galago_export_flame_mem"`
+	GalagoExportFlamePending  *ebpf.VariableSpec `ebpf:"__galago_export_flame_pending"`
+	GalagoExportFlameStart    *ebpf.VariableSpec `ebpf:"__galago_export_flame_start"`
+	GalagoFilterCfg           *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
+	GlibcOn                   *ebpf.VariableSpec `ebpf:"glibc_on"`
+	MemOn                     *ebpf.VariableSpec `ebpf:"mem_on"`
+	OffcpuOn                  *ebpf.VariableSpec `ebpf:"offcpu_on"`
+	PageSize                  *ebpf.VariableSpec `ebpf:"page_size"`
 }
 
 // flameObjects contains all objects after they have been loaded into the kernel.
@@ -166,6 +238,10 @@ type flameMaps struct {
 	FilterPending     *ebpf.Map `ebpf:"filter_pending"`
 	FilterPendingLost *ebpf.Map `ebpf:"filter_pending_lost"`
 	FilterTgids       *ebpf.Map `ebpf:"filter_tgids"`
+	GlibcAllocs       *ebpf.Map `ebpf:"glibc_allocs"`
+	GlibcCounts       *ebpf.Map `ebpf:"glibc_counts"`
+	GlibcPending      *ebpf.Map `ebpf:"glibc_pending"`
+	MemCounts         *ebpf.Map `ebpf:"mem_counts"`
 	OffcpuCounts      *ebpf.Map `ebpf:"offcpu_counts"`
 	OffcpuStart       *ebpf.Map `ebpf:"offcpu_start"`
 	OncpuCounts       *ebpf.Map `ebpf:"oncpu_counts"`
@@ -180,6 +256,10 @@ func (m *flameMaps) Close() error {
 		m.FilterPending,
 		m.FilterPendingLost,
 		m.FilterTgids,
+		m.GlibcAllocs,
+		m.GlibcCounts,
+		m.GlibcPending,
+		m.MemCounts,
 		m.OffcpuCounts,
 		m.OffcpuStart,
 		m.OncpuCounts,
@@ -191,29 +271,56 @@ func (m *flameMaps) Close() error {
 //
 // It can be passed to loadFlameObjects or ebpf.CollectionSpec.LoadAndAssign.
 type flameVariables struct {
-	GalagoExportFlameDrop  *ebpf.Variable `ebpf:"__galago_export_flame_drop"`
-	GalagoExportFlameKey   *ebpf.Variable `ebpf:"__galago_export_flame_key"`
-	GalagoExportFlameStart *ebpf.Variable `ebpf:"__galago_export_flame_start"`
-	GalagoFilterCfg        *ebpf.Variable `ebpf:"galago_filter_cfg"`
-	OffcpuOn               *ebpf.Variable `ebpf:"offcpu_on"`
+	GalagoExportFlameAlloc    *ebpf.Variable `ebpf:"__galago_export_flame_alloc"`
+	GalagoExportFlameAllocKey *ebpf.Variable `ebpf:"__galago_export_flame_alloc_key"`
+	GalagoExportFlameDrop     *ebpf.Variable `ebpf:"__galago_export_flame_drop"`
+	GalagoExportFlameKey      *ebpf.Variable `ebpf:"__galago_export_flame_key"`
+	GalagoExportFlameMem      *ebpf.Variable `ebpf:"__galago_export_flame_mem"`
+	GalagoExportFlamePending  *ebpf.Variable `ebpf:"__galago_export_flame_pending"`
+	GalagoExportFlameStart    *ebpf.Variable `ebpf:"__galago_export_flame_start"`
+	GalagoFilterCfg           *ebpf.Variable `ebpf:"galago_filter_cfg"`
+	GlibcOn                   *ebpf.Variable `ebpf:"glibc_on"`
+	MemOn                     *ebpf.Variable `ebpf:"mem_on"`
+	OffcpuOn                  *ebpf.Variable `ebpf:"offcpu_on"`
+	PageSize                  *ebpf.Variable `ebpf:"page_size"`
 }
 
 // flamePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadFlameObjects or ebpf.CollectionSpec.LoadAndAssign.
 type flamePrograms struct {
-	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
-	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
-	OffCpu           *ebpf.Program `ebpf:"off_cpu"`
-	OnCpu            *ebpf.Program `ebpf:"on_cpu"`
+	AllocReturn        *ebpf.Program `ebpf:"alloc_return"`
+	CallocEnter        *ebpf.Program `ebpf:"calloc_enter"`
+	FreeEnter          *ebpf.Program `ebpf:"free_enter"`
+	GalagoFilterExec   *ebpf.Program `ebpf:"galago_filter_exec"`
+	GalagoFilterFork   *ebpf.Program `ebpf:"galago_filter_fork"`
+	MallocEnter        *ebpf.Program `ebpf:"malloc_enter"`
+	MemalignEnter      *ebpf.Program `ebpf:"memalign_enter"`
+	OffCpu             *ebpf.Program `ebpf:"off_cpu"`
+	OnCpu              *ebpf.Program `ebpf:"on_cpu"`
+	PageFaultKernel    *ebpf.Program `ebpf:"page_fault_kernel"`
+	PageFaultUser      *ebpf.Program `ebpf:"page_fault_user"`
+	PosixMemalignEnter *ebpf.Program `ebpf:"posix_memalign_enter"`
+	ReallocEnter       *ebpf.Program `ebpf:"realloc_enter"`
+	VallocEnter        *ebpf.Program `ebpf:"valloc_enter"`
 }
 
 func (p *flamePrograms) Close() error {
 	return _FlameClose(
+		p.AllocReturn,
+		p.CallocEnter,
+		p.FreeEnter,
 		p.GalagoFilterExec,
 		p.GalagoFilterFork,
+		p.MallocEnter,
+		p.MemalignEnter,
 		p.OffCpu,
 		p.OnCpu,
+		p.PageFaultKernel,
+		p.PageFaultUser,
+		p.PosixMemalignEnter,
+		p.ReallocEnter,
+		p.VallocEnter,
 	)
 }
 

@@ -14,11 +14,12 @@ const PprofPath = "/flamegraph/pprof"
 // maxSeconds bounds a pprof request (the REST server's write timeout is 2 min).
 const maxSeconds = 60
 
-// Hub serves live profiles over HTTP: GET /flamegraph/pprof?type=oncpu|offcpu
-// &seconds=N (default 30, at most 60) answers a gzipped pprof profile of
+// Hub serves live profiles over HTTP: GET /flamegraph/pprof?type=oncpu|
+// offcpu|mem|mem_glibc&seconds=N (default 30, at most 60) answers a gzipped pprof profile of
 // every observed process, made of what the running flamegraph probe drains
 // during those N seconds (drains happen every 2 s, so the window's edges
-// are that coarse). 503 when the probe does not run that type. The probe
+// are that coarse); mem_glibc's in-use values are the live blocks at the
+// last drain. 503 when the probe does not run that type. The probe
 // publishes to the Hub it was given (WithHub); a Hub outlives probe
 // restarts.
 type Hub struct {
@@ -28,6 +29,7 @@ type Hub struct {
 	active [nKinds]bool
 	period time.Duration
 	subs   map[*subscription]struct{}
+	live   map[int]*procProfile // mem_glibc's live blocks at the last drain
 }
 
 type subscription struct {
@@ -51,8 +53,18 @@ func (h *Hub) setActive(on [nKinds]bool, period time.Duration) {
 	h.mu.Unlock()
 }
 
+// setLive replaces mem_glibc's live blocks.
+func (h *Hub) setLive(procs map[int]*procProfile) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.live = procs
+	h.mu.Unlock()
+}
+
 // publish hands one drained sample to the subscribers of its type.
-func (h *Hub) publish(k kind, from *procProfile, stack string, v uint64) {
+func (h *Hub) publish(k kind, from *procProfile, stack string, v, objs uint64) {
 	if h == nil {
 		return
 	}
@@ -64,10 +76,10 @@ func (h *Hub) publish(k kind, from *procProfile, stack string, v uint64) {
 		}
 		pp, ok := s.procs[from.pid]
 		if !ok {
-			pp = &procProfile{pid: from.pid, comm: from.comm, con: from.con, pod: from.pod, stacks: map[string]uint64{}}
+			pp = from.empty()
 			s.procs[from.pid] = pp
 		}
-		pp.stacks[stack] += v
+		pp.add(stack, v, objs)
 	}
 }
 
@@ -78,13 +90,12 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := onCPU
-	switch t := r.URL.Query().Get("type"); t {
-	case "", "oncpu":
-	case "offcpu":
-		k = offCPU
-	default:
-		http.Error(w, fmt.Sprintf("type %q: want oncpu or offcpu", t), http.StatusBadRequest)
-		return
+	if t := r.URL.Query().Get("type"); t != "" {
+		var ok bool
+		if k, ok = parseKind(t); !ok {
+			http.Error(w, fmt.Sprintf("type %q: want oncpu, offcpu, mem or mem_glibc", t), http.StatusBadRequest)
+			return
+		}
 	}
 	secs := 30
 	if v := r.URL.Query().Get("seconds"); v != "" {
@@ -112,6 +123,16 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	delete(h.subs, s)
 	period := h.period
+	if k == memGlibc {
+		for pid, l := range h.live {
+			pp, ok := s.procs[pid]
+			if !ok {
+				pp = l.empty()
+				s.procs[pid] = pp
+			}
+			pp.live = l.live
+		}
+	}
 	procs := make([]*procProfile, 0, len(s.procs))
 	for _, pp := range s.procs {
 		procs = append(procs, pp)

@@ -1,6 +1,7 @@
 package flamegraph
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -17,7 +18,8 @@ func TestHub(t *testing.T) {
 	defer srv.Close()
 	for q, want := range map[string]int{
 		"?type=oncpu&seconds=1": http.StatusServiceUnavailable, // no probe yet
-		"?type=mem":             http.StatusBadRequest,
+		"?type=io":              http.StatusBadRequest,
+		"?type=mem_glibc":       http.StatusServiceUnavailable,
 		"?seconds=0":            http.StatusBadRequest,
 		"?seconds=61":           http.StatusBadRequest,
 	} {
@@ -53,10 +55,10 @@ func TestHub(t *testing.T) {
 		return len(h.subs) == 1
 	})
 	app, other := &procProfile{pid: 7, comm: "app"}, &procProfile{pid: 8, comm: "other", con: "web"}
-	h.publish(onCPU, app, "main;burn_a", 30)
-	h.publish(onCPU, app, "main;burn_a", 6)
-	h.publish(onCPU, other, "main;burn_b", 12)
-	h.publish(offCPU, app, "main;sleepy", 1000) // another type
+	h.publish(onCPU, app, "main;burn_a", 30, 0)
+	h.publish(onCPU, app, "main;burn_a", 6, 0)
+	h.publish(onCPU, other, "main;burn_b", 12, 0)
+	h.publish(offCPU, app, "main;sleepy", 1000, 0) // another type
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -79,5 +81,53 @@ func TestHub(t *testing.T) {
 	h.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d subscriptions left", left)
+	}
+}
+
+// TestHubLive: a mem_glibc profile carries the bytes allocated during the
+// request and the live blocks of the last drain, also of a process that
+// allocated nothing meanwhile.
+func TestHubLive(t *testing.T) {
+	h := NewHub()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	h.setActive([nKinds]bool{memGlibc: true}, 10*time.Millisecond)
+	done := make(chan *profile.Profile, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "?type=mem_glibc&seconds=1")
+		if err != nil {
+			t.Error(err)
+			done <- nil
+			return
+		}
+		defer resp.Body.Close()
+		p, err := profile.Parse(resp.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- p
+	}()
+	probetest.WaitFor(t, "subscribed", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.subs) == 1
+	})
+	app := &procProfile{pid: 7, comm: "app"}
+	h.publish(memGlibc, app, "main;alloc", 4000, 2)
+	h.publish(memGlibc, app, "main;alloc", 1000, 1)
+	h.setLive(map[int]*procProfile{
+		7: {pid: 7, comm: "app", live: map[string]live{"main;alloc": {2000, 1}}},
+		9: {pid: 9, comm: "idle", live: map[string]live{"main;old": {300, 3}}},
+	})
+	p := <-done
+	if p == nil {
+		return
+	}
+	got := map[int64][]int64{}
+	for _, s := range p.Sample {
+		got[s.NumLabel["pid"][0]] = s.Value
+	}
+	if len(p.Sample) != 2 || fmt.Sprint(got[7]) != "[3 5000 1 2000]" || fmt.Sprint(got[9]) != "[0 0 3 300]" {
+		t.Errorf("samples by pid %v", got)
 	}
 }

@@ -2,7 +2,6 @@ package flamegraph
 
 import (
 	"bufio"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"math"
@@ -17,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/google/pprof/profile"
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
@@ -125,6 +122,14 @@ func buildGo(t *testing.T, ldflags string) string {
 // (which writes the window) and returns the output directories.
 func profiled(t *testing.T, sub []string, pid int, periodMs int, fn func()) (outDir, flameDir string) {
 	t.Helper()
+	outDir, flameDir, _ = profiledWith(t, sub, pid, periodMs, fn)
+	return outDir, flameDir
+}
+
+// profiledWith is profiled with probe options; it also returns the lost
+// events the probe reported.
+func profiledWith(t *testing.T, sub []string, pid int, periodMs int, fn func(), opts ...Option) (outDir, flameDir string, lost uint64) {
+	t.Helper()
 	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"))
 	outDir, flameDir = t.TempDir(), t.TempDir()
 	f := probe.LookupBuiltin(Name)
@@ -137,7 +142,7 @@ func profiled(t *testing.T, sub []string, pid int, periodMs int, fn func()) (out
 	params.OutputDir, params.FlameDir = outDir, flameDir
 	params.PerfSamplePeriod = periodMs
 	cfg := probe.Config{SubItems: bits, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}
-	p := New(withPeriods(300*time.Millisecond, time.Hour))
+	p := New(append([]Option{withPeriods(300*time.Millisecond, time.Hour)}, opts...)...)
 	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
@@ -148,21 +153,12 @@ func profiled(t *testing.T, sub []string, pid int, periodMs int, fn func()) (out
 		t.Errorf("%d errors: %s", n, rt.Logs())
 	}
 	t.Logf("lost: %d (kernel drops by reason: %v)", rt.LostCount(), p.drops)
-	return outDir, flameDir
+	return outDir, flameDir, rt.LostCount()
 }
 
 func readFoldedFile(t *testing.T, flameDir string, k kind, pid int) []foldedLine {
 	t.Helper()
-	f, err := os.Open(filepath.Join(flameDir, k.String(), "tmp_"+strconv.Itoa(pid)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	lines, err := parseFolded(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lines
+	return readFolded(t, filepath.Join(flameDir, k.String(), "tmp_"+strconv.Itoa(pid)))
 }
 
 // weight sums the counts of stacks holding frame; total sums all.
@@ -183,40 +179,8 @@ func weight(lines []foldedLine, frame string) (n, total uint64) {
 // parses and its sample total equals the folded total.
 func checkOutputs(t *testing.T, outDir string, k kind, pid int, lines []foldedLine, frame string) {
 	t.Helper()
-	svgs, _ := filepath.Glob(filepath.Join(outDir, k.String(), "*", "*-"+strconv.Itoa(pid)+".svg"))
-	pbs, _ := filepath.Glob(filepath.Join(outDir, k.String(), "*", "*-"+strconv.Itoa(pid)+".pb.gz"))
-	if len(svgs) != 1 || len(pbs) != 1 {
-		t.Fatalf("svg files %v, pprof files %v: want one each", svgs, pbs)
-	}
-	b, err := os.ReadFile(svgs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		XMLName xml.Name
-		Titles  []string `xml:"g>g>title"`
-	}
-	if err := xml.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("svg: %v", err)
-	}
-	found := false
-	for _, ti := range doc.Titles {
-		if strings.HasPrefix(ti, frame+" (") {
-			found = true
-		}
-	}
-	if doc.XMLName.Local != "svg" || !found {
-		t.Errorf("svg root %q, %d frames, %q among them: %v", doc.XMLName.Local, len(doc.Titles), frame, found)
-	}
-	pf, err := os.Open(pbs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pf.Close()
-	prof, err := profile.Parse(pf)
-	if err != nil {
-		t.Fatalf("pprof: %v", err)
-	}
+	checkSVG(t, outDir, k, pid, ".svg", frame)
+	prof := readPprof(t, outDir, k, pid)
 	var sum int64
 	for _, s := range prof.Sample {
 		sum += s.Value[0]

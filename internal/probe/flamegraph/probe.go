@@ -20,6 +20,7 @@ import (
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/symtab"
 )
 
@@ -29,10 +30,18 @@ const Name = "flamegraph"
 var (
 	bitOnCPU  = probe.MustSubItemBit(Name, "oncpu")
 	bitOffCPU = probe.MustSubItemBit(Name, "offcpu")
-	// built are the sub-items this probe implements; the others are
-	// refused (all of them) or logged once (alongside built ones).
-	built = bitOnCPU | bitOffCPU
+	bitMem    = probe.MustSubItemBit(Name, "mem")
+	bitGlibc  = probe.MustSubItemBit(Name, "mem_glibc")
+	// built are the sub-items this probe implements; the others (io,
+	// which has no program in gala-gopher either) are refused (all of
+	// them) or logged once (alongside built ones).
+	built = bitOnCPU | bitOffCPU | bitMem | bitGlibc
 )
+
+// active are the kinds cfg asks for.
+func active(cfg probe.Config) [nKinds]bool {
+	return [nKinds]bool{cfg.Has(bitOnCPU), cfg.Has(bitOffCPU), cfg.Has(bitMem), cfg.Has(bitGlibc)}
+}
 
 // DefaultOutputDir is gala-gopher's SVG directory when output_dir is empty.
 const DefaultOutputDir = "/var/log/gala-gopher/stacktrace"
@@ -54,6 +63,7 @@ type Probe struct {
 	procRoot  string
 	drain     time.Duration // drainInterval unless set (tests)
 	svgPeriod time.Duration // replaces svg_period when set (tests)
+	maxAllocs uint32        // replaces glibc_allocs' size when set (tests)
 	now       func() time.Time
 
 	mu          sync.Mutex
@@ -62,9 +72,12 @@ type Probe struct {
 	log         *slog.Logger
 	coll        *ebpf.Collection
 	filter      *bpfrt.FilterSync
-	perf        []perfEvent // oncpu: one per online CPU
-	perfNs      uint64      // their sample period
-	offLink     link.Link   // offcpu: tp_btf/sched_switch
+	perf        []perfEvent          // oncpu: one per online CPU
+	perfNs      uint64               // their sample period
+	offLink     link.Link            // offcpu: tp_btf/sched_switch
+	memLinks    []link.Link          // mem: tp_btf/page_fault_user, _kernel
+	glibc       *glibcHooks          // mem_glibc: uprobes per libc file
+	live        map[int]*procProfile // mem_glibc: live blocks at the last drain
 	syms        *symtab.Resolver
 	windows     [nKinds]*window
 	pushWin     [nKinds]*window // since the last Pyroscope push
@@ -72,7 +85,7 @@ type Probe struct {
 	hostRoot    string
 	pushEvery   time.Duration
 	pushFailing bool      // run loop only
-	drops       [4]uint64 // per enum flame_drop, reported so far
+	drops       [6]uint64 // per enum flame_drop, reported so far
 	kick        chan struct{}
 	stopOnce    sync.Once
 }
@@ -113,6 +126,9 @@ func withPeriods(drain, svg time.Duration) Option {
 // WithIdentity names the container and pod of containerised processes in
 // their stacks' bottom frames ([Pod]<pod>;[Con]<container>) and labels.
 func WithIdentity(ids identity.Resolver) Option { return func(p *Probe) { p.ids = ids } }
+
+// withMaxAllocs bounds the live blocks mem_glibc tracks (tests).
+func withMaxAllocs(n uint32) Option { return func(p *Probe) { p.maxAllocs = n } }
 
 // withPush replaces the Pyroscope push interval (tests).
 func withPush(d time.Duration) Option { return func(p *Probe) { p.pushEvery = d } }
@@ -164,7 +180,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		p.rt = nil
 		return errors.Join(err, p.closeLocked())
 	}
-	p.hub.setActive([nKinds]bool{cfg.Has(bitOnCPU), cfg.Has(bitOffCPU)}, time.Duration(samplePeriod(cfg)))
+	p.hub.setActive(active(cfg), time.Duration(samplePeriod(cfg)))
 	if p.stats != nil {
 		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
 			p.log.Warn("flamegraph: BPF run-time statistics unavailable", "err", err)
@@ -187,7 +203,7 @@ func (p *Probe) checkSubItems(sub uint32) error {
 		p.log.Warn("flamegraph: sub-items not built in this version, ignored", "sub_items", names)
 	}
 	if sub&built == 0 {
-		return fmt.Errorf("flamegraph: no sub-item enabled (oncpu, offcpu)")
+		return fmt.Errorf("flamegraph: no sub-item enabled (oncpu, offcpu, mem, mem_glibc)")
 	}
 	return nil
 }
@@ -200,6 +216,19 @@ func (p *Probe) load() error {
 	if err := bpfrt.HaveTPBTF("sched_switch"); err != nil {
 		_ = p.missing.Report(err, "offcpu")
 		delete(spec.Programs, "off_cpu")
+	}
+	// The page fault tracepoints are x86's.
+	for _, tp := range [...]string{"page_fault_user", "page_fault_kernel"} {
+		if err := bpfrt.HaveTPBTF(tp); err != nil {
+			_ = p.missing.Report(err, "mem")
+			delete(spec.Programs, tp)
+		}
+	}
+	if p.maxAllocs > 0 {
+		spec.Maps["glibc_allocs"].MaxEntries = p.maxAllocs
+	}
+	if err := spec.Variables["page_size"].Set(uint64(os.Getpagesize())); err != nil {
+		return fmt.Errorf("flamegraph: set page_size: %w", err)
 	}
 	p.coll, err = ebpf.NewCollection(spec)
 	if err != nil {
@@ -254,12 +283,8 @@ func (p *Probe) syncHooks(cfg probe.Config) error {
 		}
 		p.offLink = l
 	}
-	on := uint32(0)
-	if wantOff {
-		on = 1
-	}
-	if err := p.coll.Variables["offcpu_on"].Set(on); err != nil {
-		return fmt.Errorf("flamegraph: set offcpu_on: %w", err)
+	if err := p.setFlag("offcpu_on", wantOff); err != nil {
+		return err
 	}
 	if !wantOff && p.offLink != nil {
 		err := p.offLink.Close()
@@ -268,10 +293,114 @@ func (p *Probe) syncHooks(cfg probe.Config) error {
 			return err
 		}
 	}
-	if wantOff && prog == nil && !wantOn {
-		return fmt.Errorf("flamegraph: offcpu needs tp_btf/sched_switch: %w", probe.ErrNotSupported)
+	if err := p.syncMem(cfg.Has(bitMem)); err != nil {
+		return err
+	}
+	if err := p.syncGlibc(cfg); err != nil {
+		return err
+	}
+	// Nothing asked for can be hooked on this kernel.
+	if (!wantOff || prog == nil) && !wantOn && !cfg.Has(bitGlibc) && (!cfg.Has(bitMem) || len(p.memLinks) == 0) {
+		return fmt.Errorf("flamegraph: offcpu needs tp_btf/sched_switch, mem tp_btf/page_fault_user: %w", probe.ErrNotSupported)
 	}
 	return nil
+}
+
+// syncMem attaches or detaches the page fault programs (mem).
+func (p *Probe) syncMem(want bool) error {
+	if want && len(p.memLinks) == 0 {
+		for _, name := range [...]string{"page_fault_user", "page_fault_kernel"} {
+			prog := p.coll.Programs[name]
+			if prog == nil {
+				continue // reported at load
+			}
+			l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+			if err != nil {
+				closeLinks(p.memLinks)
+				p.memLinks = nil
+				return fmt.Errorf("flamegraph: attach tp_btf/%s: %w", name, err)
+			}
+			p.memLinks = append(p.memLinks, l)
+		}
+	}
+	if err := p.setFlag("mem_on", want); err != nil {
+		return err
+	}
+	if !want && len(p.memLinks) > 0 {
+		closeLinks(p.memLinks)
+		p.memLinks = nil
+	}
+	return nil
+}
+
+// syncGlibc probes the host's libc and the observed processes' libc files
+// (mem_glibc), or removes the probes and forgets the live blocks.
+func (p *Probe) syncGlibc(cfg probe.Config) error {
+	want := cfg.Has(bitGlibc)
+	if want && p.glibc == nil {
+		p.glibc = newGlibcHooks(p.hostRoot, p.coll.Programs, p.log)
+		if err := p.setFlag("glibc_on", true); err != nil {
+			return err
+		}
+		p.glibc.attachHost()
+		p.log.Info("flamegraph: mem_glibc counts libc's malloc, calloc, realloc, memalign, aligned_alloc, valloc, pvalloc and posix_memalign and follows free; processes without a shared libc (static, other allocators) are not seen")
+	}
+	if want {
+		p.glibc.scan(observer(cfg.Targets))
+		return nil
+	}
+	if p.glibc == nil {
+		return nil
+	}
+	err := p.setFlag("glibc_on", false)
+	p.glibc.close()
+	p.glibc = nil
+	p.live = nil
+	p.hub.setLive(nil)
+	return errors.Join(err, clearMap[uint64, flameFlamePending](p.coll.Maps["glibc_pending"]),
+		clearMap[flameFlameAllocKey, flameFlameAlloc](p.coll.Maps["glibc_allocs"]))
+}
+
+// observer is the snooper check, everything without snoopers.
+func observer(t snoop.Targets) func(int) bool {
+	if t == nil {
+		return func(int) bool { return true }
+	}
+	return t.Observed
+}
+
+func (p *Probe) setFlag(name string, on bool) error {
+	v := uint32(0)
+	if on {
+		v = 1
+	}
+	if err := p.coll.Variables[name].Set(v); err != nil {
+		return fmt.Errorf("flamegraph: set %s: %w", name, err)
+	}
+	return nil
+}
+
+// clearMap deletes every row of a hash map of K to V.
+func clearMap[K, V any](m *ebpf.Map) error {
+	keys, err := mapKeys[K, V](m)
+	for _, k := range keys {
+		if err := m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+// mapKeys lists the keys of a hash map of K to V.
+func mapKeys[K, V any](m *ebpf.Map) ([]K, error) {
+	var keys []K
+	var k K
+	var v V
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	return keys, it.Err()
 }
 
 // openPerf opens a software cpu-clock sampling event on every online CPU
@@ -368,7 +497,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	if err := p.syncHooks(cfg); err != nil {
 		return err
 	}
-	p.hub.setActive([nKinds]bool{cfg.Has(bitOnCPU), cfg.Has(bitOffCPU)}, time.Duration(samplePeriod(cfg)))
+	p.hub.setActive(active(cfg), time.Duration(samplePeriod(cfg)))
 	p.cfg = cfg
 	select {
 	case p.kick <- struct{}{}:
@@ -395,6 +524,12 @@ func (p *Probe) closeLocked() error {
 		p.stats.Unregister(Name)
 	}
 	p.closePerf()
+	closeLinks(p.memLinks)
+	p.memLinks = nil
+	if p.glibc != nil {
+		p.glibc.close()
+		p.glibc = nil
+	}
 	if p.offLink != nil {
 		errs = append(errs, p.offLink.Close())
 		p.offLink = nil

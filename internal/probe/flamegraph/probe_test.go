@@ -27,16 +27,24 @@ func bits(t *testing.T, names ...string) uint32 {
 	return b
 }
 
-// TestUnbuiltSubItems: only unbuilt sub-items are refused before anything
-// is loaded; alongside a built one they are named in one warning.
+// TestUnbuiltSubItems: only unbuilt sub-items (io) are refused before
+// anything is loaded; alongside a built one they are named in one warning.
 func TestUnbuiltSubItems(t *testing.T) {
 	rt := probetest.NewRuntime(t, probetest.DiscardGo())
 	p := New()
-	err := p.Start(rt.Context(), probe.Config{SubItems: bits(t, "mem", "io")}, rt)
-	if !errors.Is(err, probe.ErrNotImplemented) || err.Error() != "flamegraph: sub-items mem,io: not supported in the current version" {
-		t.Fatalf("Start(mem, io) = %v", err)
+	err := p.Start(rt.Context(), probe.Config{SubItems: bits(t, "io")}, rt)
+	if !errors.Is(err, probe.ErrNotImplemented) || err.Error() != "flamegraph: sub-items io: not supported in the current version" {
+		t.Fatalf("Start(io) = %v", err)
 	}
-	if err := p.checkSubItems(bits(t, "oncpu", "mem_glibc")); err != nil {
+	for _, built := range [][]string{{"oncpu"}, {"offcpu"}, {"mem"}, {"mem_glibc"}, {"oncpu", "offcpu", "mem", "mem_glibc"}} {
+		if err := p.checkSubItems(bits(t, built...)); err != nil {
+			t.Errorf("%v: %v", built, err)
+		}
+	}
+	if len(rt.LogEntries()) != 0 {
+		t.Errorf("built sub-items logged: %v", rt.LogEntries())
+	}
+	if err := p.checkSubItems(bits(t, "mem_glibc", "io")); err != nil {
 		t.Fatal(err)
 	}
 	var warned []probetest.LogEntry
@@ -45,7 +53,7 @@ func TestUnbuiltSubItems(t *testing.T) {
 			warned = append(warned, e)
 		}
 	}
-	if len(warned) != 1 || warned[0].Attrs["sub_items"] != "mem_glibc" {
+	if len(warned) != 1 || warned[0].Attrs["sub_items"] != "io" {
 		t.Errorf("warnings %+v", warned)
 	}
 	if err := p.checkSubItems(0); err == nil {

@@ -18,28 +18,65 @@ type kind int
 const (
 	onCPU kind = iota
 	offCPU
+	mem      // page faults, in bytes
+	memGlibc // malloc family, in bytes; with the live bytes
 	nKinds
 )
 
-func (k kind) String() string { return [...]string{"oncpu", "offcpu"}[k] }
+func (k kind) String() string { return [...]string{"oncpu", "offcpu", "mem", "mem_glibc"}[k] }
+
+// parseKind is the inverse of String.
+func parseKind(s string) (kind, bool) {
+	for k := range nKinds {
+		if k.String() == s {
+			return k, true
+		}
+	}
+	return 0, false
+}
 
 // title and unit are the SVG's title and count name, as gala-gopher's
 // flamegraph.pl invocations name them.
 func (k kind) title() string {
-	return [...]string{"On-CPU Time Flame Graph", "Off-CPU Time Flame Graph"}[k]
+	return [...]string{"On-CPU Time Flame Graph", "Off-CPU Time Flame Graph", "Memory Flame Graph", "Memory (glibc) Flame Graph"}[k]
 }
 
-func (k kind) unit() string { return [...]string{"samples", "us"}[k] }
+func (k kind) unit() string { return [...]string{"samples", "us", "bytes", "bytes"}[k] }
+
+// isMem tells the kinds counted in bytes, with an object count.
+func (k kind) isMem() bool { return k == mem || k == memGlibc }
+
+// live is one stack's blocks not yet freed (mem_glibc).
+type live struct{ bytes, objects uint64 }
 
 // procProfile is one process's stacks of one kind over a window: folded
 // stack (frames root to leaf, joined by ";", without the process frame) to
-// count (samples for oncpu, µs off CPU for offcpu).
+// count (samples for oncpu, µs off CPU for offcpu, bytes for the memory
+// kinds).
 type procProfile struct {
 	pid    int
 	comm   string
 	con    string // container name ("" outside containers)
 	pod    string // pod name
 	stacks map[string]uint64
+	objs   map[string]uint64 // memory kinds: page faults or allocations per stack
+	live   map[string]live   // mem_glibc: the blocks live at the window's end
+}
+
+// empty is a profile of the same process with nothing counted.
+func (p *procProfile) empty() *procProfile {
+	return &procProfile{pid: p.pid, comm: p.comm, con: p.con, pod: p.pod, stacks: map[string]uint64{}}
+}
+
+// add counts v (and objs objects) for stack.
+func (p *procProfile) add(stack string, v, objs uint64) {
+	p.stacks[stack] += v
+	if objs > 0 {
+		if p.objs == nil {
+			p.objs = map[string]uint64{}
+		}
+		p.objs[stack] += objs
+	}
 }
 
 // base are the bottom frames gala-gopher gives every stack of a process:
@@ -72,9 +109,20 @@ type foldedLine struct {
 }
 
 // lines are the process's folded stacks, the base frames first, sorted.
-func (p *procProfile) lines() []foldedLine {
-	out := make([]foldedLine, 0, len(p.stacks))
-	for s, c := range p.stacks {
+func (p *procProfile) lines() []foldedLine { return p.linesOf(p.stacks) }
+
+// liveLines are the folded stacks of the live bytes (mem_glibc).
+func (p *procProfile) liveLines() []foldedLine {
+	m := make(map[string]uint64, len(p.live))
+	for s, l := range p.live {
+		m[s] = l.bytes
+	}
+	return p.linesOf(m)
+}
+
+func (p *procProfile) linesOf(stacks map[string]uint64) []foldedLine {
+	out := make([]foldedLine, 0, len(stacks))
+	for s, c := range stacks {
 		fr := p.base()
 		if s != "" {
 			fr = append(fr, strings.Split(s, ";")...)
@@ -132,8 +180,11 @@ func frameName(s string) string {
 
 // toPprof builds a pprof profile of the processes' stacks. Locations are
 // named frames (the addresses were symbolised in the agent), one Function
-// per name; the base frames become pid, comm, container and pod labels. oncpu carries
-// samples and cpu ns (samples × period); offcpu carries µs off CPU.
+// per name; the base frames become pid, comm, container and pod labels.
+// oncpu carries samples and cpu ns (samples × period); offcpu carries µs
+// off CPU; mem carries alloc_objects (page faults) and alloc_space (bytes);
+// mem_glibc carries alloc_objects, alloc_space, inuse_objects and
+// inuse_space as Go's heap profiles name them (inuse_space the default).
 func toPprof(k kind, procs []*procProfile, period time.Duration, start time.Time, dur time.Duration) *profile.Profile {
 	p := &profile.Profile{
 		TimeNanos:     start.UnixNano(),
@@ -148,6 +199,14 @@ func toPprof(k kind, procs []*procProfile, period time.Duration, start time.Time
 		p.SampleType = []*profile.ValueType{{Type: "offcpu", Unit: "microseconds"}}
 		p.PeriodType = &profile.ValueType{Type: "offcpu", Unit: "microseconds"}
 		p.Period = 1
+	case mem, memGlibc:
+		p.SampleType = []*profile.ValueType{{Type: "alloc_objects", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"}}
+		if k == memGlibc {
+			p.SampleType = append(p.SampleType, &profile.ValueType{Type: "inuse_objects", Unit: "count"}, &profile.ValueType{Type: "inuse_space", Unit: "bytes"})
+			p.DefaultSampleType = "inuse_space"
+		}
+		p.PeriodType = &profile.ValueType{Type: "space", Unit: "bytes"}
+		p.Period = 1 // every allocation, not a sample
 	}
 	funcs := map[string]*profile.Function{}
 	locs := map[string]*profile.Location{}
@@ -165,7 +224,11 @@ func toPprof(k kind, procs []*procProfile, period time.Duration, start time.Time
 	}
 	for _, pp := range procs {
 		nbase := len(pp.base())
-		for _, ln := range pp.lines() {
+		lines := pp.lines()
+		if k == memGlibc {
+			lines = pp.linesOf(pp.memStacks())
+		}
+		for _, ln := range lines {
 			fr := ln.frames[nbase:]
 			s := &profile.Sample{
 				Label:    map[string][]string{"comm": {pp.comm}},
@@ -181,13 +244,34 @@ func toPprof(k kind, procs []*procProfile, period time.Duration, start time.Time
 			for i := len(fr) - 1; i >= 0; i-- {
 				s.Location = append(s.Location, loc(fr[i]))
 			}
-			if k == onCPU {
+			stack := strings.Join(fr, ";")
+			switch k {
+			case onCPU:
 				s.Value = []int64{int64(ln.count), int64(ln.count) * period.Nanoseconds()}
-			} else {
+			case offCPU:
 				s.Value = []int64{int64(ln.count)}
+			case mem:
+				s.Value = []int64{int64(pp.objs[stack]), int64(ln.count)}
+			case memGlibc:
+				l := pp.live[stack]
+				s.Value = []int64{int64(pp.objs[stack]), int64(pp.stacks[stack]), int64(l.objects), int64(l.bytes)}
 			}
 			p.Sample = append(p.Sample, s)
 		}
 	}
 	return p
+}
+
+// memStacks are the stacks with allocations or live blocks (mem_glibc: a
+// block allocated in an earlier window may still be live), each mapped to
+// 1: linesOf needs a count, toPprof takes the values from the maps.
+func (p *procProfile) memStacks() map[string]uint64 {
+	out := make(map[string]uint64, len(p.stacks)+len(p.live))
+	for s := range p.stacks {
+		out[s] = 1
+	}
+	for s := range p.live {
+		out[s] = 1
+	}
+	return out
 }

@@ -231,3 +231,26 @@ func FuzzFolded(f *testing.F) {
 		_ = buildTree(lines)
 	})
 }
+
+// TestWriteLiveOutputs: a mem_glibc process that allocated nothing in the
+// window but holds live blocks gets the live files and a pprof profile
+// with the in-use values, and no allocation files.
+func TestWriteLiveOutputs(t *testing.T) {
+	out, flame := t.TempDir(), t.TempDir()
+	now := time.Now()
+	pp := &procProfile{pid: 42, comm: "app", stacks: map[string]uint64{}, live: map[string]live{"main;leak": {12000, 3}}}
+	if err := writeOutputs(memGlibc, pp, out, flame, 10*time.Millisecond, now.Add(-time.Minute), now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(flame, "mem_glibc", "tmp_42")); err == nil {
+		t.Error("allocation folded file written without allocations")
+	}
+	lines := readFolded(t, filepath.Join(flame, "mem_glibc", "tmp_42"+liveSuffix))
+	if len(lines) != 1 || strings.Join(lines[0].frames, ";") != "[42]app;main;leak" || lines[0].count != 12000 {
+		t.Errorf("live lines %v", lines)
+	}
+	checkSVG(t, out, memGlibc, 42, liveSuffix+".svg", "leak")
+	if v := pprofValues(readPprof(t, out, memGlibc, 42), "leak"); v != [4]int64{0, 0, 3, 12000} {
+		t.Errorf("pprof values %v", v)
+	}
+}

@@ -93,6 +93,9 @@ func ingestURL(addr, name string, k kind, period time.Duration, from, until time
 	q.Set("from", strconv.FormatInt(from.Unix(), 10))
 	q.Set("until", strconv.FormatInt(until.Unix(), 10))
 	q.Set("units", "samples")
+	if k.isMem() {
+		q.Set("units", "bytes")
+	}
 	q.Set("sampleRate", strconv.FormatInt(rate, 10))
 	q.Set("format", "folded")
 	return "http://" + addr + "/ingest?" + q.Encode()
@@ -107,7 +110,9 @@ func (p *Probe) push(ctx context.Context, now time.Time) {
 	multi := p.cfg.Params.MultiInstance == 1
 	period := time.Duration(samplePeriod(p.cfg))
 	ws := p.pushWin
-	p.pushWin = [nKinds]*window{newWindow(now), newWindow(now)}
+	for k := range p.pushWin {
+		p.pushWin[k] = newWindow(now)
+	}
 	p.mu.Unlock()
 	if !ok {
 		return

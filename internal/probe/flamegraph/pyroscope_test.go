@@ -46,4 +46,9 @@ func TestPushRequests(t *testing.T) {
 	if q := ingestURL("h:1", "n", offCPU, 10*time.Millisecond, time.Unix(1, 0), time.Unix(2, 0)); !strings.Contains(q, "sampleRate=1000000") {
 		t.Errorf("offcpu: %s", q)
 	}
+	for _, k := range []kind{mem, memGlibc} {
+		if q := ingestURL("h:1", "n", k, 10*time.Millisecond, time.Unix(1, 0), time.Unix(2, 0)); !strings.Contains(q, "units=bytes") {
+			t.Errorf("%s: %s", k, q)
+		}
+	}
 }

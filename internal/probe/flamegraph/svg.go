@@ -87,6 +87,8 @@ func frameColor(k kind, name string) string {
 		return fmt.Sprintf("rgb(%d,%d,%d)", 200+a, 110+b, 0)
 	case k == offCPU:
 		return fmt.Sprintf("rgb(%d,%d,%d)", 0, 100+b, 190+a)
+	case k.isMem():
+		return fmt.Sprintf("rgb(%d,%d,%d)", 0, 170+a, 50+b) // flamegraph.pl --colors=mem
 	default:
 		return fmt.Sprintf("rgb(%d,%d,%d)", 200+a, 80+b, 40)
 	}

@@ -1,7 +1,6 @@
 package ioprobe
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 
@@ -274,13 +273,11 @@ func latencyEvent(d Dev, n names, l latStats, p probe.Params, now time.Time) *ev
 	if req.max < uint64(p.LatencyThr)*uint64(time.Millisecond) {
 		return nil
 	}
-	msg := fmt.Sprintf("IO latency occurred.(Disk %s(%d:%d), COMM %s, PID %d, op: %s, datalen %d, drv_latency %d, dev_latency %d)",
+	e := event.New(now, event.BlockLatency, d.String(),
 		n.disk, d.Major, d.Minor, l.slowComm, l.slowPID, Rwbs(l.slowOp, l.slowFlags), l.slowLen,
 		l.stages[ioIoStageIdIO_STAGE_DRIVER].max, l.stages[ioIoStageIdIO_STAGE_DEVICE].max)
-	return &event.Event{
-		Time: now, Entity: Entity, EntityID: d.String(), Metric: "latency_req_max",
-		PID: int(l.slowPID), Comm: l.slowComm, Device: n.disk, Severity: event.SeverityWarn, Message: msg,
-	}
+	e.PID, e.Comm, e.Device = int(l.slowPID), l.slowComm, n.disk
+	return &e
 }
 
 // errorEvents are gala-gopher's "IO errors occurred" events, one per failed
@@ -293,13 +290,11 @@ func errorEvents(d Dev, n names, a *errAgg, now time.Time) []event.Event {
 	out := make([]event.Event, 0, len(a.errs))
 	for _, r := range a.errs {
 		st := statusOf(r.Status)
-		msg := fmt.Sprintf("IO errors occurred.(Disk %s(%d:%d), COMM %s, PID %d, op: %s, datalen %d, blk_err(%d) '%s', scsi_err(%d) '%s', timestamp %f)",
+		e := event.New(now, event.BlockError, d.String(),
 			n.disk, d.Major, d.Minor, r.Comm, r.PID, Rwbs(r.Op, r.Flags), r.DataLen, r.Status, st.desc, 0, "UNKNOW",
 			float64(r.DoneNs)/1e6)
-		out = append(out, event.Event{
-			Time: now, Entity: Entity, EntityID: d.String(), Metric: "err_code",
-			PID: int(r.PID), Comm: r.Comm, Device: n.disk, Severity: event.SeverityWarn, Message: msg,
-		})
+		e.PID, e.Comm, e.Device = int(r.PID), r.Comm, n.disk
+		out = append(out, e)
 	}
 	return out
 }

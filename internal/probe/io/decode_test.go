@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -187,8 +188,9 @@ func TestLatencyRecordAndEvent(t *testing.T) {
 		t.Fatal("no event at the threshold")
 	}
 	wantMsg := "IO latency occurred.(Disk sda(8:0), COMM slow, PID 100, op: R, datalen 4096, drv_latency 2000000, dev_latency 18000000)"
-	want := event.Event{Time: end, Entity: "block", EntityID: "8_0", Metric: "latency_req_max", PID: 100, Comm: "slow", Device: "sda", Severity: event.SeverityWarn, Message: wantMsg}
-	if *e != want {
+	want := event.Event{Time: end, Entity: "block", EntityID: "8_0", Metric: "latency_req_max", PID: 100, Comm: "slow", Device: "sda", Severity: event.SeverityWarn, Message: wantMsg,
+		Desc: event.BlockLatency, Args: e.Args}
+	if !reflect.DeepEqual(*e, want) {
 		t.Errorf("got %+v\nwant %+v", *e, want)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -365,7 +366,7 @@ func TestIOErrorPrivileged(t *testing.T) {
 	for i, e := range evs {
 		want := event.Event{Entity: "block", EntityID: ld.dev.String(), Metric: "err_code", Device: ld.name, Severity: event.SeverityWarn}
 		got := event.Event{Entity: e.Entity, EntityID: e.EntityID, Metric: e.Metric, Device: e.Device, Severity: e.Severity}
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("event %+v, want %+v", got, want)
 		}
 		if i >= eio {

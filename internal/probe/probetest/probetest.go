@@ -60,6 +60,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	records  []*table.Record
 	events   []event.Event
+	logs     []event.Log
 	lost     uint64
 	errors   int
 	goErrs   []error
@@ -111,12 +112,38 @@ func (rt *Runtime) Record(r *table.Record) {
 	rt.poke()
 }
 
-// Event implements probe.Runtime.
+// Event implements probe.Runtime. An event whose arguments do not fit its
+// catalogue texts in every language, or that has no text at all, fails the
+// test.
 func (rt *Runtime) Event(e event.Event) {
+	if e.Desc != nil {
+		for _, lang := range event.Languages {
+			if s := e.Describe(lang); event.BadArgs(s) {
+				rt.t.Errorf("event %s/%s: its arguments %v do not fit the %s text: %q", e.Entity, e.Metric, e.Args, lang, s)
+			}
+		}
+	} else if e.Message == "" {
+		rt.t.Errorf("event %s/%s has no description: raise it with event.New and a catalogue Desc", e.Entity, e.Metric)
+	}
 	rt.mu.Lock()
 	rt.events = append(rt.events, e)
 	rt.mu.Unlock()
 	rt.poke()
+}
+
+// Log implements probe.LogRuntime; LogRecords reads what was published.
+func (rt *Runtime) Log(l event.Log) {
+	rt.mu.Lock()
+	rt.logs = append(rt.logs, l)
+	rt.mu.Unlock()
+	rt.poke()
+}
+
+// LogRecords returns the log records (|log| lines) published so far.
+func (rt *Runtime) LogRecords() []event.Log {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Clone(rt.logs)
 }
 
 // Lost implements probe.Runtime; LostCount reads the sum.

@@ -67,7 +67,7 @@ func TestRuntimeRecords(t *testing.T) {
 		for i := range 5 {
 			rt.Record(&table.Record{Table: tbl, Period: time.Duration(i)})
 			rt.Record(&table.Record{Table: table.EndpointUdp})
-			rt.Event(event.Event{Metric: "m"})
+			rt.Event(event.New(time.Time{}, event.CPUTotalUsedPer, "cpu", 1.0))
 			rt.Lost(3)
 			rt.Error()
 		}

@@ -186,11 +186,9 @@ func dnsRecords(rows map[procProcDnsKey]procProcDnsVal, events bool, end time.Ti
 		rec.SetNum(t.MustIndex("error_count"), float64(v.Errors))
 		recs = append(recs, rec)
 		if events && v.Errors > 0 {
-			evs = append(evs, event.Event{
-				Time: end, Entity: t.Entity, EntityID: fmt.Sprintf("%d_%s", k.Tgid, domainOf(k)), Metric: "error_ratio",
-				PID: int(k.Tgid), Severity: event.SeverityWarn,
-				Message: fmt.Sprintf("Process(PID:%d) DNS error ratio(%.3f %%).", k.Tgid, ratio),
-			})
+			e := event.New(end, event.DNSErrorRatio, fmt.Sprintf("%d_%s", k.Tgid, domainOf(k)), int(k.Tgid), ratio)
+			e.PID = int(k.Tgid)
+			evs = append(evs, e)
 		}
 	}
 	return recs, evs

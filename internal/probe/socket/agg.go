@@ -318,19 +318,17 @@ func tcpEvents(k tcpKey, t *tcpEndpoint, now time.Time) []event.Event {
 	var out []event.Event
 	id := fmt.Sprintf("%d_%s_%s_%d_%d", k.tgid, k.client, k.server, k.serverPort, k.role)
 	ip := fmt.Sprintf("Client %s, Server %s:%d", k.client, k.server, k.serverPort)
-	add := func(metric, format string, v uint64) {
+	add := func(d *event.Desc, v uint64) {
 		if v == 0 {
 			return
 		}
-		out = append(out, event.Event{
-			Time: now, Entity: "endpoint_tcp", EntityID: id, Metric: metric,
-			PID: int(k.tgid), Comm: k.comm, IP: ip, Severity: event.SeverityWarn,
-			Message: fmt.Sprintf(format, v),
-		})
+		e := event.New(now, d, id, v)
+		e.PID, e.Comm, e.IP = int(k.tgid), k.comm, ip
+		out = append(out, e)
 	}
-	add("listendrop", "TCP listen drops(%d).", t.delta[cListendrop])
-	add("accept_overflow", "TCP accept queue overflow(%d).", t.delta[cAcceptOverflow])
-	add("syn_overflow", "TCP syn queue overflow(%d).", t.delta[cSynOverflow])
-	add("retran_synacks", "TCP SYN/ACK retransmission occurs.(%d).", t.delta[cRetranSynacks])
+	add(event.EndpointListenDrop, t.delta[cListendrop])
+	add(event.EndpointAcceptOverflow, t.delta[cAcceptOverflow])
+	add(event.EndpointSynOverflow, t.delta[cSynOverflow])
+	add(event.EndpointRetranSynacks, t.delta[cRetranSynacks])
 	return out
 }

@@ -752,36 +752,35 @@ func events(k linkKey, l *linkAgg, cfg probe.Config, h hooksAvail, now time.Time
 	id := fmt.Sprintf("%d_%s_%s_%s_%d_%d", k.tgid, roleName(k.role), k.clientIP, k.serverIP, k.serverPort, k.family)
 	ip := fmt.Sprintf("CIP(%s), SIP(%s:%d)", k.clientIP, k.serverIP, k.serverPort)
 	var out []event.Event
-	add := func(metric, msg string) {
-		out = append(out, event.Event{
-			Time: now, Entity: table.TcpMetric.Entity, EntityID: id, Metric: metric,
-			PID: int(k.tgid), Comm: k.comm, IP: ip, Severity: event.SeverityWarn, Message: msg,
-		})
+	add := func(d *event.Desc, v uint64) {
+		e := event.New(now, d, id, v)
+		e.PID, e.Comm, e.IP = int(k.tgid), k.comm, ip
+		out = append(out, e)
 	}
 	thr := uint64(max(p.DropsThr, 0))
 	if cfg.Has(bitAbnormal) {
 		if h.oom && l.sum.tcpOom > 0 {
-			add("tcp_oom", fmt.Sprintf("TCP out of memory(%d).", l.sum.tcpOom))
+			add(event.TCPOOM, l.sum.tcpOom)
 		}
 		if h.dropReason && l.sum.backlogDrops > thr {
-			add("backlog_drops", fmt.Sprintf("TCP backlog queue drops(%d).", l.sum.backlogDrops))
+			add(event.TCPBacklogDrops, l.sum.backlogDrops)
 		}
 		if h.dropReason && l.sum.filterDrops > thr {
-			add("filter_drops", fmt.Sprintf("TCP filter drops(%d).", l.sum.filterDrops))
+			add(event.TCPFilterDrops, l.sum.filterDrops)
 		}
 		if l.sum.skDrops > thr {
-			add("sk_drops", fmt.Sprintf("Number of lost packets in the TCP protocol stack(%d).", l.sum.skDrops))
+			add(event.TCPSkDrops, l.sum.skDrops)
 		}
 		if l.lostOut > thr {
-			add("lost_out", fmt.Sprintf("Number of lost segments estimated by TCP congestion(%d).", l.lostOut))
+			add(event.TCPLostOut, l.lostOut)
 		}
 		if l.sackedOut > thr {
-			add("sacked_out", fmt.Sprintf("Number of out-of-order TCP packets (SACK) or number of repeated TCP ACKs (NO SACK)(%d).", l.sackedOut))
+			add(event.TCPSackedOut, l.sackedOut)
 		}
 	}
 	// gala-gopher compares the SYN RTT (µs) with latency_thr (ms) << 3.
 	if cfg.Has(bitSRTT) && l.synSeen && p.LatencyThr > 0 && l.synMax > float64(uint64(p.LatencyThr)<<3) {
-		add("syn_srtt_max", fmt.Sprintf("TCP connection establish timed out(%d us).", uint64(l.synMax)))
+		add(event.TCPSynSRTT, uint64(l.synMax))
 	}
 	return out
 }

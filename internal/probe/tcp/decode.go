@@ -1,11 +1,12 @@
 package tcp
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"unsafe"
+
+	"github.com/galago-project/galago/internal/bpfrt"
 )
 
 // recordSize is sizeof(struct tcp_conn): every iterator and ring buffer
@@ -105,16 +106,7 @@ func decodeAll(b []byte) ([]conn, error) {
 
 // commString is a record's comm as a string. Built once per row key, not
 // per record (aggregator.keyOf).
-func commString(c []int8) string {
-	b := make([]byte, 0, len(c))
-	for _, v := range c {
-		if v == 0 {
-			break
-		}
-		b = append(b, byte(v))
-	}
-	return string(bytes.ToValidUTF8(b, []byte("?")))
-}
+func commString(c []int8) string { return bpfrt.CString(c) }
 
 // recType is the type of a ring buffer record (the first field of both
 // struct tcp_conn and struct tcp_delay), 0 when too short.

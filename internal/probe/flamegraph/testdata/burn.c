@@ -8,8 +8,21 @@
  *   sleep <ms> a second thread sleeps <ms> in 10 equal nanosleeps made from
  *              sleepy() itself (a raw syscall, so the frame-pointer walk
  *              starts inside sleepy);
- * prints "done <ns>" (the CPU time, or the time sleepy took, measured) and waits for stdin to
- * close, so that its mappings can still be read.
+ *   alloc <n>  (n even) allocates BLOCK bytes 3n times with malloc from
+ *              alloc_a and n times with calloc from alloc_b; n times
+ *              malloc(100) then realloc to GROWN from grow; n times
+ *              realloc(NULL, BLOCK) (which calls malloc inside libc) from
+ *              renew; n times posix_memalign(64, BLOCK) and
+ *              aligned_alloc(64, ALIGNED) from align; then frees every
+ *              alloc_b block and the first half of alloc_a's: live are
+ *              3n/2 × BLOCK under alloc_a, n × GROWN under grow, n × BLOCK
+ *              under renew and n × (BLOCK + ALIGNED) under align;
+ *   fault <n>  (pages) writes one byte to each of 3n fresh pages of an
+ *              anonymous mapping from fault_a and to each of n from
+ *              fault_b: 3n and n page faults;
+ * prints "done <ns>" (the CPU time, the time sleepy took, or the time the
+ * alloc command took, measured; 0 for fault) and waits for stdin to close, so that its mappings
+ * can still be read.
  * Build: cc -O0 -fno-omit-frame-pointer -o burn burn.c -lpthread */
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 
 volatile unsigned long sink;
@@ -81,6 +95,62 @@ __attribute__((noinline)) void sys_loop(int fd, long n)
 
 	for (long i = 0; i < n; i++)
 		raw_write(fd, &c, 1);
+}
+
+#define BLOCK 4000
+#define GROWN 5000
+#define ALIGNED 4032
+#define MAX_BLOCKS 30000
+
+static void *blocks_a[3 * MAX_BLOCKS], *blocks_b[MAX_BLOCKS], *blocks_c[MAX_BLOCKS], *blocks_d[MAX_BLOCKS], *blocks_e[MAX_BLOCKS], *blocks_f[MAX_BLOCKS];
+
+__attribute__((noinline)) void alloc_a(long n)
+{
+	for (long i = 0; i < n; i++)
+		blocks_a[i] = malloc(BLOCK);
+}
+
+__attribute__((noinline)) void alloc_b(long n)
+{
+	for (long i = 0; i < n; i++)
+		blocks_b[i] = calloc(BLOCK / 4, 4);
+}
+
+__attribute__((noinline)) void grow(long n)
+{
+	for (long i = 0; i < n; i++) {
+		blocks_c[i] = malloc(100);
+		blocks_c[i] = realloc(blocks_c[i], GROWN);
+	}
+}
+
+__attribute__((noinline)) void align(long n)
+{
+	for (long i = 0; i < n; i++) {
+		if (posix_memalign(&blocks_e[i], 64, BLOCK))
+			exit(5);
+		blocks_f[i] = aligned_alloc(64, ALIGNED);
+	}
+}
+
+static long pg; /* the page size */
+
+__attribute__((noinline)) void renew(long n)
+{
+	for (long i = 0; i < n; i++)
+		blocks_d[i] = realloc(NULL, BLOCK);
+}
+
+__attribute__((noinline)) void fault_a(volatile char *p, long pages)
+{
+	for (long i = 0; i < pages; i++)
+		p[i * pg] = 1;
+}
+
+__attribute__((noinline)) void fault_b(volatile char *p, long pages)
+{
+	for (long i = 0; i < pages; i++)
+		p[i * pg] = 1;
 }
 
 static long sleep_ms;
@@ -152,6 +222,34 @@ int main(void)
 		pthread_create(&t, NULL, sleeper, NULL);
 		pthread_join(t, NULL);
 		printf("done %lld\n", slept_ns);
+	} else if (strcmp(cmd, "alloc") == 0 && arg > 0 && arg <= MAX_BLOCKS && arg % 2 == 0) {
+		long long t0 = now_ns(CLOCK_MONOTONIC);
+
+		alloc_a(3 * arg);
+		alloc_b(arg);
+		grow(arg);
+		renew(arg);
+		align(arg);
+		for (long i = 0; i < arg; i++)
+			free(blocks_b[i]);
+		for (long i = 0; i < 3 * arg / 2; i++)
+			free(blocks_a[i]);
+		printf("done %lld\n", now_ns(CLOCK_MONOTONIC) - t0);
+	} else if (strcmp(cmd, "fault") == 0 && arg > 0) {
+		size_t len;
+		char *p;
+
+		pg = sysconf(_SC_PAGESIZE);
+		len = 4 * (size_t)arg * pg;
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			return 4;
+		madvise(p, len, MADV_NOHUGEPAGE); /* one fault per page */
+		fault_a(p, 3 * arg);
+		fault_b(p + 3 * arg * pg, arg);
+		munmap(p, len);
+		printf("done 0\n");
 	} else {
 		return 2;
 	}
