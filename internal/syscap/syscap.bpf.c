@@ -1500,7 +1500,8 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
  * Hooks: tp_btf/sys_enter (timed classes only: a switch on the number,
  *   then the filter, then the entry time in the thread's task storage),
  *   tp_btf/sys_exit (every syscall of an observed process that failed
- *   counts in its SYSCAP_SC_ALL row; a timed class adds its latency).
+ *   counts in its SYSCAP_SC_ALL row; a timed class adds its latency: only
+ *   those look their thread's task storage up).
  * Aggregation in the kernel per (tgid, class) in sc_stats: calls, failures,
  *   latency sum and max. User space reads and deletes rows each period, so
  *   no record per syscall leaves the kernel.
@@ -1853,19 +1854,21 @@ int BPF_PROG(syscap_stat_exit, struct pt_regs *regs, long ret)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct syscap_sc_val *v;
-	struct sc_start *s;
+	struct sc_start *s = NULL;
 	bool failed = ret < 0 && ret >= -4095 && (sc_classes & 1);
 	__u64 ts, d;
-	__u32 class;
+	__u32 class = sc_class(SC_NR(regs));
 
-	s = bpf_task_storage_get(&sc_starts, bpf_get_current_task_btf(), 0, 0);
+	/* Only a call of a class being timed can have an entry time: every
+	 * other syscall costs a switch and the failure check. */
+	if (class != SYSCAP_SC_ALL && ((sc_classes & (1U << class)) || (sc_fs && sc_fs_op(class) >= 0)))
+		s = bpf_task_storage_get(&sc_starts, bpf_get_current_task_btf(), 0, 0);
 	if (s && s->ts) {
 		/* Entered observed: counted even if the snoopers changed since. */
 		ts = bpf_ktime_get_ns();
 		d = ts > s->ts ? ts - s->ts : 0;
-		class = s->class;
 		s->ts = 0;
-		if (class != sc_class(SC_NR(regs)) || class >= SYSCAP_SC_MAX || (class >= SYSCAP_SC_FS && class != SYSCAP_SC_IOCTL))
+		if (class != s->class || class >= SYSCAP_SC_MAX || (class >= SYSCAP_SC_FS && class != SYSCAP_SC_IOCTL))
 			goto fail; /* not the call that stored it (a thread that exec'ed) */
 		if (sc_classes & (1U << class))
 			sc_add(tgid, class, d, failed);
