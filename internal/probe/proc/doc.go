@@ -1,12 +1,13 @@
-// Package proc is the proc feature (gala-gopher's taskprobe): per-process
-// syscall failures and syscall latencies of the observed processes (PUT
-// /proc, snoopers proc_id, proc_name, container_id, container_name, pod_id
-// or a blacklist).
+// Package proc is the proc feature (gala-gopher's taskprobe): for the
+// observed processes (PUT /proc, snoopers proc_id, proc_name,
+// container_id, container_name, pod_id or a blacklist), syscall failures
+// and latencies by syscall and by file system, off-CPU and I/O-wait time,
+// block I/O, page-cache activity and DNS lookups through the C library.
 //
 // # Sources and cost
 //
-// Syscalls: one capture path: the syscall statistics section of the shared capture
-// object (internal/syscap, syscap.OpenStats), loaded by this probe without
+// Syscalls: one capture path, the syscall statistics section of the
+// shared capture object (internal/syscap, syscap.OpenStats), loaded without
 // the l7 programs, so that each probe's cost is independent of the other.
 // tp_btf/sys_enter stores the entry time of a timed syscall of an observed
 // process in the thread's task storage (a switch on the syscall number,
