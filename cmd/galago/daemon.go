@@ -39,6 +39,7 @@ import (
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 	"github.com/galago-project/galago/internal/probe/lvs"
 	"github.com/galago-project/galago/internal/probe/opengauss"
+	procprobe "github.com/galago-project/galago/internal/probe/proc"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
 	"github.com/galago-project/galago/internal/probe/virt"
@@ -149,6 +150,9 @@ func runDaemon(cfg *config.Config) error {
 	})
 	mgr.Register(opengauss.Name, func() probe.Probe {
 		return opengauss.New(opengauss.WithConf(cfg.PgStatConf), opengauss.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(procprobe.Name, func() probe.Probe {
+		return procprobe.New(procprobe.WithStats(bpfStats), procprobe.WithMissingHooks(missing), procprobe.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(hw.Name, func() probe.Probe {
 		return hw.New(hw.WithStats(bpfStats), hw.WithMissingHooks(missing), hw.WithHostPath(cfg.HostPath))

@@ -117,6 +117,9 @@ var (
 	// ksli, postgre_sli (latency_thr)
 	SLIExceeded = define("sli", "rtt_nsec", "Process(TID:%d, %s) SLI(%s:%d) exceed the threshold.",
 		"进程(TID:%d, %s)的SLI(%s:%d)超过阈值.")
+	// proc (proc_dns: names a process failed to resolve; gala-gopher's rc
+	// file has no entry for it: the Chinese text is galago's)
+	DNSErrorRatio = define("dns", "error_ratio", "Process(PID:%d) DNS error ratio(%.3f %%).", "进程(PID:%d) DNS解析错误率(%.3f %%).")
 
 	// container (OOM kills per process, from mark_victim)
 	ProcOOMKill = define("proc", "oom_kills", "Process(PID:%d, COMM:%s) killed by the OOM killer(oom_score_adj %d).",

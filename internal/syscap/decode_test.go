@@ -60,6 +60,8 @@ func TestSpec(t *testing.T) {
 		}
 		fprogs["ssl_return"] = bpfspec.Program{Type: ebpf.Kprobe, AttachTo: ""}
 		fprogs["ssl_handshake_return"] = bpfspec.Program{Type: ebpf.Kprobe, AttachTo: ""}
+		fprogs["syscap_stat_enter"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sys_enter"}
+		fprogs["syscap_stat_exit"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sys_exit"}
 		bpfspec.Programs(t, spec, fprogs)
 		fmaps["conns"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 48, MaxEntries: 65536}
 		fmaps["events"] = bpfspec.Map{Type: ebpf.RingBuf, MaxEntries: 4 << 20}
@@ -72,10 +74,14 @@ func TestSpec(t *testing.T) {
 		fmaps["ssl_calls"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 40, MaxEntries: 16384}
 		fmaps["ssl_fds"] = bpfspec.Map{Type: ebpf.LRUHash, KeySize: 16, ValueSize: 16, MaxEntries: 65536}
 		fmaps["go_tls_calls"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 16, ValueSize: 24, MaxEntries: 16384}
+		fmaps["sc_stats"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16384}
+		fmaps["sc_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
+		fmaps["sc_starts"] = bpfspec.Map{Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 24}
+		fmaps["sc_ioctl"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: 16384}
 		bpfspec.Maps(t, spec, fmaps)
 		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{
 			"galago_filter_cfg": {Size: 4}, "galago_rb_wakeup_bytes": {Size: 8, Constant: true},
-			"syscap_protos": {Size: 4}, "syscap_cap": {Size: 4}, "syscap_cont_cap": {Size: 4}, "syscap_ssl": {Size: 4},
+			"syscap_protos": {Size: 4}, "syscap_cap": {Size: 4}, "syscap_cont_cap": {Size: 4}, "syscap_ssl": {Size: 4}, "sc_classes": {Size: 4}, "sc_fs": {Size: 4},
 			"go_tls_conn_data_off": {Size: 8, Constant: true}, "go_tcpconn_fd_off": {Size: 8, Constant: true}, "go_netfd_sysfd_off": {Size: 8, Constant: true},
 		})
 		bpfspec.StructSize(t, spec, "syscap_data_hdr", dataHdrSize)

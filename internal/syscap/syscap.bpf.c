@@ -37,6 +37,9 @@
  * Maps: conns (hash, (tgid << 32 | fd) -> struct syscap_conn),
  *   events (ring buffer), lost_events, conn_lost (connections not tracked
  *   because conns was full), next_id, filter_* (common.h).
+ * Per-process syscall statistics (the proc probe) are a separate section at
+ *   the end of this file: their own sys_enter/sys_exit programs, loaded
+ *   without the ones above (syscap.OpenStats).
  * Limits: 32-bit (ia32) processes' syscall numbers are not told apart;
  *   sendfile/splice bodies are counted as not captured.
  * Kernel: 5.8+ (ring buffer), tp_btf (5.5+), BTF.
@@ -44,6 +47,7 @@
 #define GALAGO_RINGBUF
 #define GALAGO_FILTER
 #include "common.h"
+#include "atomic.h"
 
 #ifndef AF_INET
 #define AF_INET 2
@@ -55,6 +59,7 @@
 #define IPPROTO_UDP 17
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
+#define S_IFREG 0100000
 
 /* Syscall numbers (x86_64, and asm-generic for arm64). */
 #if defined(__TARGET_ARCH_x86)
@@ -1482,5 +1487,411 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 		on_close(SC_ARG0(regs), bpf_ktime_get_ns());
 		return 0;
 	}
+	return 0;
+}
+
+/* ---- Per-process syscall statistics (the proc probe) ----------------------
+ *
+ * A second use of the same capture object: the proc probe loads this
+ * object with only the two programs below and the snooper filter (see
+ * stats.go), so the l7 probe's sys_exit program above, which it never
+ * attaches, costs nothing here, and these cost l7 nothing.
+ *
+ * Hooks: tp_btf/sys_enter (timed classes only: a switch on the number,
+ *   then the filter, then the entry time in the thread's task storage),
+ *   tp_btf/sys_exit (every syscall of an observed process that failed
+ *   counts in its SYSCAP_SC_ALL row; a timed class adds its latency: only
+ *   those look their thread's task storage up).
+ * Aggregation in the kernel per (tgid, class) in sc_stats: calls, failures,
+ *   latency sum and max. User space reads and deletes rows each period, so
+ *   no record per syscall leaves the kernel.
+ * Limits: a full sc_stats drops the call, counted in sc_lost. Task storage
+ *   is freed with the thread, so a thread that dies inside a timed call
+ *   leaves nothing behind. A call entered before the programs attached is
+ *   not timed (no entry time). */
+enum syscap_sc_class {
+	SYSCAP_SC_ALL = 0, /* every syscall: failures only */
+	SYSCAP_SC_READ = 1,
+	SYSCAP_SC_WRITE = 2,
+	SYSCAP_SC_MOUNT = 3,
+	SYSCAP_SC_UMOUNT = 4, /* umount2 */
+	SYSCAP_SC_FSYNC = 5,
+	SYSCAP_SC_SENDMSG = 6,
+	SYSCAP_SC_RECVMSG = 7,
+	SYSCAP_SC_SCHED_YIELD = 8,
+	SYSCAP_SC_FUTEX = 9,
+	SYSCAP_SC_EPOLL_WAIT = 10,
+	SYSCAP_SC_EPOLL_PWAIT = 11, /* epoll_pwait and epoll_pwait2 */
+	SYSCAP_SC_FORK = 12,
+	SYSCAP_SC_VFORK = 13,
+	SYSCAP_SC_CLONE = 14, /* clone and clone3 */
+	/* Timed for the file-system rows below only (no table of their own). */
+	SYSCAP_SC_PREAD = 15,     /* pread64, readv, preadv, preadv2 */
+	SYSCAP_SC_PWRITE = 16,    /* pwrite64, writev, pwritev, pwritev2 */
+	SYSCAP_SC_OPEN = 17,      /* open, openat, openat2, creat */
+	SYSCAP_SC_FDATASYNC = 18, /* fdatasync */
+	/* Per file system of the call's file (the fd's, or the returned one
+	 * for an open): SYSCAP_SC_FS + fs * 4 + op, fs 0 ext4 (and ext2/3,
+	 * same magic), 1 overlay, 2 tmpfs; op 0 read, 1 write, 2 open,
+	 * 3 flush (fsync, fdatasync). */
+	SYSCAP_SC_FS = 19,
+	SYSCAP_SC_IOCTL = 31, /* ioctl: the longest call's fd and cmd in sc_ioctl */
+	SYSCAP_SC_MAX = 32,
+};
+
+struct syscap_sc_key {
+	__u32 tgid;
+	__u32 class; /* enum syscap_sc_class */
+};
+
+struct syscap_sc_val {
+	__u64 calls;  /* completed calls (timed classes; 0 for SYSCAP_SC_ALL) */
+	__u64 failed; /* calls that returned an error (-4095..-1) */
+	__u64 ns_sum; /* latency, entry to exit */
+	__u64 ns_max;
+};
+
+/* The longest ioctl of a process since the last read, and what it was. */
+struct syscap_sc_ioctl {
+	__u64 ns;
+	__u32 fd;
+	__u32 cmd;
+};
+
+GALAGO_EXPORT_TYPE(struct syscap_sc_ioctl, sc_ioctl_val);
+GALAGO_EXPORT_TYPE(struct syscap_sc_key, sc_key);
+GALAGO_EXPORT_TYPE(struct syscap_sc_val, sc_val);
+GALAGO_EXPORT_TYPE(enum syscap_sc_class, sc_class);
+
+#if defined(__TARGET_ARCH_x86)
+#define NR_mount 165
+#define NR_umount2 166
+#define NR_fsync 74
+#define NR_sched_yield 24
+#define NR_futex 202
+#define NR_epoll_wait 232
+#define NR_epoll_pwait 281
+#define NR_fork 57
+#define NR_vfork 58
+#define NR_clone 56
+#else /* arm64: no epoll_wait, fork or vfork syscalls */
+#define NR_mount 40
+#define NR_umount2 39
+#define NR_fsync 82
+#define NR_sched_yield 124
+#define NR_futex 98
+#define NR_epoll_pwait 22
+#define NR_clone 220
+#endif
+#define NR_clone3 435
+#define NR_epoll_pwait2 441
+#define NR_openat2 437
+#if defined(__TARGET_ARCH_x86)
+#define NR_ioctl 16
+#else
+#define NR_ioctl 29
+#endif
+#if defined(__TARGET_ARCH_x86)
+#define NR_pread64 17
+#define NR_pwrite64 18
+#define NR_preadv 295
+#define NR_pwritev 296
+#define NR_preadv2 327
+#define NR_pwritev2 328
+#define NR_open 2
+#define NR_creat 85
+#define NR_openat 257
+#define NR_fdatasync 75
+#else
+#define NR_pread64 67
+#define NR_pwrite64 68
+#define NR_preadv 69
+#define NR_pwritev 70
+#define NR_preadv2 286
+#define NR_pwritev2 287
+#define NR_openat 56
+#define NR_fdatasync 83
+#endif
+#define EXT4_SUPER_MAGIC 0xEF53
+#define OVERLAYFS_SUPER_MAGIC 0x794c7630
+#define TMPFS_MAGIC 0x01021994
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* no memory in objects that never attach the programs (l7) */
+	__uint(max_entries, 16384);
+	__type(key, struct syscap_sc_key);
+	__type(value, struct syscap_sc_val);
+} sc_stats SEC(".maps");
+
+/* sc_lost[0], per CPU: calls not counted because sc_stats was full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sc_lost SEC(".maps");
+
+struct sc_start {
+	__u64 ts;
+	__u32 class;
+	__u32 fd;  /* ioctl */
+	__u32 cmd; /* ioctl */
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tgid */
+	__type(value, struct syscap_sc_ioctl);
+} sc_ioctl SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sc_start);
+} sc_starts SEC(".maps");
+
+/* sc_classes: bit (1 << class) enables a timed class; bit 0
+ * (SYSCAP_SC_ALL) the failure count. Run-time: the proc probe's sub-items. */
+volatile __u32 sc_classes = 0;
+/* sc_fs: the per-file-system rows are on (proc_fs). */
+volatile __u32 sc_fs = 0;
+
+static __always_inline __u32 sc_class(long nr)
+{
+	switch (nr) {
+	case NR_read:
+		return SYSCAP_SC_READ;
+	case NR_write:
+		return SYSCAP_SC_WRITE;
+	case NR_mount:
+		return SYSCAP_SC_MOUNT;
+	case NR_umount2:
+		return SYSCAP_SC_UMOUNT;
+	case NR_fsync:
+		return SYSCAP_SC_FSYNC;
+	case NR_sendmsg:
+		return SYSCAP_SC_SENDMSG;
+	case NR_recvmsg:
+		return SYSCAP_SC_RECVMSG;
+	case NR_sched_yield:
+		return SYSCAP_SC_SCHED_YIELD;
+	case NR_futex:
+		return SYSCAP_SC_FUTEX;
+#ifdef NR_epoll_wait
+	case NR_epoll_wait:
+		return SYSCAP_SC_EPOLL_WAIT;
+#endif
+	case NR_epoll_pwait:
+	case NR_epoll_pwait2:
+		return SYSCAP_SC_EPOLL_PWAIT;
+#ifdef NR_fork
+	case NR_fork:
+		return SYSCAP_SC_FORK;
+	case NR_vfork:
+		return SYSCAP_SC_VFORK;
+#endif
+	case NR_clone:
+	case NR_clone3:
+		return SYSCAP_SC_CLONE;
+	case NR_pread64:
+	case NR_readv:
+	case NR_preadv:
+	case NR_preadv2:
+		return SYSCAP_SC_PREAD;
+	case NR_pwrite64:
+	case NR_writev:
+	case NR_pwritev:
+	case NR_pwritev2:
+		return SYSCAP_SC_PWRITE;
+#ifdef NR_open
+	case NR_open:
+	case NR_creat:
+#endif
+	case NR_openat:
+	case NR_openat2:
+		return SYSCAP_SC_OPEN;
+	case NR_fdatasync:
+		return SYSCAP_SC_FDATASYNC;
+	case NR_ioctl:
+		return SYSCAP_SC_IOCTL;
+	}
+	return SYSCAP_SC_ALL;
+}
+
+static __always_inline struct syscap_sc_val *sc_row(__u32 tgid, __u32 class)
+{
+	struct syscap_sc_key k = {.tgid = tgid, .class = class};
+	struct syscap_sc_val zero = {}, *v;
+
+	v = bpf_map_lookup_elem(&sc_stats, &k);
+	if (v)
+		return v;
+	if (bpf_map_update_elem(&sc_stats, &k, &zero, BPF_NOEXIST) && bpf_map_lookup_elem(&sc_stats, &k) == NULL) {
+		__u32 z = 0;
+		__u64 *lost = bpf_map_lookup_elem(&sc_lost, &z);
+
+		if (lost)
+			*lost += 1;
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&sc_stats, &k);
+}
+
+/* sc_fs_op: the file-system operation of a timed class, -1 for none. */
+static __always_inline int sc_fs_op(__u32 class)
+{
+	switch (class) {
+	case SYSCAP_SC_READ:
+	case SYSCAP_SC_PREAD:
+		return 0;
+	case SYSCAP_SC_WRITE:
+	case SYSCAP_SC_PWRITE:
+		return 1;
+	case SYSCAP_SC_OPEN:
+		return 2;
+	case SYSCAP_SC_FSYNC:
+	case SYSCAP_SC_FDATASYNC:
+		return 3;
+	}
+	return -1;
+}
+
+/* sc_fs_class: the per-file-system class of operation op on fd, 0 when
+ * the fd's file is not on ext4, overlay or tmpfs. */
+static __always_inline __u32 sc_fs_class(int op, long fd)
+{
+	struct file *f;
+	unsigned long magic;
+	__u32 fs;
+
+	if (fd < 0)
+		return 0;
+	f = fd_file(bpf_get_current_task_btf(), fd);
+	if (!f)
+		return 0;
+	/* Regular files only: a device node or a pipe on devtmpfs or tmpfs
+	 * is not a tmpfs file operation. */
+	if ((BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) != S_IFREG)
+		return 0;
+	magic = BPF_CORE_READ(f, f_inode, i_sb, s_magic);
+	switch (magic) {
+	case EXT4_SUPER_MAGIC:
+		fs = 0;
+		break;
+	case OVERLAYFS_SUPER_MAGIC:
+		fs = 1;
+		break;
+	case TMPFS_MAGIC:
+		fs = 2;
+		break;
+	default:
+		return 0;
+	}
+	return SYSCAP_SC_FS + fs * 4 + op;
+}
+
+/* sc_add adds one call of d ns to row (tgid, class). */
+static __always_inline void sc_add(__u32 tgid, __u32 class, __u64 d, bool failed)
+{
+	struct syscap_sc_val *v = sc_row(tgid, class);
+
+	if (!v)
+		return;
+	__sync_fetch_and_add(&v->calls, 1);
+	__sync_fetch_and_add(&v->ns_sum, d);
+	if (failed)
+		__sync_fetch_and_add(&v->failed, 1);
+	galago_max_u64(&v->ns_max, d);
+}
+
+/* sc_note_ioctl keeps the fd and cmd of the process's longest ioctl. Two
+ * threads finishing long ioctls at once may pair one's time with the
+ * other's fd and cmd (no lock): both were long. */
+static __always_inline void sc_note_ioctl(__u32 tgid, const struct sc_start *s, __u64 d)
+{
+	struct syscap_sc_ioctl *v = bpf_map_lookup_elem(&sc_ioctl, &tgid);
+	struct syscap_sc_ioctl n = {.ns = d, .fd = s->fd, .cmd = s->cmd};
+
+	if (!v) {
+		if (bpf_map_update_elem(&sc_ioctl, &tgid, &n, BPF_NOEXIST) == 0)
+			return;
+		v = bpf_map_lookup_elem(&sc_ioctl, &tgid);
+		if (!v)
+			return; /* full: the call itself is counted in sc_stats */
+	}
+	if (d > v->ns)
+		*v = n;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(syscap_stat_enter, struct pt_regs *regs, long id)
+{
+	__u32 class = sc_class(id);
+	struct sc_start *s;
+
+	if (class == SYSCAP_SC_ALL || !((sc_classes & (1U << class)) || (sc_fs && sc_fs_op(class) >= 0)) ||
+	    !galago_observed(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	s = bpf_task_storage_get(&sc_starts, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s)
+		return 0;
+	s->class = class;
+	if (class == SYSCAP_SC_IOCTL) {
+		s->fd = SC_ARG0(regs);
+		s->cmd = SC_ARG1(regs);
+	}
+	s->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(syscap_stat_exit, struct pt_regs *regs, long ret)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct syscap_sc_val *v;
+	struct sc_start *s = NULL;
+	bool failed = ret < 0 && ret >= -4095 && (sc_classes & 1);
+	__u64 ts, d;
+	__u32 class = sc_class(SC_NR(regs));
+
+	/* Only a call of a class being timed can have an entry time: every
+	 * other syscall costs a switch and the failure check. */
+	if (class != SYSCAP_SC_ALL && ((sc_classes & (1U << class)) || (sc_fs && sc_fs_op(class) >= 0)))
+		s = bpf_task_storage_get(&sc_starts, bpf_get_current_task_btf(), 0, 0);
+	if (s && s->ts) {
+		/* Entered observed: counted even if the snoopers changed since. */
+		ts = bpf_ktime_get_ns();
+		d = ts > s->ts ? ts - s->ts : 0;
+		s->ts = 0;
+		if (class != s->class || class >= SYSCAP_SC_MAX || (class >= SYSCAP_SC_FS && class != SYSCAP_SC_IOCTL))
+			goto fail; /* not the call that stored it (a thread that exec'ed) */
+		if (sc_classes & (1U << class))
+			sc_add(tgid, class, d, failed);
+		if (class == SYSCAP_SC_IOCTL && (sc_classes & (1U << class)))
+			sc_note_ioctl(tgid, s, d);
+		if (sc_fs) {
+			int op = sc_fs_op(class);
+			__u32 fsc;
+
+			if (op >= 0) {
+				fsc = sc_fs_class(op, op == 2 ? ret : (long)(int)SC_ARG0(regs));
+				if (fsc)
+					sc_add(tgid, fsc, d, failed);
+			}
+		}
+	} else if (failed && !galago_observed(tgid)) {
+		return 0;
+	}
+fail:
+	if (!failed)
+		return 0;
+	v = sc_row(tgid, SYSCAP_SC_ALL);
+	if (v)
+		__sync_fetch_and_add(&v->failed, 1);
 	return 0;
 }

@@ -28,6 +28,15 @@ type syscapGoTlsKey struct {
 	G    uint64
 }
 
+type syscapScStart struct {
+	_     structs.HostLayout
+	Ts    uint64
+	Class uint32
+	Fd    uint32
+	Cmd   uint32
+	Pad   uint32
+}
+
 type syscapSslCall struct {
 	_      structs.HostLayout
 	Ssl    uint64
@@ -164,6 +173,54 @@ const (
 	syscapSyscapRoleSYSCAP_ROLE_SERVER  syscapSyscapRole = 2
 )
 
+type syscapSyscapScClass uint32
+
+const (
+	syscapSyscapScClassSYSCAP_SC_ALL         syscapSyscapScClass = 0
+	syscapSyscapScClassSYSCAP_SC_READ        syscapSyscapScClass = 1
+	syscapSyscapScClassSYSCAP_SC_WRITE       syscapSyscapScClass = 2
+	syscapSyscapScClassSYSCAP_SC_MOUNT       syscapSyscapScClass = 3
+	syscapSyscapScClassSYSCAP_SC_UMOUNT      syscapSyscapScClass = 4
+	syscapSyscapScClassSYSCAP_SC_FSYNC       syscapSyscapScClass = 5
+	syscapSyscapScClassSYSCAP_SC_SENDMSG     syscapSyscapScClass = 6
+	syscapSyscapScClassSYSCAP_SC_RECVMSG     syscapSyscapScClass = 7
+	syscapSyscapScClassSYSCAP_SC_SCHED_YIELD syscapSyscapScClass = 8
+	syscapSyscapScClassSYSCAP_SC_FUTEX       syscapSyscapScClass = 9
+	syscapSyscapScClassSYSCAP_SC_EPOLL_WAIT  syscapSyscapScClass = 10
+	syscapSyscapScClassSYSCAP_SC_EPOLL_PWAIT syscapSyscapScClass = 11
+	syscapSyscapScClassSYSCAP_SC_FORK        syscapSyscapScClass = 12
+	syscapSyscapScClassSYSCAP_SC_VFORK       syscapSyscapScClass = 13
+	syscapSyscapScClassSYSCAP_SC_CLONE       syscapSyscapScClass = 14
+	syscapSyscapScClassSYSCAP_SC_PREAD       syscapSyscapScClass = 15
+	syscapSyscapScClassSYSCAP_SC_PWRITE      syscapSyscapScClass = 16
+	syscapSyscapScClassSYSCAP_SC_OPEN        syscapSyscapScClass = 17
+	syscapSyscapScClassSYSCAP_SC_FDATASYNC   syscapSyscapScClass = 18
+	syscapSyscapScClassSYSCAP_SC_FS          syscapSyscapScClass = 19
+	syscapSyscapScClassSYSCAP_SC_IOCTL       syscapSyscapScClass = 31
+	syscapSyscapScClassSYSCAP_SC_MAX         syscapSyscapScClass = 32
+)
+
+type syscapSyscapScIoctl struct {
+	_   structs.HostLayout
+	Ns  uint64
+	Fd  uint32
+	Cmd uint32
+}
+
+type syscapSyscapScKey struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	Class uint32
+}
+
+type syscapSyscapScVal struct {
+	_      structs.HostLayout
+	Calls  uint64
+	Failed uint64
+	NsSum  uint64
+	NsMax  uint64
+}
+
 type syscapSyscapScratch struct {
 	_    structs.HostLayout
 	H    syscapSyscapDataHdr
@@ -183,54 +240,66 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	syscapMapConnLost             = "conn_lost"
-	syscapMapConns                = "conns"
-	syscapMapEvents               = "events"
-	syscapMapFilterCgroups        = "filter_cgroups"
-	syscapMapFilterDecided        = "filter_decided"
-	syscapMapFilterPending        = "filter_pending"
-	syscapMapFilterPendingLost    = "filter_pending_lost"
-	syscapMapFilterTgids          = "filter_tgids"
-	syscapMapGoTlsCalls           = "go_tls_calls"
-	syscapMapHeadBuf              = "head_buf"
-	syscapMapLostEvents           = "lost_events"
-	syscapMapNextId               = "next_id"
-	syscapMapScratch              = "scratch"
-	syscapMapSslCalls             = "ssl_calls"
-	syscapMapSslFds               = "ssl_fds"
-	syscapMapSslLost              = "ssl_lost"
-	syscapProgGalagoFilterExec    = "galago_filter_exec"
-	syscapProgGalagoFilterFork    = "galago_filter_fork"
-	syscapProgGoTlsReadEnter      = "go_tls_read_enter"
-	syscapProgGoTlsReturn         = "go_tls_return"
-	syscapProgGoTlsWriteEnter     = "go_tls_write_enter"
-	syscapProgSslHandshakeEnter   = "ssl_handshake_enter"
-	syscapProgSslHandshakeReturn  = "ssl_handshake_return"
-	syscapProgSslReadEnter        = "ssl_read_enter"
-	syscapProgSslReadExEnter      = "ssl_read_ex_enter"
-	syscapProgSslReturn           = "ssl_return"
-	syscapProgSslWriteEnter       = "ssl_write_enter"
-	syscapProgSslWriteExEnter     = "ssl_write_ex_enter"
-	syscapProgSyscapSysExit       = "syscap_sys_exit"
-	syscapVarGalagoExportCloseRec = "__galago_export_close_rec"
-	syscapVarGalagoExportConn     = "__galago_export_conn"
-	syscapVarGalagoExportConnRec  = "__galago_export_conn_rec"
-	syscapVarGalagoExportDataHdr  = "__galago_export_data_hdr"
-	syscapVarGalagoExportDir      = "__galago_export_dir"
-	syscapVarGalagoExportL4       = "__galago_export_l4"
-	syscapVarGalagoExportProto    = "__galago_export_proto"
-	syscapVarGalagoExportRecType  = "__galago_export_rec_type"
-	syscapVarGalagoExportRole     = "__galago_export_role"
-	syscapVarGalagoExportState    = "__galago_export_state"
-	syscapVarGalagoFilterCfg      = "galago_filter_cfg"
-	syscapVarGalagoRbWakeupBytes  = "galago_rb_wakeup_bytes"
-	syscapVarGoNetfdSysfdOff      = "go_netfd_sysfd_off"
-	syscapVarGoTcpconnFdOff       = "go_tcpconn_fd_off"
-	syscapVarGoTlsConnDataOff     = "go_tls_conn_data_off"
-	syscapVarSyscapCap            = "syscap_cap"
-	syscapVarSyscapContCap        = "syscap_cont_cap"
-	syscapVarSyscapProtos         = "syscap_protos"
-	syscapVarSyscapSsl            = "syscap_ssl"
+	syscapMapConnLost               = "conn_lost"
+	syscapMapConns                  = "conns"
+	syscapMapEvents                 = "events"
+	syscapMapFilterCgroups          = "filter_cgroups"
+	syscapMapFilterDecided          = "filter_decided"
+	syscapMapFilterPending          = "filter_pending"
+	syscapMapFilterPendingLost      = "filter_pending_lost"
+	syscapMapFilterTgids            = "filter_tgids"
+	syscapMapGoTlsCalls             = "go_tls_calls"
+	syscapMapHeadBuf                = "head_buf"
+	syscapMapLostEvents             = "lost_events"
+	syscapMapNextId                 = "next_id"
+	syscapMapScIoctl                = "sc_ioctl"
+	syscapMapScLost                 = "sc_lost"
+	syscapMapScStarts               = "sc_starts"
+	syscapMapScStats                = "sc_stats"
+	syscapMapScratch                = "scratch"
+	syscapMapSslCalls               = "ssl_calls"
+	syscapMapSslFds                 = "ssl_fds"
+	syscapMapSslLost                = "ssl_lost"
+	syscapProgGalagoFilterExec      = "galago_filter_exec"
+	syscapProgGalagoFilterFork      = "galago_filter_fork"
+	syscapProgGoTlsReadEnter        = "go_tls_read_enter"
+	syscapProgGoTlsReturn           = "go_tls_return"
+	syscapProgGoTlsWriteEnter       = "go_tls_write_enter"
+	syscapProgSslHandshakeEnter     = "ssl_handshake_enter"
+	syscapProgSslHandshakeReturn    = "ssl_handshake_return"
+	syscapProgSslReadEnter          = "ssl_read_enter"
+	syscapProgSslReadExEnter        = "ssl_read_ex_enter"
+	syscapProgSslReturn             = "ssl_return"
+	syscapProgSslWriteEnter         = "ssl_write_enter"
+	syscapProgSslWriteExEnter       = "ssl_write_ex_enter"
+	syscapProgSyscapStatEnter       = "syscap_stat_enter"
+	syscapProgSyscapStatExit        = "syscap_stat_exit"
+	syscapProgSyscapSysExit         = "syscap_sys_exit"
+	syscapVarGalagoExportCloseRec   = "__galago_export_close_rec"
+	syscapVarGalagoExportConn       = "__galago_export_conn"
+	syscapVarGalagoExportConnRec    = "__galago_export_conn_rec"
+	syscapVarGalagoExportDataHdr    = "__galago_export_data_hdr"
+	syscapVarGalagoExportDir        = "__galago_export_dir"
+	syscapVarGalagoExportL4         = "__galago_export_l4"
+	syscapVarGalagoExportProto      = "__galago_export_proto"
+	syscapVarGalagoExportRecType    = "__galago_export_rec_type"
+	syscapVarGalagoExportRole       = "__galago_export_role"
+	syscapVarGalagoExportScClass    = "__galago_export_sc_class"
+	syscapVarGalagoExportScIoctlVal = "__galago_export_sc_ioctl_val"
+	syscapVarGalagoExportScKey      = "__galago_export_sc_key"
+	syscapVarGalagoExportScVal      = "__galago_export_sc_val"
+	syscapVarGalagoExportState      = "__galago_export_state"
+	syscapVarGalagoFilterCfg        = "galago_filter_cfg"
+	syscapVarGalagoRbWakeupBytes    = "galago_rb_wakeup_bytes"
+	syscapVarGoNetfdSysfdOff        = "go_netfd_sysfd_off"
+	syscapVarGoTcpconnFdOff         = "go_tcpconn_fd_off"
+	syscapVarGoTlsConnDataOff       = "go_tls_conn_data_off"
+	syscapVarScClasses              = "sc_classes"
+	syscapVarScFs                   = "sc_fs"
+	syscapVarSyscapCap              = "syscap_cap"
+	syscapVarSyscapContCap          = "syscap_cont_cap"
+	syscapVarSyscapProtos           = "syscap_protos"
+	syscapVarSyscapSsl              = "syscap_ssl"
 )
 
 // loadSyscap returns the embedded CollectionSpec for syscap.
@@ -287,6 +356,8 @@ type syscapProgramSpecs struct {
 	SslReturn          *ebpf.ProgramSpec `ebpf:"ssl_return"`
 	SslWriteEnter      *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
 	SslWriteExEnter    *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
+	SyscapStatEnter    *ebpf.ProgramSpec `ebpf:"syscap_stat_enter"`
+	SyscapStatExit     *ebpf.ProgramSpec `ebpf:"syscap_stat_exit"`
 	SyscapSysExit      *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
 }
 
@@ -306,6 +377,10 @@ type syscapMapSpecs struct {
 	HeadBuf           *ebpf.MapSpec `ebpf:"head_buf"`
 	LostEvents        *ebpf.MapSpec `ebpf:"lost_events"`
 	NextId            *ebpf.MapSpec `ebpf:"next_id"`
+	ScIoctl           *ebpf.MapSpec `ebpf:"sc_ioctl"`
+	ScLost            *ebpf.MapSpec `ebpf:"sc_lost"`
+	ScStarts          *ebpf.MapSpec `ebpf:"sc_starts"`
+	ScStats           *ebpf.MapSpec `ebpf:"sc_stats"`
 	Scratch           *ebpf.MapSpec `ebpf:"scratch"`
 	SslCalls          *ebpf.MapSpec `ebpf:"ssl_calls"`
 	SslFds            *ebpf.MapSpec `ebpf:"ssl_fds"`
@@ -316,25 +391,31 @@ type syscapMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscapVariableSpecs struct {
-	GalagoExportCloseRec *ebpf.VariableSpec `ebpf:"__galago_export_close_rec"`
-	GalagoExportConn     *ebpf.VariableSpec `ebpf:"__galago_export_conn"`
-	GalagoExportConnRec  *ebpf.VariableSpec `ebpf:"__galago_export_conn_rec"`
-	GalagoExportDataHdr  *ebpf.VariableSpec `ebpf:"__galago_export_data_hdr"`
-	GalagoExportDir      *ebpf.VariableSpec `ebpf:"__galago_export_dir"`
-	GalagoExportL4       *ebpf.VariableSpec `ebpf:"__galago_export_l4"`
-	GalagoExportProto    *ebpf.VariableSpec `ebpf:"__galago_export_proto"`
-	GalagoExportRecType  *ebpf.VariableSpec `ebpf:"__galago_export_rec_type"`
-	GalagoExportRole     *ebpf.VariableSpec `ebpf:"__galago_export_role"`
-	GalagoExportState    *ebpf.VariableSpec `ebpf:"__galago_export_state"`
-	GalagoFilterCfg      *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
-	GalagoRbWakeupBytes  *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
-	GoNetfdSysfdOff      *ebpf.VariableSpec `ebpf:"go_netfd_sysfd_off"`
-	GoTcpconnFdOff       *ebpf.VariableSpec `ebpf:"go_tcpconn_fd_off"`
-	GoTlsConnDataOff     *ebpf.VariableSpec `ebpf:"go_tls_conn_data_off"`
-	SyscapCap            *ebpf.VariableSpec `ebpf:"syscap_cap"`
-	SyscapContCap        *ebpf.VariableSpec `ebpf:"syscap_cont_cap"`
-	SyscapProtos         *ebpf.VariableSpec `ebpf:"syscap_protos"`
-	SyscapSsl            *ebpf.VariableSpec `ebpf:"syscap_ssl"`
+	GalagoExportCloseRec   *ebpf.VariableSpec `ebpf:"__galago_export_close_rec"`
+	GalagoExportConn       *ebpf.VariableSpec `ebpf:"__galago_export_conn"`
+	GalagoExportConnRec    *ebpf.VariableSpec `ebpf:"__galago_export_conn_rec"`
+	GalagoExportDataHdr    *ebpf.VariableSpec `ebpf:"__galago_export_data_hdr"`
+	GalagoExportDir        *ebpf.VariableSpec `ebpf:"__galago_export_dir"`
+	GalagoExportL4         *ebpf.VariableSpec `ebpf:"__galago_export_l4"`
+	GalagoExportProto      *ebpf.VariableSpec `ebpf:"__galago_export_proto"`
+	GalagoExportRecType    *ebpf.VariableSpec `ebpf:"__galago_export_rec_type"`
+	GalagoExportRole       *ebpf.VariableSpec `ebpf:"__galago_export_role"`
+	GalagoExportScClass    *ebpf.VariableSpec `ebpf:"__galago_export_sc_class"`
+	GalagoExportScIoctlVal *ebpf.VariableSpec `ebpf:"__galago_export_sc_ioctl_val"`
+	GalagoExportScKey      *ebpf.VariableSpec `ebpf:"__galago_export_sc_key"`
+	GalagoExportScVal      *ebpf.VariableSpec `ebpf:"__galago_export_sc_val"`
+	GalagoExportState      *ebpf.VariableSpec `ebpf:"__galago_export_state"`
+	GalagoFilterCfg        *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
+	GalagoRbWakeupBytes    *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
+	GoNetfdSysfdOff        *ebpf.VariableSpec `ebpf:"go_netfd_sysfd_off"`
+	GoTcpconnFdOff         *ebpf.VariableSpec `ebpf:"go_tcpconn_fd_off"`
+	GoTlsConnDataOff       *ebpf.VariableSpec `ebpf:"go_tls_conn_data_off"`
+	ScClasses              *ebpf.VariableSpec `ebpf:"sc_classes"`
+	ScFs                   *ebpf.VariableSpec `ebpf:"sc_fs"`
+	SyscapCap              *ebpf.VariableSpec `ebpf:"syscap_cap"`
+	SyscapContCap          *ebpf.VariableSpec `ebpf:"syscap_cont_cap"`
+	SyscapProtos           *ebpf.VariableSpec `ebpf:"syscap_protos"`
+	SyscapSsl              *ebpf.VariableSpec `ebpf:"syscap_ssl"`
 }
 
 // syscapObjects contains all objects after they have been loaded into the kernel.
@@ -369,6 +450,10 @@ type syscapMaps struct {
 	HeadBuf           *ebpf.Map `ebpf:"head_buf"`
 	LostEvents        *ebpf.Map `ebpf:"lost_events"`
 	NextId            *ebpf.Map `ebpf:"next_id"`
+	ScIoctl           *ebpf.Map `ebpf:"sc_ioctl"`
+	ScLost            *ebpf.Map `ebpf:"sc_lost"`
+	ScStarts          *ebpf.Map `ebpf:"sc_starts"`
+	ScStats           *ebpf.Map `ebpf:"sc_stats"`
 	Scratch           *ebpf.Map `ebpf:"scratch"`
 	SslCalls          *ebpf.Map `ebpf:"ssl_calls"`
 	SslFds            *ebpf.Map `ebpf:"ssl_fds"`
@@ -389,6 +474,10 @@ func (m *syscapMaps) Close() error {
 		m.HeadBuf,
 		m.LostEvents,
 		m.NextId,
+		m.ScIoctl,
+		m.ScLost,
+		m.ScStarts,
+		m.ScStats,
 		m.Scratch,
 		m.SslCalls,
 		m.SslFds,
@@ -400,25 +489,31 @@ func (m *syscapMaps) Close() error {
 //
 // It can be passed to loadSyscapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscapVariables struct {
-	GalagoExportCloseRec *ebpf.Variable `ebpf:"__galago_export_close_rec"`
-	GalagoExportConn     *ebpf.Variable `ebpf:"__galago_export_conn"`
-	GalagoExportConnRec  *ebpf.Variable `ebpf:"__galago_export_conn_rec"`
-	GalagoExportDataHdr  *ebpf.Variable `ebpf:"__galago_export_data_hdr"`
-	GalagoExportDir      *ebpf.Variable `ebpf:"__galago_export_dir"`
-	GalagoExportL4       *ebpf.Variable `ebpf:"__galago_export_l4"`
-	GalagoExportProto    *ebpf.Variable `ebpf:"__galago_export_proto"`
-	GalagoExportRecType  *ebpf.Variable `ebpf:"__galago_export_rec_type"`
-	GalagoExportRole     *ebpf.Variable `ebpf:"__galago_export_role"`
-	GalagoExportState    *ebpf.Variable `ebpf:"__galago_export_state"`
-	GalagoFilterCfg      *ebpf.Variable `ebpf:"galago_filter_cfg"`
-	GalagoRbWakeupBytes  *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
-	GoNetfdSysfdOff      *ebpf.Variable `ebpf:"go_netfd_sysfd_off"`
-	GoTcpconnFdOff       *ebpf.Variable `ebpf:"go_tcpconn_fd_off"`
-	GoTlsConnDataOff     *ebpf.Variable `ebpf:"go_tls_conn_data_off"`
-	SyscapCap            *ebpf.Variable `ebpf:"syscap_cap"`
-	SyscapContCap        *ebpf.Variable `ebpf:"syscap_cont_cap"`
-	SyscapProtos         *ebpf.Variable `ebpf:"syscap_protos"`
-	SyscapSsl            *ebpf.Variable `ebpf:"syscap_ssl"`
+	GalagoExportCloseRec   *ebpf.Variable `ebpf:"__galago_export_close_rec"`
+	GalagoExportConn       *ebpf.Variable `ebpf:"__galago_export_conn"`
+	GalagoExportConnRec    *ebpf.Variable `ebpf:"__galago_export_conn_rec"`
+	GalagoExportDataHdr    *ebpf.Variable `ebpf:"__galago_export_data_hdr"`
+	GalagoExportDir        *ebpf.Variable `ebpf:"__galago_export_dir"`
+	GalagoExportL4         *ebpf.Variable `ebpf:"__galago_export_l4"`
+	GalagoExportProto      *ebpf.Variable `ebpf:"__galago_export_proto"`
+	GalagoExportRecType    *ebpf.Variable `ebpf:"__galago_export_rec_type"`
+	GalagoExportRole       *ebpf.Variable `ebpf:"__galago_export_role"`
+	GalagoExportScClass    *ebpf.Variable `ebpf:"__galago_export_sc_class"`
+	GalagoExportScIoctlVal *ebpf.Variable `ebpf:"__galago_export_sc_ioctl_val"`
+	GalagoExportScKey      *ebpf.Variable `ebpf:"__galago_export_sc_key"`
+	GalagoExportScVal      *ebpf.Variable `ebpf:"__galago_export_sc_val"`
+	GalagoExportState      *ebpf.Variable `ebpf:"__galago_export_state"`
+	GalagoFilterCfg        *ebpf.Variable `ebpf:"galago_filter_cfg"`
+	GalagoRbWakeupBytes    *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
+	GoNetfdSysfdOff        *ebpf.Variable `ebpf:"go_netfd_sysfd_off"`
+	GoTcpconnFdOff         *ebpf.Variable `ebpf:"go_tcpconn_fd_off"`
+	GoTlsConnDataOff       *ebpf.Variable `ebpf:"go_tls_conn_data_off"`
+	ScClasses              *ebpf.Variable `ebpf:"sc_classes"`
+	ScFs                   *ebpf.Variable `ebpf:"sc_fs"`
+	SyscapCap              *ebpf.Variable `ebpf:"syscap_cap"`
+	SyscapContCap          *ebpf.Variable `ebpf:"syscap_cont_cap"`
+	SyscapProtos           *ebpf.Variable `ebpf:"syscap_protos"`
+	SyscapSsl              *ebpf.Variable `ebpf:"syscap_ssl"`
 }
 
 // syscapPrograms contains all programs after they have been loaded into the kernel.
@@ -437,6 +532,8 @@ type syscapPrograms struct {
 	SslReturn          *ebpf.Program `ebpf:"ssl_return"`
 	SslWriteEnter      *ebpf.Program `ebpf:"ssl_write_enter"`
 	SslWriteExEnter    *ebpf.Program `ebpf:"ssl_write_ex_enter"`
+	SyscapStatEnter    *ebpf.Program `ebpf:"syscap_stat_enter"`
+	SyscapStatExit     *ebpf.Program `ebpf:"syscap_stat_exit"`
 	SyscapSysExit      *ebpf.Program `ebpf:"syscap_sys_exit"`
 }
 
@@ -454,6 +551,8 @@ func (p *syscapPrograms) Close() error {
 		p.SslReturn,
 		p.SslWriteEnter,
 		p.SslWriteExEnter,
+		p.SyscapStatEnter,
+		p.SyscapStatExit,
 		p.SyscapSysExit,
 	)
 }

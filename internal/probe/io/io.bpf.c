@@ -39,6 +39,7 @@
  */
 #define GALAGO_RINGBUF
 #include "common.h"
+#include "folio.h"
 
 #define IO_MAX_INFLIGHT 16384
 #define IO_MAX_DEVS 1024
@@ -463,22 +464,6 @@ static __always_inline __u32 mapping_dev(struct address_space *mapping)
 	if ((dev >> MINORBITS) == 0)
 		return 0;
 	return dev;
-}
-
-static __always_inline __u64 folio_pages(struct folio *folio)
-{
-	/* folio_nr_pages: a large folio has PG_head in its flags and keeps its
-	 * order in the low byte of the second page's flags (_flags_1). flags
-	 * is an unsigned long, wrapped in a struct (memdesc_flags_t) on newer
-	 * kernels: read the word at the field's offset. */
-	unsigned long flags = 0;
-
-	bpf_probe_read_kernel(&flags, sizeof(flags), (void *)folio + bpf_core_field_offset(folio->flags));
-	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
-		return 1;
-	if (!bpf_core_field_exists(folio->_flags_1))
-		return 1;
-	return 1ULL << (folio->_flags_1 & 0xff);
 }
 
 SEC("tp_btf/mm_filemap_add_to_page_cache")

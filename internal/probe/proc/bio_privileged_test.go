@@ -1,0 +1,111 @@
+package proc
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/table"
+)
+
+// gatedDD starts dd behind a shell that waits for one line on stdin and
+// then execs it (same pid), so it can be observed from its first I/O.
+func gatedDD(t *testing.T, args string) (*exec.Cmd, func()) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "read x; exec dd "+args+" 2>/dev/null")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	return cmd, func() {
+		if _, err := stdin.Write([]byte("\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("dd %s: %v", args, err)
+		}
+	}
+}
+
+// TestPrivilegedBio: direct I/O of known sizes on the package's block-backed
+// file system, by two dd processes: each bio is counted once, by direction
+// and size class, for the process that submitted it.
+func TestPrivilegedBio(t *testing.T) {
+	probetest.RequireTools(t, "dd", "sh")
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("block_bio_queue"), bpfrt.HaveTPBTF("block_bio_complete"), bpfrt.HaveTPBTF("block_rq_complete"))
+	dir, err := os.MkdirTemp(".", "bio-") // on a block device, not tmpfs
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path, _ := filepath.Abs(filepath.Join(dir, "f"))
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(bytes.Repeat([]byte{7}, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil { // clean: direct I/O flushes nothing
+		t.Fatal(err)
+	}
+	f.Close()
+	_ = exec.Command("dd", "--version").Run() // dd's own pages in the page cache
+	reader, read := gatedDD(t, "if="+path+" iflag=direct bs=8192 count=3 of=/dev/null")
+	writer, write := gatedDD(t, "if=/dev/zero of="+path+" oflag=direct conv=notrunc,nocreat bs=4096 count=5")
+	const period = 500 * time.Millisecond
+	p, rt := startFor(t, period, []int{reader.Process.Pid, writer.Process.Pid}, "proc_io")
+	start := time.Now()
+	read()
+	write()
+	wall := time.Since(start)
+	of := func(pid int) func(*table.Record) bool {
+		return func(r *table.Record) bool { return r.Str("tgid") == strconv.Itoa(pid) }
+	}
+	rt.WaitRecords(t, "both processes' bios", func(recs []*table.Record) bool {
+		return sum(recs, table.ProcIo, "greater_4k_io_read", of(reader.Process.Pid)) >= 3 &&
+			sum(recs, table.ProcIo, "less_4k_io_write", of(writer.Process.Pid)) >= 5
+	})
+	recs, _ := finish(t, p, rt, period)
+	for _, c := range []struct {
+		pid   int
+		field string
+		want  float64
+	}{
+		{reader.Process.Pid, "greater_4k_io_read", 3}, {reader.Process.Pid, "less_4k_io_read", 0},
+		{reader.Process.Pid, "greater_4k_io_write", 0}, {reader.Process.Pid, "less_4k_io_write", 0},
+		{writer.Process.Pid, "less_4k_io_write", 5}, {writer.Process.Pid, "greater_4k_io_write", 0},
+		{writer.Process.Pid, "greater_4k_io_read", 0}, {writer.Process.Pid, "less_4k_io_read", 0},
+		{reader.Process.Pid, "bio_err_count", 0}, {writer.Process.Pid, "bio_err_count", 0},
+	} {
+		if got := sum(recs, table.ProcIo, c.field, of(c.pid)); got != c.want {
+			t.Errorf("pid %d %s = %v, want %v", c.pid, c.field, got, c.want)
+		}
+	}
+	lat := table.ProcIo.MustIndex("bio_latency")
+	for _, pid := range []int{reader.Process.Pid, writer.Process.Pid} {
+		n := 0
+		for _, r := range recs {
+			if r.Table != table.ProcIo || !of(pid)(r) || !r.Values[lat].Set {
+				continue
+			}
+			n++
+			if v := time.Duration(r.Values[lat].Num); v <= 0 || v > wall {
+				t.Errorf("pid %d bio_latency %v, want in (0, %v]", pid, v, wall)
+			}
+		}
+		if n == 0 {
+			t.Errorf("pid %d: no bio_latency", pid)
+		}
+	}
+}
