@@ -2,18 +2,20 @@ package instmeta
 
 import "encoding/binary"
 
-func cpuid(eax, ecx uint32) (a, b, c, d uint32)
+func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 
-// cpuHypervisor is the hypervisor's CPUID vendor signature (leaf
-// 0x40000000, EBX ECX EDX), "" when CPUID.1:ECX bit 31 says no hypervisor.
-func cpuHypervisor() string {
-	if _, _, c, _ := cpuid(1, 0); c&(1<<31) == 0 {
-		return ""
+// CPUIDSignature returns the hypervisor vendor signature of CPUID leaf
+// 0x40000000 (EBX, ECX, EDX) when leaf 1 sets the hypervisor-present bit
+// (ECX bit 31); ok is false on bare metal.
+func CPUIDSignature() (sig string, ok bool) {
+	_, _, ecx, _ := cpuid(1, 0)
+	if ecx&(1<<31) == 0 {
+		return "", false
 	}
 	_, b, c, d := cpuid(0x40000000, 0)
-	var sig [12]byte
-	binary.LittleEndian.PutUint32(sig[0:], b)
-	binary.LittleEndian.PutUint32(sig[4:], c)
-	binary.LittleEndian.PutUint32(sig[8:], d)
-	return string(sig[:])
+	var buf [12]byte
+	binary.LittleEndian.PutUint32(buf[0:], b)
+	binary.LittleEndian.PutUint32(buf[4:], c)
+	binary.LittleEndian.PutUint32(buf[8:], d)
+	return string(buf[:]), true
 }

@@ -2,6 +2,6 @@
 
 package instmeta
 
-// cpuHypervisor: only x86 has the CPUID hypervisor leaf; other
-// architectures rely on /sys/hypervisor/type and DMI.
-func cpuHypervisor() string { return "" }
+// CPUIDSignature: only x86 has CPUID; other architectures rely on
+// /sys/hypervisor, the device tree and DMI.
+func CPUIDSignature() (string, bool) { return "", false }

@@ -22,7 +22,7 @@ var DMIAttrs = []string{
 // Meta is what was found; a field that is unknown is "".
 type Meta struct {
 	DMI           map[string]string // attribute -> cleaned value, only the ones found
-	Hypervisor    string            // kvm, xen, vmware, hyperv, virtualbox, ...; "" on bare metal or unknown
+	Hypervisor    string            // systemd-detect-virt's names: kvm, qemu, amazon, microsoft, vmware, xen, oracle, ...; "" on bare metal
 	CloudProvider string            // aws, gcp, azure, alibaba, oracle, tencent, huawei, digitalocean, hetzner, openstack, ...
 	InstanceType  string
 	InstanceID    string
@@ -82,8 +82,7 @@ func Read(fsys procfs.FS) Meta {
 			m.Missing["dmi_root_only"] = strings.Join(unreadable, ", ") + " are readable by root only"
 		}
 	}
-	hvType, _ := fsys.HypervisorType()
-	m.Hypervisor = hypervisor(cpuHypervisor(), strings.TrimSpace(hvType), m.DMI)
+	m.Hypervisor = DetectHypervisor(fsys, CPUIDSignature).Name
 	m.CloudProvider, m.InstanceType, m.InstanceID = cloud(m.DMI)
 	labels, err := kubeletNodeLabels(fsys)
 	if err != nil {
@@ -102,44 +101,6 @@ func first(m map[string]string, keys ...string) string {
 		if v := m[k]; v != "" {
 			return v
 		}
-	}
-	return ""
-}
-
-// cpuSignatures maps CPUID leaf 0x40000000 vendor signatures.
-var cpuSignatures = map[string]string{
-	"KVMKVMKVM\x00\x00\x00": "kvm", "Linux KVM Hv": "kvm", "Microsoft Hv": "hyperv", "VMwareVMware": "vmware",
-	"XenVMMXenVMM": "xen", "TCGTCGTCGTCG": "qemu", "bhyve bhyve ": "bhyve", " lrpepyh  vr": "parallels",
-	"VBoxVBoxVBox": "virtualbox", "ACRNACRNACRN": "acrn", "QNXQVMBSQG\x00\x00": "qnx", "SRESRESRESRE": "sre",
-	"EVMMEVMMEVMM": "evmm",
-}
-
-// hypervisor picks the hypervisor from the CPU's signature, then
-// /sys/hypervisor/type, then DMI.
-func hypervisor(sig, hvType string, dmi map[string]string) string {
-	if h, ok := cpuSignatures[sig]; ok {
-		return h
-	}
-	if hvType != "" {
-		return strings.ToLower(hvType)
-	}
-	vendor, product := strings.ToLower(dmi["sys_vendor"]), strings.ToLower(dmi["product_name"])
-	switch {
-	case strings.Contains(product, "kvm") || strings.Contains(vendor, "qemu") || strings.Contains(product, "standard pc"):
-		return "kvm"
-	case strings.Contains(vendor, "vmware"):
-		return "vmware"
-	case strings.Contains(vendor, "microsoft") && strings.Contains(product, "virtual machine"):
-		return "hyperv"
-	case strings.Contains(vendor, "xen") || strings.Contains(product, "hvm domu"):
-		return "xen"
-	case strings.Contains(vendor, "innotek") || strings.Contains(product, "virtualbox"):
-		return "virtualbox"
-	case vendor == "amazon ec2" || vendor == "google" || vendor == "alibaba cloud":
-		return "kvm"
-	}
-	if sig != "" {
-		return "unknown"
 	}
 	return ""
 }

@@ -44,26 +44,6 @@ func TestCloud(t *testing.T) {
 	}
 }
 
-func TestHypervisor(t *testing.T) {
-	for _, c := range []struct {
-		sig, hvType string
-		dmi         map[string]string
-		want        string
-	}{
-		{"KVMKVMKVM\x00\x00\x00", "", nil, "kvm"},
-		{"Microsoft Hv", "", nil, "hyperv"},
-		{"", "xen", nil, "xen"},
-		{"", "", map[string]string{"sys_vendor": "VMware, Inc."}, "vmware"},
-		{"", "", map[string]string{"sys_vendor": "QEMU", "product_name": "Standard PC (i440FX + PIIX, 1996)"}, "kvm"},
-		{"", "", map[string]string{"sys_vendor": "Dell Inc.", "product_name": "PowerEdge R640"}, ""},
-		{"NewHVNewHVNe", "", nil, "unknown"},
-	} {
-		if got := hypervisor(c.sig, c.hvType, c.dmi); got != c.want {
-			t.Errorf("hypervisor(%q, %q, %v) = %q, want %q", c.sig, c.hvType, c.dmi, got, c.want)
-		}
-	}
-}
-
 func TestParseNodeLabels(t *testing.T) {
 	got := ParseNodeLabels(strings.NewReader(`KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.1 --node-labels=topology.kubernetes.io/region=r1,topology.kubernetes.io/zone=z1,x=y"` + "\n# comment\n"))
 	if len(got) != 3 || got["topology.kubernetes.io/region"] != "r1" || got["topology.kubernetes.io/zone"] != "z1" || got["x"] != "y" {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/instmeta"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/procfs"
@@ -26,7 +27,7 @@ func TestHostHypervisor(t *testing.T) {
 	if want == "" {
 		t.Fatal("systemd-detect-virt --vm printed nothing")
 	}
-	got := detectHypervisor(procfs.FS{}, cpuidHypervisor)
+	got := instmeta.DetectHypervisor(procfs.FS{}, instmeta.CPUIDSignature)
 	t.Logf("hypervisor: %+v; systemd-detect-virt --vm: %s", got, want)
 	if want == "none" {
 		if got.VM() {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/galago-project/galago/internal/instmeta"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/periodic"
 	"github.com/galago-project/galago/internal/procfs"
@@ -27,7 +28,7 @@ type Probe struct {
 	loop     *periodic.Loop
 
 	mu sync.Mutex
-	hv Hypervisor
+	hv instmeta.Hypervisor
 }
 
 var (
@@ -44,7 +45,7 @@ func withInterval(d time.Duration) Option {
 
 // New returns a stopped virt probe reading the host under fsys.
 func New(fsys procfs.FS, opts ...Option) *Probe {
-	p := &Probe{fs: fsys, cpuid: cpuidHypervisor}
+	p := &Probe{fs: fsys, cpuid: instmeta.CPUIDSignature}
 	for _, o := range opts {
 		o(p)
 	}
@@ -59,7 +60,7 @@ func (p *Probe) Name() string { return Name }
 func (p *Probe) Tables() []*table.Table { return []*table.Table{table.VirtProc} }
 
 // Hypervisor is what the host was found to run on at Start.
-func (p *Probe) Hypervisor() Hypervisor {
+func (p *Probe) Hypervisor() instmeta.Hypervisor {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.hv
@@ -68,7 +69,7 @@ func (p *Probe) Hypervisor() Hypervisor {
 // Start identifies the host's own hypervisor (logged once) and starts the
 // report loop.
 func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) error {
-	hv := detectHypervisor(p.fs, p.cpuid)
+	hv := instmeta.DetectHypervisor(p.fs, p.cpuid)
 	if err := p.loop.Start(cfg, rt); err != nil {
 		return fmt.Errorf("virt: %w", err)
 	}

@@ -1,4 +1,4 @@
-package virt
+package instmeta
 
 import (
 	"os"
@@ -50,12 +50,12 @@ var dmiVendors = []struct{ substr, name string }{
 	{"apple virtualization", "apple"},
 }
 
-// detectHypervisor identifies the hypervisor under root's host, in the
+// DetectHypervisor identifies the hypervisor under root's host, in the
 // order of systemd-detect-virt --vm: DMI first (it names clouds that run
 // KVM, e.g. amazon), then CPUID, /sys/hypervisor (Xen PV), the device
 // tree (arm64), and last the cpuinfo hypervisor flag, which says only that
 // there is one. cpuid describes the CPU galago runs on, whatever root is.
-func detectHypervisor(fs procfs.FS, cpuid func() (string, bool)) Hypervisor {
+func DetectHypervisor(fs procfs.FS, cpuid func() (string, bool)) Hypervisor {
 	for _, attr := range []string{"sys_vendor", "product_name", "board_vendor", "bios_vendor"} {
 		v, err := fs.DMI(attr)
 		if err != nil || v == "" {
