@@ -120,7 +120,7 @@ func runDaemon(cfg *config.Config) error {
 		return ioprobe.New(ioprobe.WithStats(bpfStats), ioprobe.WithMissingHooks(missing), ioprobe.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(l7probe.Name, func() probe.Probe {
-		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath))
+		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithRingSize(cfg.L7RingbufMB<<20))
 	})
 	mgr.Register(applog.Name, func() probe.Probe { return applog.New(applogOptions(cfg, ids)...) })
 	profiles := flamegraph.NewHub()

@@ -35,7 +35,7 @@
 // gala-gopher ignores, so one file serves both:
 //
 //	galago = { pid_file = "..."; cmd_socket = "..."; probes_init = "...";
-//	           custom_json = "..."; host_path = "/host";
+//	           custom_json = "..."; host_path = "/host"; l7_ringbuf_mb = 4;
 //	           kafka_tls = true; kafka_tls_ca_file = "..."; kafka_tls_cert_file = "...";
 //	           kafka_tls_key_file = "..."; kafka_sasl_mechanism = "SCRAM-SHA-512";
 //	           kafka_sasl_username = "..."; kafka_sasl_password = "..."; };
@@ -79,6 +79,7 @@ type Config struct {
 	ProbesInitFile string // galago.probes_init: /etc/gala-gopher/probes.init
 	CustomJSONFile string // galago.custom_json: /etc/gala-gopher/gala-gopher-custom.json
 	HostPath       string // galago.host_path, env GOPHER_HOST_PATH: root of the host file system, "/" or e.g. "/host" in a container
+	L7RingbufMB    int    // galago.l7_ringbuf_mb: the l7 capture's ring buffer, MiB, a power of 2 in [1, 256]; 4
 
 	// ProbesInitContent, from GOPHER_PROBES_INIT, replaces the content of
 	// ProbesInitFile when non-empty.
@@ -194,6 +195,7 @@ func Default() *Config {
 		ProbesInitFile: "/etc/gala-gopher/probes.init",
 		CustomJSONFile: "/etc/gala-gopher/gala-gopher-custom.json",
 		HostPath:       "/",
+		L7RingbufMB:    4,
 	}
 }
 

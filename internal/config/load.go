@@ -73,6 +73,7 @@ var schema = []key{
 	{"galago", "probes_init", func(c *Config) any { return &c.ProbesInitFile }},
 	{"galago", "custom_json", func(c *Config) any { return &c.CustomJSONFile }},
 	{"galago", "host_path", func(c *Config) any { return &c.HostPath }},
+	{"galago", "l7_ringbuf_mb", func(c *Config) any { return &c.L7RingbufMB }},
 	{"galago", "kafka_tls", func(c *Config) any { return &c.Kafka.TLS }},
 	{"galago", "kafka_tls_ca_file", func(c *Config) any { return &c.Kafka.TLSCAFile }},
 	{"galago", "kafka_tls_cert_file", func(c *Config) any { return &c.Kafka.TLSCertFile }},

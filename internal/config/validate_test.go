@@ -105,6 +105,10 @@ func TestValidateRejects(t *testing.T) {
 		{"metric dir /.", `logs = { metric_dir = "/var/log/.m"; };`,
 			`f.conf:1: logs.metric_dir: "/var/log/.m" contains "/.", which gala-gopher refuses in log dirs`},
 		{"host path", `galago = { host_path = "host"; };`, `f.conf:1: galago.host_path: "host" is not an absolute path`},
+		{"l7 ring 0", `galago = { l7_ringbuf_mb = 0; };`, `f.conf:1: galago.l7_ringbuf_mb: 0 is not a power of 2 in [1, 256] (MiB of the l7 capture's ring buffer)`},
+		{"l7 ring 3", `galago = { l7_ringbuf_mb = 3; };`, `f.conf:1: galago.l7_ringbuf_mb: 3 is not a power of 2 in [1, 256] (MiB of the l7 capture's ring buffer)`},
+		{"l7 ring 512", `galago = { l7_ringbuf_mb = 512; };`, `f.conf:1: galago.l7_ringbuf_mb: 512 is not a power of 2 in [1, 256] (MiB of the l7 capture's ring buffer)`},
+		{"l7 ring -4", `galago = { l7_ringbuf_mb = -4; };`, `f.conf:1: galago.l7_ringbuf_mb: -4 is not a power of 2 in [1, 256] (MiB of the l7 capture's ring buffer)`},
 		{"pid file", `galago = { pid_file = ""; };`, `f.conf:1: galago.pid_file: must not be empty`},
 		{"probes init", `galago = { probes_init = ""; };`, `f.conf:1: galago.probes_init: must not be empty`},
 		{"cmd socket", `galago = { cmd_socket = "` + long + `"; };`,
@@ -146,6 +150,8 @@ func TestValidateAccepts(t *testing.T) {
 		"edges": `imdb = { max_tables_num = 4096; max_metrics_num = 128; max_records_num = 1; record_timeout = 1; };
 			web_server = { port = 65535; }; rest_api_server = { port = 1024; }; logs = { metric_total_size = 1024; };
 			event = { timeout = 0; };`,
+		"l7 ring 1":   `galago = { l7_ringbuf_mb = 1; };`,
+		"l7 ring 256": `galago = { l7_ringbuf_mb = 256; };`,
 	}
 	for name, src := range cases {
 		if err := mustParse(t, src).Validate(); err != nil {

@@ -35,6 +35,7 @@ type Probe struct {
 	stats    *bpfrt.Stats
 	missing  *bpfrt.MissingHooks
 	hostPath string
+	ringSize int // capture ring buffer bytes; 0: syscap's default
 	// reportEvery, when set, replaces report_period (tests).
 	reportEvery time.Duration
 	now         func() time.Time
@@ -74,6 +75,11 @@ func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.
 
 // WithHostPath roots /proc (GOPHER_HOST_PATH).
 func WithHostPath(root string) Option { return func(p *Probe) { p.hostPath = root } }
+
+// WithRingSize sets the capture's ring buffer to bytes (galago.l7_ringbuf_mb):
+// a power of 2 from syscap.MinRingSize to syscap.MaxRingSize, checked by
+// Start; 0 keeps syscap.DefaultRingSize.
+func WithRingSize(bytes int) Option { return func(p *Probe) { p.ringSize = bytes } }
 
 // New returns an l7 probe.
 func New(opts ...Option) *Probe {
@@ -117,7 +123,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 			p.rt = nil
 		}
 	}()
-	p.capture, err = syscap.Open(syscap.Options{Log: log, Handler: handler{p}, OnLost: rt.Lost, HostPath: p.hostPath})
+	p.capture, err = syscap.Open(syscap.Options{Log: log, Handler: handler{p}, OnLost: rt.Lost, HostPath: p.hostPath, RingSize: p.ringSize})
 	if err != nil {
 		return fmt.Errorf("l7: %w", err)
 	}
