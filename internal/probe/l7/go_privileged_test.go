@@ -38,6 +38,14 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	default:
+		if h, ok := helpers[os.Getenv(helperEnv)]; ok {
+			if err := h(); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", os.Getenv(helperEnv), err)
+				os.Exit(1)
+			}
+			os.Exit(0)
+		}
 	}
 	os.Exit(2)
 }
