@@ -18,10 +18,11 @@ import (
 // serve until killed; clients print "count <key...> <n>" lines, their own
 // tally of what they sent and got, which the tests take as ground truth.
 var helpers = map[string]func() error{
-	"h2server":   h2Server,
-	"h2client":   h2Client,
-	"grpcserver": grpcServer,
-	"grpcclient": grpcClient,
+	"h2server":    h2Server,
+	"h2client":    h2Client,
+	"grpcserver":  grpcServer,
+	"grpcclient":  grpcClient,
+	"mysqlclient": mysqlClient,
 }
 
 // listenLoopback listens on a free loopback port and prints it.
