@@ -66,7 +66,7 @@ func StartMariaDB(ctx context.Context, procs *Procs, dir string) (*MariaDB, erro
 		select {
 		case <-m.proc.Exited():
 			log, _ := os.ReadFile(filepath.Join(m.dir, "error.log"))
-			return fmt.Errorf("mariadbd exited: %v\n%s", m.proc.Err(), Tail(log, 2000))
+			return fmt.Errorf("mariadbd exited: %w\n%s", m.proc.Err(), Tail(log, 2000))
 		default:
 		}
 		return m.admin.PingContext(ctx)
