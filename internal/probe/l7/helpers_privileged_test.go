@@ -23,6 +23,8 @@ var helpers = map[string]func() error{
 	"grpcserver":  grpcServer,
 	"grpcclient":  grpcClient,
 	"mysqlclient": mysqlClient,
+	"kafkabroker": kafkaBroker,
+	"kafkaclient": kafkaClient,
 }
 
 // listenLoopback listens on a free loopback port and prints it.

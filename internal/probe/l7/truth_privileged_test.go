@@ -7,7 +7,7 @@ import "testing"
 // load dominates a short test, so they share it; each subtest has servers
 // of its own, and its rows are told apart by their server port.
 func TestGroundTruthPrivileged(t *testing.T) {
-	e := newEnv(t, []string{"http", "mysql"}, true, "mariadb-install-db", "mariadbd")
+	e := newEnv(t, []string{"http", "mysql", "kafka"}, true, "mariadb-install-db", "mariadbd")
 	for _, tc := range []struct {
 		name string
 		run  func(t *testing.T, e *env)
@@ -16,6 +16,7 @@ func TestGroundTruthPrivileged(t *testing.T) {
 		{"h2-tls", func(t *testing.T, e *env) { testGoHTTP2(t, e, true) }},
 		{"grpc", testGRPC},
 		{"mariadb", testMariaDB},
+		{"kafka", testKafka},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.t = t
