@@ -25,6 +25,7 @@ var helpers = map[string]func() error{
 	"mysqlclient": mysqlClient,
 	"kafkabroker": kafkaBroker,
 	"kafkaclient": kafkaClient,
+	"dnsclient":   dnsClient,
 }
 
 // listenLoopback listens on a free loopback port and prints it.

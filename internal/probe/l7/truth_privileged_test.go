@@ -7,7 +7,8 @@ import "testing"
 // load dominates a short test, so they share it; each subtest has servers
 // of its own, and its rows are told apart by their server port.
 func TestGroundTruthPrivileged(t *testing.T) {
-	e := newEnv(t, []string{"http", "mysql", "kafka"}, true, "mariadb-install-db", "mariadbd")
+	e := newEnv(t, []string{"http", "mysql", "kafka", "dns"}, true,
+		"mariadb-install-db", "mariadbd", "unbound", "unbound-control", "ip")
 	for _, tc := range []struct {
 		name string
 		run  func(t *testing.T, e *env)
@@ -17,6 +18,7 @@ func TestGroundTruthPrivileged(t *testing.T) {
 		{"grpc", testGRPC},
 		{"mariadb", testMariaDB},
 		{"kafka", testKafka},
+		{"dns", testDNS},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.t = t
