@@ -67,7 +67,7 @@ func dnsClient() error {
 	for range envInt("GALAGO_L7_N") {
 		ips, err := r.LookupIP(ctx, "ip4", dnsName+".")
 		if err != nil || len(ips) != 1 || ips[0].String() != "192.0.2.7" {
-			return fmt.Errorf("%s: %v %v", dnsName, ips, err)
+			return fmt.Errorf("%s: %v %w", dnsName, ips, err)
 		}
 		counts["NOERROR"]++
 	}
@@ -75,7 +75,7 @@ func dnsClient() error {
 		_, err := r.LookupIP(ctx, "ip4", dnsMissing+".")
 		var de *net.DNSError
 		if !errors.As(err, &de) || !de.IsNotFound {
-			return fmt.Errorf("%s: %v, want not found", dnsMissing, err)
+			return fmt.Errorf("%s: %w, want not found", dnsMissing, err)
 		}
 		counts["NXDOMAIN"]++
 	}
