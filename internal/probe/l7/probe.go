@@ -152,7 +152,18 @@ func (p *Probe) applyLocked() error {
 		Log: p.rt.Logger(), ProcRoot: filepath.Join(root, "proc"), OnError: p.rt.Error,
 	})
 	protos := p.protocolsLocked()
-	if err := p.capture.SetConfig(syscap.Config{Protocols: protos}); err != nil {
+	capCfg := syscap.Config{Protocols: protos}
+	if slices.Contains(protos, l7.HTTP2) {
+		// HTTP/2 multiplexes streams: any write may start frames anywhere
+		// in it, not only a turn's first one, and a frame header cut off
+		// by the capture (later chunks of a turn keep DefaultContCap
+		// bytes) loses the connection's frame boundaries and HPACK table:
+		// seen with grpc-go, whose batched writes of a few streams' frames
+		// exceed 256 bytes. Later chunks are captured as whole as first
+		// ones (up to CaptureMax).
+		capCfg.ContCap = syscap.CaptureMax
+	}
+	if err := p.capture.SetConfig(capCfg); err != nil {
 		return fmt.Errorf("l7: %w", err)
 	}
 	if err := p.capture.SetTargets(p.cfg.Targets); err != nil {
