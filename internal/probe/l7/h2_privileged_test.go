@@ -1,8 +1,6 @@
 package l7
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/galago-project/galago/internal/table"
-	"github.com/galago-project/galago/internal/testcert"
 )
 
 // h2Paths are what the HTTP/2 server answers: each path its status.
@@ -50,14 +47,11 @@ func h2Server() error {
 func h2Client() error {
 	n := envInt("GALAGO_L7_N")
 	tr := &http.Transport{Protocols: new(http.Protocols)}
-	if ca := os.Getenv("GALAGO_L7_CA"); ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return err
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pem)
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	var err error
+	if tr.TLSClientConfig, err = clientTLS(); err != nil {
+		return err
+	}
+	if tr.TLSClientConfig != nil {
 		tr.Protocols.SetHTTP2(true)
 	} else {
 		tr.Protocols.SetUnencryptedHTTP2(true)
@@ -127,10 +121,7 @@ func testGoHTTP2(t *testing.T, e *env, useTLS bool) {
 	var srvEnv, cliEnv []string
 	scheme := "http"
 	if useTLS {
-		ca := testcert.NewCA(t, "galago-l7-test-ca")
-		cert, key := testcert.WriteFiles(t, e.dir, "server", ca.Issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth))
-		srvEnv = append(srvEnv, "GALAGO_L7_CERT="+cert, "GALAGO_L7_KEY="+key)
-		cliEnv = append(cliEnv, "GALAGO_L7_CA="+ca.WriteCA(t, e.dir, "ca"))
+		srvEnv, cliEnv = e.tlsFiles()
 		scheme = "https"
 	}
 	_, port := e.startHelper("h2server", srvEnv...)

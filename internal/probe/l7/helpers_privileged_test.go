@@ -2,6 +2,8 @@ package l7
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/realsrv"
+	"github.com/galago-project/galago/internal/testcert"
 )
 
 // helpers are the other roles the test binary plays when re-executed with
@@ -118,4 +121,30 @@ func printCounts(counts map[string]int) {
 func envInt(name string) int {
 	n, _ := strconv.Atoi(os.Getenv(name))
 	return n
+}
+
+// tlsFiles makes a CA and a server certificate for 127.0.0.1 in the test's
+// directory: the environment of a helper server (GALAGO_L7_CERT and
+// GALAGO_L7_KEY) and of a helper client (GALAGO_L7_CA).
+func (e *env) tlsFiles() (srvEnv, cliEnv []string) {
+	e.t.Helper()
+	ca := testcert.NewCA(e.t, "galago-l7-test-ca")
+	cert, key := testcert.WriteFiles(e.t, e.dir, "server", ca.Issue(e.t, "127.0.0.1", x509.ExtKeyUsageServerAuth))
+	return []string{"GALAGO_L7_CERT=" + cert, "GALAGO_L7_KEY=" + key}, []string{"GALAGO_L7_CA=" + ca.WriteCA(e.t, e.dir, "ca")}
+}
+
+// clientTLS is a helper client's TLS configuration: trusting GALAGO_L7_CA,
+// nil without one.
+func clientTLS() (*tls.Config, error) {
+	ca := os.Getenv("GALAGO_L7_CA")
+	if ca == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	return &tls.Config{RootCAs: pool}, nil
 }
