@@ -138,7 +138,7 @@ func runDaemon(cfg *config.Config) error {
 		return ioprobe.New(ioprobe.WithStats(bpfStats), ioprobe.WithMissingHooks(missing), ioprobe.WithHostPath(cfg.HostPath))
 	})
 	// One syscall capture for l7 and the ksli and postgre_sli views.
-	capture := syscap.NewShared(syscap.Options{Log: log.With("component", "syscap"), HostPath: cfg.HostPath})
+	capture := syscap.NewShared(syscap.Options{Log: log.With("component", "syscap"), HostPath: cfg.HostPath, RingSize: cfg.L7RingbufMB << 20})
 	mgr.Register(l7probe.Name, func() probe.Probe {
 		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithShared(capture))
 	})

@@ -35,7 +35,7 @@
 // gala-gopher ignores, so one file serves both:
 //
 //	galago = { pid_file = "..."; cmd_socket = "..."; probes_init = "...";
-//	           custom_json = "..."; host_path = "/host"; pg_stat_conf = "...";
+//	           custom_json = "..."; host_path = "/host"; pg_stat_conf = "..."; l7_ringbuf_mb = 4;
 //	           kafka_tls = true; kafka_tls_ca_file = "..."; kafka_tls_cert_file = "...";
 //	           kafka_tls_key_file = "..."; kafka_sasl_mechanism = "SCRAM-SHA-512";
 //	           kafka_sasl_username = "..."; kafka_sasl_password = "...";
@@ -106,6 +106,7 @@ type Config struct {
 	ProbesInitFile string // galago.probes_init: /etc/gala-gopher/probes.init
 	CustomJSONFile string // galago.custom_json: /etc/gala-gopher/gala-gopher-custom.json
 	HostPath       string // galago.host_path, env GOPHER_HOST_PATH: root of the host file system, "/" or e.g. "/host" in a container
+	L7RingbufMB    int    // galago.l7_ringbuf_mb: the l7 capture's ring buffer, MiB, a power of 2 in [1, 256]; 4
 	PgStatConf     string // galago.pg_stat_conf: opengauss_sli's servers, /etc/gala-gopher/extend_probes/pg_stat_probe.conf
 
 	// Container runtime API sockets, looked up under HostPath; "" disables.
@@ -246,6 +247,7 @@ func Default() *Config {
 		ContainerdSocket: "/run/containerd/containerd.sock",
 		DockerSocket:     "/var/run/docker.sock",
 		PgStatConf:       "/etc/gala-gopher/extend_probes/pg_stat_probe.conf",
+		L7RingbufMB:      4,
 	}
 }
 

@@ -78,6 +78,7 @@ var schema = []key{
 	{"galago", "containerd_socket", func(c *Config) any { return &c.ContainerdSocket }},
 	{"galago", "docker_socket", func(c *Config) any { return &c.DockerSocket }},
 	{"galago", "pg_stat_conf", func(c *Config) any { return &c.PgStatConf }},
+	{"galago", "l7_ringbuf_mb", func(c *Config) any { return &c.L7RingbufMB }},
 	{"galago", "kafka_tls", func(c *Config) any { return &c.Kafka.TLS }},
 	{"galago", "kafka_tls_ca_file", func(c *Config) any { return &c.Kafka.TLSCAFile }},
 	{"galago", "kafka_tls_cert_file", func(c *Config) any { return &c.Kafka.TLSCertFile }},

@@ -88,6 +88,9 @@ func (c *Config) Validate() error {
 	}
 	v.socketEndpoint("galago.containerd_socket", c.ContainerdSocket)
 	v.socketEndpoint("galago.docker_socket", c.DockerSocket)
+	if n := c.L7RingbufMB; n < 1 || n > 256 || n&(n-1) != 0 {
+		v.fail("galago.l7_ringbuf_mb", "%d is not a power of 2 in [1, 256] (MiB of the l7 capture's ring buffer)", n)
+	}
 	return errors.Join(v.errs...)
 }
 

@@ -118,6 +118,10 @@ func TestValidateRejects(t *testing.T) {
 		{"cri endpoint scheme", `galago = { cri_endpoints = "/run/a.sock, tcp://10.0.0.1:2375"; };`, `f.conf:1: galago.cri_endpoints: "tcp://10.0.0.1:2375": only unix sockets are supported, not tcp://`},
 		{"docker socket relative", `galago = { docker_socket = "unix://run/docker.sock"; };`, `f.conf:1: galago.docker_socket: "unix://run/docker.sock" is not an absolute socket path`},
 		{"containerd socket relative", `galago = { containerd_socket = "containerd.sock"; };`, `f.conf:1: galago.containerd_socket: "containerd.sock" is not an absolute socket path`},
+		{"l7 ring 0", `galago = { l7_ringbuf_mb = 0; };`, `f.conf:1: galago.l7_ringbuf_mb: 0 is not a power of 2 in [1, 256] (MiB of the l7 capture's ring buffer)`},
+		{"l7 ring 3", `galago = { l7_ringbuf_mb = 3; };`, `f.conf:1: galago.l7_ringbuf_mb: 3 is not a power of 2 in [1, 256] (MiB of the l7 capture's ring buffer)`},
+		{"l7 ring 512", `galago = { l7_ringbuf_mb = 512; };`, `f.conf:1: galago.l7_ringbuf_mb: 512 is not a power of 2 in [1, 256] (MiB of the l7 capture's ring buffer)`},
+		{"l7 ring -4", `galago = { l7_ringbuf_mb = -4; };`, `f.conf:1: galago.l7_ringbuf_mb: -4 is not a power of 2 in [1, 256] (MiB of the l7 capture's ring buffer)`},
 		{"pid file", `galago = { pid_file = ""; };`, `f.conf:1: galago.pid_file: must not be empty`},
 		{"probes init", `galago = { probes_init = ""; };`, `f.conf:1: galago.probes_init: must not be empty`},
 		{"cmd socket", `galago = { cmd_socket = "` + long + `"; };`,
@@ -162,6 +166,8 @@ func TestValidateAccepts(t *testing.T) {
 		"edges": `imdb = { max_tables_num = 4096; max_metrics_num = 128; max_records_num = 1; record_timeout = 1; };
 			web_server = { port = 65535; }; rest_api_server = { port = 1024; }; logs = { metric_total_size = 1024; };
 			event = { timeout = 0; };`,
+		"l7 ring 1":   `galago = { l7_ringbuf_mb = 1; };`,
+		"l7 ring 256": `galago = { l7_ringbuf_mb = 256; };`,
 	}
 	for name, src := range cases {
 		if err := mustParse(t, src).Validate(); err != nil {

@@ -207,6 +207,14 @@ func (sub *Sub) Run(ctx context.Context) error {
 	}
 }
 
+// RingSize is the shared capture's ring buffer size in bytes, as the
+// kernel made it.
+func (sub *Sub) RingSize() (int, error) {
+	sub.s.mu.Lock()
+	defer sub.s.mu.Unlock()
+	return sub.s.c.RingSize()
+}
+
 // Programs are the capture's programs by name, for bpfrt.Stats.
 func (sub *Sub) Programs() map[string]*ebpf.Program {
 	sub.s.mu.Lock()

@@ -78,6 +78,25 @@ type Options struct {
 	OnLost func(n uint64)
 	// HostPath roots /proc for the sweep of exited processes ("/" if empty).
 	HostPath string
+	// RingSize is the ring buffer's size in bytes (0: DefaultRingSize): a
+	// power of 2 from MinRingSize to MaxRingSize. Records of bursts the
+	// reader cannot keep up with are lost (counted) once it is full.
+	RingSize int
+}
+
+// Bounds of Options.RingSize.
+const (
+	DefaultRingSize = 4 << 20
+	MinRingSize     = 1 << 20
+	MaxRingSize     = 256 << 20
+)
+
+// CheckRingSize says why n bytes is not a valid Options.RingSize.
+func CheckRingSize(n int) error {
+	if n < MinRingSize || n > MaxRingSize || n&(n-1) != 0 {
+		return fmt.Errorf("syscap: ring buffer size %d bytes: must be a power of 2 from %d MiB to %d MiB", n, MinRingSize>>20, MaxRingSize>>20)
+	}
+	return nil
 }
 
 // Capture is a loaded and attached capture.
@@ -116,6 +135,12 @@ func Open(opts Options) (*Capture, error) {
 	if opts.HostPath == "" {
 		opts.HostPath = "/"
 	}
+	if opts.RingSize == 0 {
+		opts.RingSize = DefaultRingSize
+	}
+	if err := CheckRingSize(opts.RingSize); err != nil {
+		return nil, err
+	}
 	if err := bpfrt.HaveTPBTF("sys_exit"); err != nil {
 		return nil, err
 	}
@@ -123,6 +148,7 @@ func Open(opts Options) (*Capture, error) {
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}
+	spec.Maps["events"].MaxEntries = uint32(opts.RingSize)
 	// Wake the reader every ~1000 records (or at a quarter full): a busy
 	// connection makes tens of thousands of records a second, and a wake-up
 	// (an IPI, the reader's epoll return and a goroutine switch) costs as
@@ -165,6 +191,15 @@ func Open(opts Options) (*Capture, error) {
 		return nil, fmt.Errorf("syscap: attach tp_btf/sys_exit: %w", err)
 	}
 	return c, nil
+}
+
+// RingSize is the size in bytes of the ring buffer the kernel made.
+func (c *Capture) RingSize() (int, error) {
+	info, err := c.objs.Events.Info()
+	if err != nil {
+		return 0, fmt.Errorf("syscap: ring buffer info: %w", err)
+	}
+	return int(info.MaxEntries), nil
 }
 
 // Programs are the capture's programs by name, for bpfrt.Stats.

@@ -40,6 +40,20 @@
 // UDP are not changed. 2 (gala-gopher's flowtracer map) is served as 1,
 // said once in the log; 0, the default, looks nothing up.
 //
+// Capture size: syscap keeps up to 4 KiB of the first chunk of a turn and
+// 256 bytes of the later ones; with HTTP/2 traced (l7_protocol http, the
+// default) later chunks keep 4 KiB too, since a multiplexed connection
+// starts frames anywhere in any write, and a frame header left out of the
+// capture loses the connection's frame boundaries and HPACK table (a
+// frame header past 4 KiB of one write still does; counted as lost).
+//
+// Ring buffer: the capture's records reach user space through one BPF ring
+// buffer of 4 MiB; galago.l7_ringbuf_mb (config file) sets it, a power of 2
+// from 1 to 256 MiB, fixed while the probe runs (a change takes effect at
+// the daemon's next start). A burst the reader cannot keep up with fills it,
+// and what does not fit is lost and counted (below): a larger ring absorbs
+// longer bursts at the cost of its locked memory.
+//
 // Bounds: at most DefaultMaxAPIs distinct api values per service (process,
 // server address and port, protocol, role); requests beyond fold into
 // api="__overflow__". A parser that loses the message boundaries (bytes the

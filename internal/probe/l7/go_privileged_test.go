@@ -2,7 +2,6 @@ package l7
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -15,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/table"
-	"github.com/galago-project/galago/internal/testcert"
 )
 
 // helperEnv makes the test binary a Go HTTP/1.1 server or client of the
@@ -38,6 +35,14 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	default:
+		if h, ok := helpers[os.Getenv(helperEnv)]; ok {
+			if err := h(); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", os.Getenv(helperEnv), err)
+				os.Exit(1)
+			}
+			os.Exit(0)
+		}
 	}
 	os.Exit(2)
 }
@@ -71,14 +76,9 @@ func goClient() error {
 	n, _ := strconv.Atoi(os.Getenv("GALAGO_L7_N"))
 	conns, _ := strconv.Atoi(os.Getenv("GALAGO_L7_CONNS"))
 	tr := &http.Transport{MaxIdleConnsPerHost: conns, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
-	if ca := os.Getenv("GALAGO_L7_CA"); ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return err
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pem)
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	var err error
+	if tr.TLSClientConfig, err = clientTLS(); err != nil {
+		return err
 	}
 	url := os.Getenv("GALAGO_L7_URL")
 	var wg sync.WaitGroup
@@ -125,32 +125,16 @@ func testGoHTTP(t *testing.T, useTLS bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvEnv := []string{helperEnv + "=server"}
 	cliEnv := []string{helperEnv + "=client", "GALAGO_L7_N=" + strconv.Itoa(perConn), "GALAGO_L7_CONNS=" + strconv.Itoa(conns)}
+	var srvEnv []string
 	scheme := "http"
 	if useTLS {
-		ca := testcert.NewCA(t, "galago-l7-test-ca")
-		cert, key := testcert.WriteFiles(t, e.dir, "server", ca.Issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth))
-		srvEnv = append(srvEnv, "GALAGO_L7_CERT="+cert, "GALAGO_L7_KEY="+key)
-		cliEnv = append(cliEnv, "GALAGO_L7_CA="+ca.WriteCA(t, e.dir, "ca"))
+		var cliTLS []string
+		srvEnv, cliTLS = e.tlsFiles()
+		cliEnv = append(cliEnv, cliTLS...)
 		scheme = "https"
 	}
-	srvCmd := exec.Command(exe)
-	srvCmd.Env = append(os.Environ(), srvEnv...)
-	srv, err := e.procs.Start("go server", srvCmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var port int
-	probetest.WaitFor(t, "the Go server's port", func() bool {
-		out := srv.Output.String()
-		if i := strings.Index(out, "port "); i >= 0 {
-			if j := strings.IndexByte(out[i:], '\n'); j > 0 {
-				port, _ = strconv.Atoi(out[i+5 : i+j])
-			}
-		}
-		return port > 0
-	})
+	_, port := e.startHelper("server", srvEnv...)
 	if useTLS {
 		// The probe scans the server's executable (this binary, which the
 		// client runs too) for crypto/tls.

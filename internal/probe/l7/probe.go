@@ -35,6 +35,7 @@ type Probe struct {
 	stats    *bpfrt.Stats
 	missing  *bpfrt.MissingHooks
 	hostPath string
+	ringSize int // capture ring buffer bytes; 0: syscap's default
 	// reportEvery, when set, replaces report_period (tests).
 	reportEvery time.Duration
 	now         func() time.Time
@@ -79,6 +80,11 @@ func WithHostPath(root string) Option { return func(p *Probe) { p.hostPath = roo
 // WithShared makes the probe a consumer of s, the syscall capture it
 // shares with the ksli and postgre_sli views.
 func WithShared(s *syscap.Shared) Option { return func(p *Probe) { p.shared = s } }
+
+// WithRingSize sets the capture's ring buffer to bytes (galago.l7_ringbuf_mb):
+// a power of 2 from syscap.MinRingSize to syscap.MaxRingSize, checked by
+// Start; 0 keeps syscap.DefaultRingSize.
+func WithRingSize(bytes int) Option { return func(p *Probe) { p.ringSize = bytes } }
 
 // New returns an l7 probe.
 func New(opts ...Option) *Probe {
@@ -131,7 +137,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	}()
 	shared := p.shared
 	if shared == nil {
-		shared = syscap.NewShared(syscap.Options{Log: log, HostPath: p.hostPath})
+		shared = syscap.NewShared(syscap.Options{Log: log, HostPath: p.hostPath, RingSize: p.ringSize})
 	}
 	p.capture, err = shared.Subscribe(handler{p}, rt.Lost)
 	if err != nil {
@@ -162,7 +168,18 @@ func (p *Probe) applyLocked() error {
 		Log: p.rt.Logger(), ProcRoot: filepath.Join(root, "proc"), OnError: p.rt.Error,
 	})
 	protos := p.protocolsLocked()
-	if err := p.capture.SetConfig(syscap.Config{Protocols: protos}); err != nil {
+	capCfg := syscap.Config{Protocols: protos}
+	if slices.Contains(protos, l7.HTTP2) {
+		// HTTP/2 multiplexes streams: any write may start frames anywhere
+		// in it, not only a turn's first one, and a frame header cut off
+		// by the capture (later chunks of a turn keep DefaultContCap
+		// bytes) loses the connection's frame boundaries and HPACK table:
+		// seen with grpc-go, whose batched writes of a few streams' frames
+		// exceed 256 bytes. Later chunks are captured as whole as first
+		// ones (up to CaptureMax).
+		capCfg.ContCap = syscap.CaptureMax
+	}
+	if err := p.capture.SetConfig(capCfg); err != nil {
 		return fmt.Errorf("l7: %w", err)
 	}
 	if err := p.capture.SetTargets(p.cfg.Targets); err != nil {
