@@ -27,6 +27,7 @@ import (
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/output"
+	"github.com/galago-project/galago/internal/output/otlptrace"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/applog"
 	"github.com/galago-project/galago/internal/probe/baseinfo"
@@ -139,9 +140,22 @@ func runDaemon(cfg *config.Config) error {
 	})
 	// One syscall capture for l7 and the ksli and postgre_sli views.
 	capture := syscap.NewShared(syscap.Options{Log: log.With("component", "syscap"), HostPath: cfg.HostPath, RingSize: cfg.L7RingbufMB << 20})
-	mgr.Register(l7probe.Name, func() probe.Probe {
-		return l7probe.New(l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithShared(capture))
-	})
+	l7opts := []l7probe.Option{l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithShared(capture)}
+	if cfg.OTLP.TracesPercent > 0 {
+		spans, err := startTraces(ctx, cfg, exporter, host, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, done := context.WithTimeout(context.Background(), 10*time.Second)
+			defer done()
+			if err := spans.Close(sctx); err != nil {
+				log.Warn("otlp traces: closing", "err", err)
+			}
+		}()
+		l7opts = append(l7opts, l7probe.WithSpans(spans))
+	}
+	mgr.Register(l7probe.Name, func() probe.Probe { return l7probe.New(l7opts...) })
 	mgr.Register(dbsli.KSLIName, func() probe.Probe {
 		return dbsli.NewKSLI(dbsli.WithShared(capture), dbsli.WithHostPath(cfg.HostPath))
 	})
@@ -353,6 +367,23 @@ func startOTLP(ctx context.Context, cfg *config.Config, exp *output.Exporter, ho
 	}
 	log.Info("otlp metric channel started", "protocol", output.OTLPProtocol(cfg.OTLP.Protocol), "endpoint", cfg.OTLP.Endpoint)
 	return o, nil
+}
+
+// startTraces starts the OTLP span exporter of l7's exchanges
+// (galago.otlp_traces_percent) and registers its counters.
+func startTraces(ctx context.Context, cfg *config.Config, exp *output.Exporter, host output.Host, log *slog.Logger) (*otlptrace.Exporter, error) {
+	t, err := otlptrace.Start(ctx, otlptrace.Options{
+		Host: host, Version: version, Protocol: cfg.OTLP.Protocol, Endpoint: cfg.OTLP.Endpoint,
+		Insecure: cfg.OTLP.Insecure, Ratio: float64(cfg.OTLP.TracesPercent) / 100, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := exp.Register(t); err != nil {
+		return nil, err
+	}
+	log.Info("otlp traces of l7 exchanges started", "percent", cfg.OTLP.TracesPercent, "endpoint", cfg.OTLP.Endpoint)
+	return t, nil
 }
 
 // newKafkaProducer maps the kafka section and galago's Kafka TLS and SASL

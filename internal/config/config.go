@@ -40,7 +40,7 @@
 //	           kafka_tls_key_file = "..."; kafka_sasl_mechanism = "SCRAM-SHA-512";
 //	           kafka_sasl_username = "..."; kafka_sasl_password = "...";
 //	           otlp_endpoint = "collector:4317"; otlp_protocol = "grpc";
-//	           otlp_insecure = true; otlp_export_interval = 30; };
+//	           otlp_insecure = true; otlp_export_interval = 30; otlp_traces_percent = 10; };
 package config
 
 import (
@@ -197,6 +197,9 @@ type OTLP struct {
 	Protocol       string // galago.otlp_protocol: grpc or http/protobuf
 	Insecure       bool   // galago.otlp_insecure: plain text instead of TLS
 	ExportInterval int    // galago.otlp_export_interval: seconds between pushes
+	// TracesPercent is the share of l7 exchanges sent as spans (by trace
+	// id), 0 (off) to 100; galago.otlp_traces_percent.
+	TracesPercent int
 }
 
 // Logs is the logs section.

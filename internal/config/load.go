@@ -90,6 +90,7 @@ var schema = []key{
 	{"galago", "otlp_protocol", func(c *Config) any { return &c.OTLP.Protocol }},
 	{"galago", "otlp_insecure", func(c *Config) any { return &c.OTLP.Insecure }},
 	{"galago", "otlp_export_interval", func(c *Config) any { return &c.OTLP.ExportInterval }},
+	{"galago", "otlp_traces_percent", func(c *Config) any { return &c.OTLP.TracesPercent }},
 }
 
 // Load reads the config file at path. An empty path means DefaultPath, and

@@ -88,6 +88,12 @@ func (c *Config) Validate() error {
 	}
 	v.socketEndpoint("galago.containerd_socket", c.ContainerdSocket)
 	v.socketEndpoint("galago.docker_socket", c.DockerSocket)
+	v.intRange("galago.otlp_traces_percent", c.OTLP.TracesPercent, 0, 100)
+	if c.OTLP.TracesPercent > 0 {
+		if p := c.OTLP.Protocol; p != "" && p != "grpc" && p != "http/protobuf" {
+			v.fail("galago.otlp_protocol", "%q is not one of \"grpc\", \"http/protobuf\"", p)
+		}
+	}
 	if n := c.L7RingbufMB; n < 1 || n > 256 || n&(n-1) != 0 {
 		v.fail("galago.l7_ringbuf_mb", "%d is not a power of 2 in [1, 256] (MiB of the l7 capture's ring buffer)", n)
 	}

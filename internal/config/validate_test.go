@@ -31,6 +31,8 @@ func TestValidateRejects(t *testing.T) {
 			`f.conf:1: metric.out_channel: "otlp, otlp" names "otlp" twice`},
 		{"metric channel empty item", `metric = { out_channel = "web_server,"; };`,
 			`f.conf:1: metric.out_channel: "" is not one of "web_server", "logs", "json", "kafka", "otlp"`},
+		{"otlp traces percent", `galago = { otlp_traces_percent = 101; };`,
+			`f.conf:1: galago.otlp_traces_percent: 101 out of range [0, 100]`},
 		{"otlp protocol", `metric = { out_channel = "otlp"; }; galago = { otlp_protocol = "http/json"; };`,
 			`f.conf:1: galago.otlp_protocol: "http/json" is not one of "grpc", "http/protobuf"`},
 		{"event channel json", `event = { out_channel = "json"; };`,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -49,6 +50,7 @@ service:
     metrics: {level: none}
   pipelines:
     metrics: {receivers: [otlp], exporters: [debug]}
+    traces: {receivers: [otlp], exporters: [debug]}
 `
 )
 
@@ -91,10 +93,17 @@ type otlpPoint struct {
 	count    uint64 // histograms
 }
 
+// otlpSpan is one span the collector printed.
+type otlpSpan struct {
+	name, kind, status string
+	attrs              map[string]string
+}
+
 // collectorLog parses the debug exporter's detailed output as it comes.
 type collectorLog struct {
 	mu     sync.Mutex
 	points []otlpPoint
+	spans  []*otlpSpan
 	raw    strings.Builder
 }
 
@@ -102,6 +111,7 @@ func (c *collectorLog) consume(r *bufio.Scanner) {
 	var res, name, kind string
 	var attrs []string
 	inAttrs := false
+	var span *otlpSpan
 	for r.Scan() {
 		line := r.Text()
 		c.mu.Lock()
@@ -109,8 +119,29 @@ func (c *collectorLog) consume(r *bufio.Scanner) {
 		c.mu.Unlock()
 		s := strings.TrimSpace(line)
 		switch {
-		case strings.HasPrefix(s, "ResourceMetrics #"):
-			res = ""
+		case strings.HasPrefix(s, "ResourceMetrics #"), strings.HasPrefix(s, "ResourceSpans #"):
+			res, span = "", nil
+		case strings.HasPrefix(s, "Span #"):
+			span = &otlpSpan{attrs: map[string]string{}}
+			c.mu.Lock()
+			c.spans = append(c.spans, span)
+			c.mu.Unlock()
+		case span != nil && strings.HasPrefix(s, "Name") && strings.Contains(s, ": "):
+			_, v, _ := strings.Cut(s, ": ")
+			c.setSpan(func() { span.name = v })
+		case span != nil && strings.HasPrefix(s, "Kind") && strings.Contains(s, ": "):
+			_, v, _ := strings.Cut(s, ": ")
+			c.setSpan(func() { span.kind = v })
+		case span != nil && strings.HasPrefix(s, "Status code") && strings.Contains(s, ": "):
+			_, v, _ := strings.Cut(s, ": ")
+			c.setSpan(func() { span.status = v })
+		case span != nil && strings.HasPrefix(s, "-> "):
+			k, v, _ := strings.Cut(strings.TrimPrefix(s, "-> "), ": ")
+			v = strings.TrimSuffix(v, ")")
+			if i := strings.Index(v, "("); i >= 0 {
+				v = v[i+1:]
+			}
+			c.setSpan(func() { span.attrs[k] = v })
 		case strings.HasPrefix(s, "-> galago.test: Str("):
 			res = strings.TrimSuffix(strings.TrimPrefix(s, "-> galago.test: Str("), ")")
 		case strings.HasPrefix(s, "-> Name: "):
@@ -135,6 +166,25 @@ func (c *collectorLog) consume(r *bufio.Scanner) {
 			c.add(otlpPoint{resource: res, name: name, kind: kind, attrs: joinSorted(attrs), count: n})
 		}
 	}
+}
+
+func (c *collectorLog) setSpan(f func()) {
+	c.mu.Lock()
+	f()
+	c.mu.Unlock()
+}
+
+// spansWhere counts the spans that match.
+func (c *collectorLog) spansWhere(match func(*otlpSpan) bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.spans {
+		if match(s) {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *collectorLog) add(p otlpPoint) {
@@ -186,15 +236,12 @@ func seriesKey(name string, m *dto.Metric) string {
 	return name + "{" + joinSorted(kv) + "}"
 }
 
-// TestOTLPToCollector: metric.out_channel "web_server,otlp" pushes what
-// /metrics serves to a real OpenTelemetry Collector, over OTLP/gRPC and
-// OTLP/HTTP (one galago each): every gala_gopher family arrives with its
-// name, type and label set, and the values of series that stayed still
-// between two scrapes arrive equal.
-func TestOTLPToCollector(t *testing.T) {
-	requireE2E(t)
+// startCollector runs the test's collector on two free ports (OTLP/gRPC,
+// OTLP/HTTP) and parses what its debug exporter prints.
+func startCollector(t *testing.T) (grpcPort, httpPort int, got *collectorLog) {
+	t.Helper()
 	bin := otelcol(t)
-	grpcPort, httpPort := freePort(t), freePort(t)
+	grpcPort, httpPort = freePort(t), freePort(t)
 	conf := filepath.Join(t.TempDir(), "otelcol.yaml")
 	if err := os.WriteFile(conf, fmt.Appendf(nil, otelcolConfig, grpcPort, httpPort), 0o644); err != nil {
 		t.Fatal(err)
@@ -209,10 +256,21 @@ func TestOTLPToCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = col.Process.Kill(); _ = col.Wait() })
-	got := &collectorLog{}
+	got = &collectorLog{}
 	sc := bufio.NewScanner(pipe)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	go got.consume(sc)
+	return grpcPort, httpPort, got
+}
+
+// TestOTLPToCollector: metric.out_channel "web_server,otlp" pushes what
+// /metrics serves to a real OpenTelemetry Collector, over OTLP/gRPC and
+// OTLP/HTTP (one galago each): every gala_gopher family arrives with its
+// name, type and label set, and the values of series that stayed still
+// between two scrapes arrive equal.
+func TestOTLPToCollector(t *testing.T) {
+	requireE2E(t)
+	grpcPort, httpPort, got := startCollector(t)
 
 	probe := `{"cmd":{"probe":["cpu","mem","fs"]},"blacklist":{},"params":{"report_period":5},"state":"running"}`
 	runs := map[string]*daemon{}
@@ -292,4 +350,89 @@ func findSeries(fam *dto.MetricFamily, key, name string) *dto.Metric {
 		}
 	}
 	return nil
+}
+
+// TestOTLPTracesToCollector: with otlp_traces_percent = 100 every HTTP
+// exchange the l7 probe sees becomes one span at a real collector: curl's
+// 20 requests to python's http.server give exactly 20 client spans and 20
+// server spans on that port, the 5 answered 404 have error.type
+// client_error, and only the client's are errors (semantic conventions).
+func TestOTLPTracesToCollector(t *testing.T) {
+	requireE2E(t)
+	_, httpPort, got := startCollector(t)
+	port := freePort(t)
+	srv := exec.Command("python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", t.TempDir(), strconv.Itoa(port))
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	d := startDaemon(t, daemonOpts{galagoConf: fmt.Sprintf(`otlp_endpoint = "http://127.0.0.1:%d"; otlp_traces_percent = 100;`, httpPort)})
+	waitFor(t, 10*time.Second, "python3 http.server", func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	body := fmt.Sprintf(`{"cmd":{"probe":["l7_bytes_metrics","l7_rpc_metrics"]},"snoopers":{"proc_id":[%d],"proc_name":[{"comm":"^curl$"}]},"params":{"report_period":5,"l7_protocol":["http"]},"state":"running"}`, srv.Process.Pid)
+	if code, reply := d.put("l7", body); code != 200 {
+		t.Fatalf("PUT /l7: %d %s", code, reply)
+	}
+	time.Sleep(time.Second)
+	const total, missing = 20, 5
+	for i := range total {
+		path := "/"
+		if i < missing {
+			path = "/missing"
+		}
+		out, err := exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", fmt.Sprintf("http://127.0.0.1:%d%s", port, path)).Output()
+		if err != nil {
+			t.Fatalf("curl: %v", err)
+		}
+		if want := map[bool]string{true: "404", false: "200"}[i < missing]; string(out) != want {
+			t.Fatalf("curl %s: %s, want %s", path, out, want)
+		}
+	}
+	onPort := func(s *otlpSpan) bool { return s.attrs["server.port"] == strconv.Itoa(port) }
+	count := func(kind string, extra func(*otlpSpan) bool) int {
+		return got.spansWhere(func(s *otlpSpan) bool { return onPort(s) && s.kind == kind && extra(s) })
+	}
+	all := func(*otlpSpan) bool { return true }
+	deadline := time.Now().Add(30 * time.Second)
+	for (count("Client", all) < total || count("Server", all) < total) && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // anything more would be a duplicate
+	clientErr := func(s *otlpSpan) bool { return s.attrs["error.type"] == "client_error" }
+	isError := func(s *otlpSpan) bool { return s.status == "Error" }
+	for _, c := range []struct {
+		what      string
+		got, want int
+	}{
+		{"client spans", count("Client", all), total},
+		{"server spans", count("Server", all), total},
+		{"client spans with error.type client_error", count("Client", clientErr), missing},
+		{"server spans with error.type client_error", count("Server", clientErr), missing},
+		{"client spans with status Error", count("Client", isError), missing},
+		{"server spans with status Error", count("Server", isError), 0},
+		{"server spans named GET /missing or GET /", count("Server", func(s *otlpSpan) bool { return strings.HasPrefix(s.name, "GET /") }), total},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %d, want %d", c.what, c.got, c.want)
+		}
+	}
+	if t.Failed() {
+		got.mu.Lock()
+		raw := got.raw.String()
+		byKind := map[string]int{}
+		for _, s := range got.spans {
+			byKind[s.kind+" port="+s.attrs["server.port"]+" pid="+s.attrs["process.pid"]+" "+s.name]++
+		}
+		got.mu.Unlock()
+		t.Logf("spans by kind, server port, pid and name: %v", byKind)
+		if len(raw) > 6000 {
+			raw = raw[len(raw)-6000:]
+		}
+		t.Logf("collector output (tail):\n%s", raw)
+	}
 }

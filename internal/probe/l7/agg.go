@@ -104,6 +104,8 @@ type aggregator struct {
 	maxAPIs int
 	// overflowed counts requests folded into OverflowAPI since the start.
 	overflowed uint64
+	// onExchange, when set, also sees every exchange of a connection.
+	onExchange func(c *conn, e *l7.Exchange)
 }
 
 func newAggregator() *aggregator {
@@ -168,6 +170,9 @@ func (a *aggregator) api(k rowKey, api string) *rpcAgg {
 // its requests.
 func (a *aggregator) exchange(k rowKey, rpc *rpcAgg, e *l7.Exchange, c *conn) {
 	rpc.add(e)
+	if a.onExchange != nil && c != nil {
+		a.onExchange(c, e)
+	}
 	if e.API == "" {
 		return
 	}

@@ -57,6 +57,11 @@ type Probe struct {
 	// backends replaces service addresses of client connections by their
 	// DNAT backend (cluster_ip_backend 1 or 2); nil for 0.
 	backends *conntrack.Resolver
+	// spans, when set, also gets every exchange (OTLP traces); clock
+	// turns the capture's monotonic stamps into wall time, re-read every
+	// report period.
+	spans SpanSink
+	clock monoToWall
 }
 
 var (
@@ -126,6 +131,13 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	}
 	p.rt, p.cfg = rt, cfg
 	p.agg = newAggregator()
+	if p.spans != nil {
+		p.clock = newMonoToWall()
+		// The capture already holds only the snoopers' connections (the
+		// kernel filter, or the shared capture's per-consumer check); a
+		// process admitted at exec is not in the user-space target set yet.
+		p.agg.onExchange = func(c *conn, e *l7.Exchange) { p.spans.Span(p.clock.span(c, e)) }
+	}
 	p.conns = map[uint64]*conn{}
 	p.interns = map[l7.Protocol]*l7.Interner{}
 	p.topics = map[uint32]*procTopics{}
@@ -285,6 +297,9 @@ func (p *Probe) report() {
 	targets := p.cfg.Targets
 	observed := func(tgid uint32) bool { return targets == nil || targets.Observed(int(tgid)) }
 	recs := p.agg.flush(now, period, p.cfg.Has(bitBytes), p.cfg.Has(bitRPC), observed)
+	if p.spans != nil {
+		p.clock = newMonoToWall()
+	}
 	for _, r := range recs {
 		p.rt.Record(r)
 	}
