@@ -69,8 +69,11 @@ test:
 # Unit and privileged tiers together. -p 1: the privileged tests of several
 # probes share one kernel (global hooks, the cgroup2 root, BPF stats), so
 # packages run one after another rather than competing for two cores.
+# Then the Helm chart's tests: a module of their own, so that helm's
+# dependencies stay out of galago's go.mod.
 unit:
 	GALAGO_PRIVILEGED_TESTS=1 $(GO) test -race -count=1 -p 1 $(PKGS)
+	cd deploy/helm && $(GO) test -count=1 ./...
 
 # The full -v log goes to $(E2E_LOG), by default e2e.log under the run's
 # TEST_TMP; the summary is printed, and the log's tail too when a test fails.
