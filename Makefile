@@ -9,7 +9,7 @@ PKGS     := ./...
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 RUN_DIR  ?= /tmp/galago-run
-FUZZTIME ?= 5s
+FUZZTIME ?= 3s
 
 # Debian packages the tests need: BPF toolchain (make generate), real
 # servers and tools for the privileged and end-to-end tiers.

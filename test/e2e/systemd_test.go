@@ -15,13 +15,14 @@ import (
 
 const unitPath = "../../deploy/systemd/galago.service"
 
-// allProbesInit starts every probe that needs a privilege, whole host.
+// allProbesInit starts every probe that needs a privilege, whole host;
+// FLAMEDIR stands for the flame graphs' directory.
 const allProbesInit = `baseinfo {"cmd":{"probe":["cpu","mem","nic","net","disk","fs","proc","host","con"]},"blacklist":{},"params":{"report_period":5},"state":"running"}
 tcp {"cmd":{"probe":["tcp_stats","tcp_rtt","tcp_srtt","tcp_windows","tcp_rate","tcp_sockbuf","tcp_abnormal"]},"blacklist":{},"params":{"report_period":5,"cluster_ip_backend":1},"state":"running"}
 socket {"cmd":{"probe":["tcp_socket","udp_socket"]},"blacklist":{},"params":{"report_period":5},"state":"running"}
 io {"cmd":{"probe":["io_trace","io_err","io_count","page_cache"]},"blacklist":{},"params":{"report_period":5},"state":"running"}
 l7 {"cmd":{"probe":["l7_bytes_metrics","l7_rpc_metrics"]},"blacklist":{},"params":{"report_period":5,"l7_protocol":["http","redis"],"support_ssl":1},"state":"running"}
-flamegraph {"cmd":{"probe":["oncpu","offcpu"]},"blacklist":{},"params":{"report_period":5},"state":"running"}
+flamegraph {"cmd":{"probe":["oncpu","offcpu"]},"blacklist":{},"params":{"report_period":5,"flame_dir":"FLAMEDIR","output_dir":"FLAMEDIR"},"state":"running"}
 container {"blacklist":{},"params":{"report_period":5},"state":"running"}
 applog {"cmd":{"probe":["container_log","file_log"]},"blacklist":{},"params":{"report_period":5},"state":"running"}
 `
@@ -104,8 +105,10 @@ func TestCapabilitySetOfTheUnit(t *testing.T) {
 	if unitSetting(t, string(unit), "NoNewPrivileges") == "yes" {
 		wrap = append(wrap, "--no-new-privs")
 	}
-	full := startDaemon(t, daemonOpts{probesInit: allProbesInit})
-	capped := startDaemon(t, daemonOpts{probesInit: allProbesInit, wrap: wrap})
+	// Flame graphs go to the test's directory, not /var/log/gala-gopher.
+	probesInit := strings.ReplaceAll(allProbesInit, "FLAMEDIR", t.TempDir())
+	full := startDaemon(t, daemonOpts{probesInit: probesInit})
+	capped := startDaemon(t, daemonOpts{probesInit: probesInit, wrap: wrap})
 	for _, d := range []*daemon{full, capped} {
 		waitFor(t, 20*time.Second, "probes.init applied", func() bool {
 			return strings.Contains(d.stderr.String(), `msg="probes.init read"`)
@@ -122,7 +125,7 @@ func TestCapabilitySetOfTheUnit(t *testing.T) {
 	if !strings.Contains(string(status), "NoNewPrivs:\t1") {
 		t.Errorf("the capped galago runs without no_new_privs:\n%s", status)
 	}
-	for line := range strings.Lines(allProbesInit) {
+	for line := range strings.Lines(probesInit) {
 		feature, _, _ := strings.Cut(line, " ")
 		if code, reply := capped.get(feature); code != 200 || !strings.Contains(reply, `"state":"running"`) {
 			t.Errorf("GET /%s under the unit's capabilities: %d %s", feature, code, reply)
