@@ -66,10 +66,11 @@ func decodeStatuses(t *testing.T, segs []l7test.Segment, upgrade bool) []string 
 		}
 	}
 	if upgrade { // an HTTP/1.1 request with Upgrade: h2c and its 101
-		_, cli, _ = bytes.Cut(cli, []byte("\r\n\r\n"))
-		_, srv, _ = bytes.Cut(srv, []byte("\r\n\r\n"))
+		c, s := upgradeSkip(segs)
+		cli, srv = cli[c:], srv[s:]
+	} else {
+		cli = bytes.TrimPrefix(cli, []byte(http2.ClientPreface))
 	}
-	cli = bytes.TrimPrefix(cli, []byte(http2.ClientPreface))
 	type stream struct {
 		status, code int
 		grpc, reset  bool
