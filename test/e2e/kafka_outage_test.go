@@ -58,6 +58,7 @@ func TestKafkaBrokerOutage(t *testing.T) {
 	// later; none can come after it.
 	time.Sleep(500 * time.Millisecond)
 	sentAtKill := metric("galago_kafka_messages_sent_total")
+	rssAtKill := rssKiB(t, d.cmd.Process.Pid)
 	for i := 0; time.Since(killed) < 60*time.Second; i++ {
 		// A change through the REST API, read back at once.
 		state := []string{"running", "stopped"}[i%2]
@@ -87,7 +88,8 @@ func TestKafkaBrokerOutage(t *testing.T) {
 	if dropped < 60 {
 		t.Errorf("%v messages counted as dropped after 60 s without a broker, queue of %d", dropped, kafkaOutageQueue)
 	}
-	t.Logf("outage: %v dropped, %v queued", dropped, metric("galago_kafka_queue_messages"))
+	t.Logf("outage: %v dropped, %v queued; galago's RSS %.0f KiB at the kill, %.0f KiB after 60 s", dropped,
+		metric("galago_kafka_queue_messages"), rssAtKill, rssKiB(t, d.cmd.Process.Pid))
 
 	br.Restart()
 	restarted := time.Now()
