@@ -149,6 +149,14 @@ type Exchange struct {
 	// response's first chunk. Latency is End-Start when both are set.
 	Start, End uint64
 	Class      Class
+	// Status is the response's HTTP status code (HTTP/1 status line,
+	// HTTP/2 :status), 0 when the protocol has none or it was not seen.
+	Status uint16
+	// GRPC says the exchange is a gRPC call whose status code is known:
+	// GRPCStatus, from grpc-status or implied by how the stream ended
+	// (see http2.GRPCClass).
+	GRPC       bool
+	GRPCStatus int16
 	// API is the bounded template of the request (see each protocol's doc),
 	// "" when unknown. Parsers return interned strings: the same template
 	// is the same string, and computing it does not allocate once seen.

@@ -12,6 +12,24 @@
 // files such as io and smaps_rollup need ptrace-read access to the process,
 // which a container without CAP_SYS_PTRACE lacks (the read then fails with a
 // permission error, never with made-up values).
+//
+// Against github.com/prometheus/procfs (node_exporter's parsers): every
+// file both parse (stat, meminfo, diskstats, net/dev, softirqs,
+// net/softnet_stat, cpuinfo, and per process stat, status, io, limits,
+// mountinfo, smaps_rollup, net/snmp, net/netstat) is read once from the
+// live machine and parsed by both from the same bytes in
+// TestAgainstPrometheusProcfs; every value both report is equal (the audit
+// found no disagreement). galago keeps its own parsers because the library
+// does not cover the rest of what galago reads (cgroup v1 blkio and v2
+// io.stat, flat-keyed cgroup files, os-release, dentry-state, vmallocinfo,
+// uptime, /sys under the same root), and converts units galago reports
+// as the kernel prints them (ticks to float seconds, kB to bytes). On
+// the per-process hot path neither is clearly faster:
+// BenchmarkAgainstPrometheusProcfs on the 2-core CI VM gives 45-100 µs per
+// read for both, the open and read syscalls dominating and the spread
+// being the machine's noise; galago allocates fewer objects (pid stat 17
+// against 31, status 79 against 113, /proc/stat 39 against 97) and more
+// bytes (its 4 KiB scanner buffer).
 package procfs
 
 import (

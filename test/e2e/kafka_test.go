@@ -1,15 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,46 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/galago-project/galago/internal/identity"
+	"github.com/galago-project/galago/internal/output/kafkatest"
 )
-
-// startKafka builds and starts testdata/kfakebroker (franz-go's kfake, a
-// Kafka-protocol broker) as its own process on a free loopback port and
-// returns its address; it stops with the test.
-func startKafka(t *testing.T, topics ...string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kfakebroker")
-	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/kfakebroker").CombinedOutput(); err != nil {
-		t.Fatalf("build kfakebroker: %v\n%s", err, out)
-	}
-	port := freePort(t)
-	cmd := exec.Command(bin, "-port", strconv.Itoa(port), "-topics", strings.Join(topics, ","))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "ready" {
-		t.Fatalf("kfakebroker did not start: %q %v", line, err)
-	}
-	go func() { _, _ = bufio.NewReader(stdout).WriteTo(devNull{}) }()
-	return fmt.Sprintf("127.0.0.1:%d", port)
-}
-
-type devNull struct{}
-
-func (devNull) Write(p []byte) (int, error) { return len(p), nil }
 
 // awaitMessage reads topic from its start until match accepts a message,
 // which it returns.
@@ -127,7 +84,7 @@ func memTotalKB(t *testing.T) string {
 // topics in gala-gopher's shapes, with the host's values.
 func TestKafkaChannels(t *testing.T) {
 	requireE2E(t)
-	addr := startKafka(t, "gala_gopher", "gala_gopher_event", "gala_gopher_metadata")
+	addr := kafkatest.Start(t, kafkatest.Spec{}).Addr // the three topics
 	d := startDaemon(t, daemonOpts{
 		metricChannel: "kafka", eventChannel: "kafka", metaChannel: "kafka",
 		extraConf: `kafka = { kafka_broker = "no-such-broker.invalid:9092"; batch_num_messages = 100; compression_codec = "lz4";

@@ -355,8 +355,10 @@ func findSeries(fam *dto.MetricFamily, key, name string) *dto.Metric {
 // TestOTLPTracesToCollector: with otlp_traces_percent = 100 every HTTP
 // exchange the l7 probe sees becomes one span at a real collector: curl's
 // 20 requests to python's http.server give exactly 20 client spans and 20
-// server spans on that port, the 5 answered 404 have error.type
-// client_error, and only the client's are errors (semantic conventions).
+// server spans on that port, the 5 answered 404 have
+// http.response.status_code 404 and error.type "404" (the other 15
+// status code 200), and only the client's are errors (semantic
+// conventions).
 func TestOTLPTracesToCollector(t *testing.T) {
 	requireE2E(t)
 	_, httpPort, got := startCollector(t)
@@ -403,7 +405,10 @@ func TestOTLPTracesToCollector(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second) // anything more would be a duplicate
-	clientErr := func(s *otlpSpan) bool { return s.attrs["error.type"] == "client_error" }
+	clientErr := func(s *otlpSpan) bool { return s.attrs["error.type"] == "404" }
+	status := func(code string) func(*otlpSpan) bool {
+		return func(s *otlpSpan) bool { return s.attrs["http.response.status_code"] == code }
+	}
 	isError := func(s *otlpSpan) bool { return s.status == "Error" }
 	for _, c := range []struct {
 		what      string
@@ -411,8 +416,12 @@ func TestOTLPTracesToCollector(t *testing.T) {
 	}{
 		{"client spans", count("Client", all), total},
 		{"server spans", count("Server", all), total},
-		{"client spans with error.type client_error", count("Client", clientErr), missing},
-		{"server spans with error.type client_error", count("Server", clientErr), missing},
+		{"client spans with error.type 404", count("Client", clientErr), missing},
+		{"server spans with error.type 404", count("Server", clientErr), missing},
+		{"client spans with http.response.status_code 404", count("Client", status("404")), missing},
+		{"server spans with http.response.status_code 404", count("Server", status("404")), missing},
+		{"client spans with http.response.status_code 200", count("Client", status("200")), total - missing},
+		{"server spans with http.response.status_code 200", count("Server", status("200")), total - missing},
 		{"client spans with status Error", count("Client", isError), missing},
 		{"server spans with status Error", count("Server", isError), 0},
 		{"server spans named GET /missing or GET /", count("Server", func(s *otlpSpan) bool { return strings.HasPrefix(s.name, "GET /") }), total},

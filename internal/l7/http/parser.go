@@ -567,7 +567,7 @@ func (p *Parser) msgDone(h *half, c l7.Chunk, off int, out []l7.Exchange) []l7.E
 
 // emit pairs the final response just parsed with the oldest request.
 func (p *Parser) emit(h *half, out []l7.Exchange) []l7.Exchange {
-	x := l7.Exchange{HasResponse: true, End: p.finalTS, Class: StatusClass(h.status), RespBytes: p.respBytes}
+	x := l7.Exchange{HasResponse: true, End: p.finalTS, Class: StatusClass(h.status), Status: uint16(h.status), RespBytes: p.respBytes}
 	if e, ok := p.pop(); ok && e.flags&fHole == 0 {
 		x.HasRequest, x.Start, x.API, x.ReqBytes = true, e.start, e.api, e.bytes
 	}

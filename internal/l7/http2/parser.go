@@ -859,8 +859,11 @@ func (p *Parser) finish(i int, e ending) {
 		x.HasResponse, x.End = true, e.ts
 	}
 	if x.HasResponse {
-		x.RespBytes = s.respBytes
+		x.RespBytes, x.Status = s.respBytes, uint16(s.status)
 		x.Class = s.class(e)
+		if s.grpc && s.grpcStatus >= 0 {
+			x.GRPC, x.GRPCStatus = true, int16(s.grpcStatus)
+		}
 	}
 	if s.undecoded {
 		p.undecoded++
@@ -899,10 +902,11 @@ func (s *stream) class(e ending) l7.Class {
 			code = GRPCUnavailable // the connection ended before the status
 		case e.kind == endLost || e.kind == endEvict || s.status == 0:
 			s.undecoded = true // the status was not seen: no failure is known
-			code = GRPCOK
+			return l7.OK
 		default:
 			code = GRPCStatusFromHTTP(s.status) // 200 without grpc-status: OK
 		}
+		s.grpcStatus = code // the status the call ended with
 	}
 	return GRPCClass(code)
 }

@@ -147,3 +147,16 @@ func CheckTruncated(tb testing.TB, got, want []l7.Exchange, desyncs uint64, loss
 		}
 	}
 }
+
+// WithoutStatus returns a copy of xs with the numeric statuses (Status,
+// GRPC, GRPCStatus) cleared, for expectations written with the outcome
+// class only; the statuses are checked by tests of their own against an
+// independent decoding of the same bytes.
+func WithoutStatus(xs []l7.Exchange) []l7.Exchange {
+	out := make([]l7.Exchange, len(xs))
+	for i, x := range xs {
+		x.Status, x.GRPC, x.GRPCStatus = 0, false, 0
+		out[i] = x
+	}
+	return out
+}

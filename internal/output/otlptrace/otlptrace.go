@@ -8,9 +8,12 @@
 // (galago_otlp_spans_dropped_total). Sampling keeps a share of traces by
 // trace id (the SDK's TraceIDRatioBased sampler). What the capture cannot
 // give is left out, never made up: the l7 parsers keep a request's
-// template ("GET /users/{id}") and its outcome class (ok, client error,
-// server error), not the exact status code, so spans carry
-// http.route/db.operation.name and error.type, not http.response.status_code.
+// template ("GET /users/{id}"), so spans carry http.route and
+// db.operation.name, never url.path; http.response.status_code and
+// rpc.grpc.status_code only when the response's status was seen.
+// error.type is the HTTP status code as a string where there is one (as
+// the HTTP conventions ask), otherwise the outcome class (client_error,
+// server_error) or no_response.
 package otlptrace
 
 import (
@@ -18,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,6 +208,12 @@ func (e *Exporter) emit(s l7probe.Span) {
 	case dbSystems[s.Protocol] != "":
 		attrs = append(attrs, attribute.String("db.system.name", dbSystems[s.Protocol]), attribute.String("db.operation.name", s.API))
 	}
+	if s.Status != 0 {
+		attrs = append(attrs, attribute.Int("http.response.status_code", int(s.Status)))
+	}
+	if s.GRPC {
+		attrs = append(attrs, attribute.String("rpc.system", "grpc"), attribute.Int("rpc.grpc.status_code", int(s.GRPCStatus)))
+	}
 	if s.ReqBytes > 0 {
 		attrs = append(attrs, attribute.Int("request.size", s.ReqBytes))
 	}
@@ -211,6 +221,10 @@ func (e *Exporter) emit(s l7probe.Span) {
 		attrs = append(attrs, attribute.Int("response.size", s.RespBytes))
 	}
 	_, span := e.tracer.Start(context.Background(), name, trace.WithSpanKind(kind), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	errType := s.Class.String()
+	if s.Status >= 400 && !s.GRPC {
+		errType = strconv.Itoa(int(s.Status))
+	}
 	switch {
 	case end.IsZero():
 		span.SetAttributes(attribute.String("error.type", "no_response"))
@@ -219,10 +233,10 @@ func (e *Exporter) emit(s l7probe.Span) {
 	case s.Class == l7.ServerError, s.Class == l7.ClientError && !s.Server:
 		// Semantic conventions: a server's 4xx is not its own error; the
 		// client's is.
-		span.SetAttributes(attribute.String("error.type", s.Class.String()))
-		span.SetStatus(codes.Error, s.Class.String())
+		span.SetAttributes(attribute.String("error.type", errType))
+		span.SetStatus(codes.Error, errType)
 	case s.Class == l7.ClientError:
-		span.SetAttributes(attribute.String("error.type", s.Class.String()))
+		span.SetAttributes(attribute.String("error.type", errType))
 	}
 	span.End(trace.WithTimestamp(end))
 	e.spans.Add(1)

@@ -21,6 +21,11 @@ type Span struct {
 	SSL           bool
 	API           string // the request's template ("GET /users/{id}", "SET"); "" when unknown
 	Class         l7.Class
+	// Status is the HTTP status code (HTTP/1, HTTP/2 :status), 0 when
+	// none was seen; GRPCStatus the gRPC status code when GRPC is set.
+	Status     uint16
+	GRPC       bool
+	GRPCStatus int16
 	// Start is the request's first byte, End the response's first byte;
 	// End is zero when no response was seen (the connection closed).
 	Start, End time.Time
@@ -60,7 +65,8 @@ func (m monoToWall) span(c *conn, e *l7.Exchange) Span {
 	s := Span{
 		Protocol: c.key.proto.String(), Server: c.key.l7Role == l7.Server, TGID: c.info.TGID,
 		Local: c.info.Local, Remote: c.info.Remote, SSL: c.info.SSL,
-		API: e.API, Class: e.Class, ReqBytes: e.ReqBytes, RespBytes: e.RespBytes,
+		API: e.API, Class: e.Class, Status: e.Status, GRPC: e.GRPC, GRPCStatus: e.GRPCStatus,
+		ReqBytes: e.ReqBytes, RespBytes: e.RespBytes,
 	}
 	if !s.Remote.IsValid() { // one peer of an unconnected UDP socket: its row's address
 		if s.Server {
