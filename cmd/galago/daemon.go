@@ -156,6 +156,9 @@ func runDaemon(cfg *config.Config) error {
 		l7opts = append(l7opts, l7probe.WithSpans(spans))
 	}
 	mgr.Register(l7probe.Name, func() probe.Probe { return l7probe.New(l7opts...) })
+	mgr.Register(l7probe.SermantName, func() probe.Probe {
+		return l7probe.NewSermant(l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithShared(capture))
+	})
 	mgr.Register(dbsli.KSLIName, func() probe.Probe {
 		return dbsli.NewKSLI(dbsli.WithShared(capture), dbsli.WithHostPath(cfg.HostPath))
 	})
