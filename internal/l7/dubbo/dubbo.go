@@ -5,6 +5,7 @@ import (
 
 	"github.com/galago-project/galago/internal/l7"
 	"github.com/galago-project/galago/internal/l7/internal/lenframe"
+	"github.com/galago-project/galago/internal/l7/internal/pairing"
 )
 
 // Header layout (see the package doc).
@@ -104,18 +105,11 @@ func classOf(status byte, exception bool) l7.Class {
 	return l7.ServerError
 }
 
-type pending struct {
-	id   uint64
-	ts   uint64
-	size int
-	api  string
-}
-
 // Parser frames and pairs one Dubbo2 connection. Not safe for concurrent
 // use.
 type Parser struct {
 	role       l7.Role
-	reqF, resF lenframe.Framer
+	frames     lenframe.Duplex
 	reqS, resS sink
 	in         *l7.Interner
 	cur        [2]struct {
@@ -126,7 +120,7 @@ type Parser struct {
 		n    int
 		cut  bool // a gap: later bytes are not the kept body's next ones
 	}
-	q   []pending
+	q   pairing.Queue[uint64]
 	out []l7.Exchange
 	api []byte
 }
@@ -138,9 +132,9 @@ type sink struct {
 
 // NewParser returns a parser for one connection seen from role's side.
 func NewParser(role l7.Role) *Parser {
-	p := &Parser{role: role, in: &l7.Interner{}}
+	p := &Parser{role: role, in: &l7.Interner{}, q: pairing.Queue[uint64]{Max: maxPending}}
 	p.reqS, p.resS = sink{p, 0}, sink{p, 1}
-	for _, f := range []*lenframe.Framer{&p.reqF, &p.resF} {
+	for _, f := range []*lenframe.Framer{&p.frames.Req, &p.frames.Resp} {
 		f.HeaderLen, f.Length = HeaderLen, length
 	}
 	return p
@@ -163,28 +157,18 @@ func length(b []byte) int {
 }
 
 // Desyncs implements l7.Parser.
-func (p *Parser) Desyncs() uint64 { return p.reqF.Desyncs() + p.resF.Desyncs() }
+func (p *Parser) Desyncs() uint64 { return p.frames.Desyncs() }
 
 // Feed implements l7.Parser.
 func (p *Parser) Feed(c l7.Chunk, out []l7.Exchange) []l7.Exchange {
 	p.out = out
-	if c.Dir == p.role.RequestDir() {
-		p.reqF.Feed(&c, &p.reqS)
-	} else {
-		p.resF.Feed(&c, &p.resS)
-	}
+	p.frames.Feed(p.role, &c, &p.reqS, &p.resS)
 	out, p.out = p.out, nil
 	return out
 }
 
 // Flush implements l7.Parser: the requests still waiting for a response.
-func (p *Parser) Flush(out []l7.Exchange) []l7.Exchange {
-	for i := range p.q {
-		out = append(out, l7.Exchange{HasRequest: true, Start: p.q[i].ts, API: p.q[i].api, ReqBytes: p.q[i].size})
-	}
-	p.q = p.q[:0]
-	return out
-}
+func (p *Parser) Flush(out []l7.Exchange) []l7.Exchange { return p.q.Flush(out) }
 
 func (s *sink) Start(b []byte, _ int, ts uint64) {
 	c := &s.p.cur[s.dir]
@@ -217,17 +201,12 @@ func (s *sink) End() {
 		if c.h.serial == SerialHessian2 {
 			api = p.apiOf(c.body[:c.n])
 		}
+		r := pairing.Req[uint64]{ID: c.h.id, TS: c.ts, Size: c.h.total, API: api}
 		if !c.h.twoWay {
-			p.out = append(p.out, l7.Exchange{HasRequest: true, Start: c.ts, API: api, ReqBytes: c.h.total})
+			p.out = append(p.out, r.Alone())
 			return
 		}
-		if len(p.q) >= maxPending {
-			q := p.q[0]
-			p.out = append(p.out, l7.Exchange{HasRequest: true, Start: q.ts, API: q.api, ReqBytes: q.size})
-			copy(p.q, p.q[1:])
-			p.q = p.q[:len(p.q)-1]
-		}
-		p.q = append(p.q, pending{id: c.h.id, ts: c.ts, size: c.h.total, api: api})
+		p.out = p.q.Push(r, p.out)
 		return
 	}
 	exc := false
@@ -237,15 +216,9 @@ func (s *sink) End() {
 		}
 	}
 	class := classOf(c.h.status, exc)
-	for i := range p.q {
-		if p.q[i].id == c.h.id {
-			q := p.q[i]
-			p.out = append(p.out, l7.Exchange{HasRequest: true, HasResponse: true, Start: q.ts, End: c.ts,
-				Class: class, API: q.api, ReqBytes: q.size, RespBytes: c.h.total})
-			copy(p.q[i:], p.q[i+1:])
-			p.q = p.q[:len(p.q)-1]
-			return
-		}
+	if r, ok := p.q.Take(c.h.id); ok {
+		p.out = append(p.out, r.Answered(c.ts, c.h.total, class))
+		return
 	}
 	p.out = append(p.out, l7.Exchange{HasResponse: true, End: c.ts, Class: class, RespBytes: c.h.total})
 }

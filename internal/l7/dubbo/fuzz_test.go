@@ -11,19 +11,7 @@ import (
 // fuzzer likes, to a client-side and a server-side parser; the seeds are
 // the conversation of TestConversation.
 func FuzzParser(f *testing.F) {
-	var data, ctrl []byte
-	for _, c := range chunks(l7.Client) {
-		for b := c.Data; len(b) > 0 && len(data) < 8<<10; {
-			n := min(len(b), 256)
-			var dir byte
-			if c.Dir == l7.Ingress {
-				dir = 1
-			}
-			ctrl = append(ctrl, dir, byte(n-1), 0)
-			data = append(data, b[:n]...)
-			b = b[n:]
-		}
-	}
+	data, ctrl := fuzzchunks.SeedChunks(chunks(l7.Client), 8<<10)
 	f.Add(data, ctrl)
 	f.Fuzz(func(t *testing.T, data, ctrl []byte) {
 		chunks := fuzzchunks.Chunks(data, ctrl)
@@ -32,8 +20,8 @@ func FuzzParser(f *testing.F) {
 			if msg := fuzzchunks.Check(p, chunks, role, HeaderLen); msg != "" {
 				t.Fatalf("%s: %s", role, msg)
 			}
-			if len(p.q) > maxPending {
-				t.Fatalf("%d pending", len(p.q))
+			if p.q.Len() > maxPending {
+				t.Fatalf("%d pending", p.q.Len())
 			}
 		}
 		Detect(data)
