@@ -175,6 +175,21 @@ func testJVM(t *testing.T, classDir string, container bool) {
 	if !h.heapFound || math.Abs(used-float64(h.heap.used)) > 0.05*float64(h.heap.used) || used < keptMiB<<20 {
 		t.Errorf("heap used %v, jcmd GC.heap_info %v (%d MiB kept)", used, h.heap.used, keptMiB)
 	}
+	// Without attach, the heap is hsperfdata's: within 5% of jcmd too.
+	pd, err := readPerfData(p.jvms[pid].perfPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fallback := &snapshot{pd: pd, deadlocked: -1, cpuSecs: -1}
+	for _, r := range fallback.records(pid, time.Now(), time.Second) {
+		if r.Table == table.JvmMem && r.Str("area") == "heap" {
+			u := num(r, "mem_bytes_used")
+			t.Logf("hsperfdata heap used %v", u)
+			if math.Abs(u-float64(h.heap.used)) > 0.05*float64(h.heap.used) {
+				t.Errorf("hsperfdata heap used %v, jcmd GC.heap_info %v", u, h.heap.used)
+			}
+		}
+	}
 	if got := num(heap, "mem_bytes_max"); got != 256<<20 {
 		t.Errorf("heap max %v, -Xmx256m", got)
 	}
