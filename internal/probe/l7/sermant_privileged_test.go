@@ -9,9 +9,13 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/galago-project/galago/internal/l7/dubbo"
 	"github.com/galago-project/galago/internal/l7/dubbo/dubbotest"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/syscap"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -163,15 +167,24 @@ func dubboClient() error {
 	return nil
 }
 
-// TestSermantDubboPrivileged: a Dubbo2 server and client (this test
-// binary, re-executed) on loopback, 2 connections of 65 calls each,
-// pipelined, with service errors, a service not found and exceptions:
-// the sermant feature's rows count each service/method's calls and its
-// client and server errors exactly, on both ends, as the client counted
-// the answers it got.
-func TestSermantDubboPrivileged(t *testing.T) {
+// testSermant: a Dubbo2 server and client (this test binary,
+// re-executed) on loopback, 2 connections of 65 calls each, pipelined,
+// with service errors, a service not found and exceptions: the sermant
+// feature, a second consumer of the l7 probe's shared capture (as in the
+// daemon), counts each service/method's calls and its client and server
+// errors exactly, on both ends, as the client counted the answers it got.
+func testSermant(t *testing.T, l7env *env, shared *syscap.Shared) {
 	const conns = 2
-	e := newEnvOf(t, NewSermant(), nil, false)
+	p := NewSermant(WithShared(shared))
+	p.reportEvery = reportEvery
+	rt := probetest.NewRuntime(t, probetest.ProbeName(SermantName), probetest.WithTimeout(30*time.Second))
+	cfg := probe.Config{SubItems: bitBytes | bitRPC, Params: probe.DefaultParams(), Targets: l7env.targets}
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Shutdown(t, p)
+	e := *l7env
+	e.t, e.p, e.rt = t, p, rt
 	_, port := e.startHelper("dubboserver")
 	got := e.runHelper("dubboclient", "GALAGO_L7_CONNS="+strconv.Itoa(conns), "GALAGO_L7_PORT="+strconv.Itoa(port))
 	total := 0
