@@ -190,19 +190,23 @@ func (p *Probe) jcmd(c periodic.Cycle, pid int, j *jvmState, command string) (st
 		if p.ctx.Err() != nil {
 			return "", false
 		}
-		c.RT.Error()
-		if errors.Is(err, errNoAttach) {
-			// Not retried: a JVM that will not listen is not signalled
-			// again every period.
-			j.attachErr = err
-			c.RT.Logger().Warn("jvm: attach unavailable: heap from hsperfdata, no code cache pools, threads_deadlocked and runtime not reported for this JVM",
-				"pid", pid, "err", err)
+		if errors.Is(err, errNoAttach) { // a JVM's setting, not a failure
+			noAttach(c, pid, j, err)
 			return "", false
 		}
+		c.RT.Error()
 		c.WarnOnce("jcmd."+command, "jvm: diagnostic command failed (logged once per command)", "pid", pid, "command", command, "err", err)
 		return "", false
 	}
 	return out, true
+}
+
+// noAttach gives up attaching to j, saying so once: a JVM that will not
+// listen is not signalled again every period.
+func noAttach(c periodic.Cycle, pid int, j *jvmState, err error) {
+	j.attachErr = err
+	c.RT.Logger().Warn("jvm: attach unavailable: heap from hsperfdata, no code cache pools, threads_deadlocked and runtime not reported for this JVM",
+		"pid", pid, "err", err)
 }
 
 // report publishes one JVM's records.
@@ -217,6 +221,11 @@ func (p *Probe) report(c periodic.Cycle, pid int, j *jvmState) {
 	}
 	if pd.Longs["sun.rt.vmInitDoneTime"] == 0 {
 		return // still starting: not attached to before it can answer
+	}
+	if j.attachErr == nil && !strings.HasPrefix(pd.Strings["sun.rt.jvmCapabilities"], "1") {
+		// -XX:+DisableAttachMechanism: SIGQUIT would only print a thread
+		// dump on the JVM's stdout.
+		noAttach(c, pid, j, fmt.Errorf("%w: pid %d has attach disabled (hsperfdata sun.rt.jvmCapabilities)", errNoAttach, pid))
 	}
 	if j.props == nil {
 		if out, ok := p.jcmd(c, pid, j, "VM.system_properties"); ok {
