@@ -155,3 +155,21 @@ func TestReadString(t *testing.T) {
 		}
 	}
 }
+
+// TestSteadyAllocs: once a connection's APIs were seen, parsing its calls
+// does not allocate.
+func TestSteadyAllocs(t *testing.T) {
+	cs := chunks(l7.Server)
+	p := NewParser(l7.Server)
+	out := make([]l7.Exchange, 0, 64)
+	run := func() {
+		for _, c := range cs {
+			out = p.Feed(c, out[:0])
+		}
+		out = p.Flush(out[:0])
+	}
+	run()
+	if n := testing.AllocsPerRun(20, run); n != 0 {
+		t.Errorf("%v allocations per conversation", n)
+	}
+}
