@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/galago-project/galago/internal/probe"
@@ -107,7 +108,7 @@ func (p *Probe) collect(c periodic.Cycle) {
 		}
 		j, err := p.jvm(pid)
 		if err != nil {
-			if !errors.Is(err, os.ErrNotExist) {
+			if !gone(err) {
 				c.RT.Error()
 				c.WarnOnce("read", "jvm: cannot read a process (logged once)", "pid", pid, "err", err)
 			}
@@ -156,6 +157,11 @@ func (p *Probe) jvm(pid int) (*jvmState, error) {
 		att: &attacher{proc: proc, pid: pid, nspid: nspid, timeout: p.attachTimeout}}
 	p.jvms[pid] = j
 	return j, nil
+}
+
+// gone says err is that of a process (or JVM) that exited meanwhile.
+func gone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }
 
 // readPerfData reads and parses an hsperfdata file.
@@ -213,7 +219,7 @@ func noAttach(c periodic.Cycle, pid int, j *jvmState, err error) {
 func (p *Probe) report(c periodic.Cycle, pid int, j *jvmState) {
 	pd, err := readPerfData(j.perfPath)
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
+		if !gone(err) {
 			c.RT.Error()
 			c.WarnOnce("perf."+strconv.Itoa(pid), "jvm: unreadable hsperfdata", "pid", pid, "err", err)
 		}
