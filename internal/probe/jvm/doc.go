@@ -34,12 +34,15 @@
 // JMX sums them.
 //
 // Cost: one /proc/<pid>/root/tmp glob per process per period (to find
-// JVMs), then per JVM one 32 KiB file read and five short attach commands;
+// JVMs), then per JVM one 32 KiB file read and three attach commands
+// (two more once per JVM);
 // Thread.print stops the JVM at a safepoint to walk its threads, as the
 // JMX agent's findDeadlockedThreads does. The first attach starts the
 // JVM's Attach Listener thread (counted in its threads from then on).
 // Attach is not tried on a JVM that does not catch SIGQUIT (-Xrs: the
-// signal would kill it), and once it failed for a JVM it is not retried:
+// signal would kill it) or has attach disabled
+// (-XX:+DisableAttachMechanism: hsperfdata's capabilities), and once it
+// failed for a JVM it is not retried:
 // that JVM's heap then comes from hsperfdata, and threads_deadlocked, the
 // runtime label, heap init/max and the code heap pools are not reported
 // (said once in the log). A reply is bounded to 32 MiB.
