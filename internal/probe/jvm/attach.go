@@ -77,6 +77,10 @@ func (a *attacher) start(ctx context.Context) error {
 	f.Close()
 	defer os.Remove(trigger)
 	if err := syscall.Kill(a.pid, syscall.SIGQUIT); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			// Another user's JVM and no CAP_KILL: so it stays.
+			return fmt.Errorf("%w: SIGQUIT to pid %d needs CAP_KILL: %w", errNoAttach, a.pid, err)
+		}
 		return fmt.Errorf("jvm: SIGQUIT to pid %d: %w", a.pid, err)
 	}
 	deadline := time.NewTimer(a.timeout)

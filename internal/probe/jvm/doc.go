@@ -54,5 +54,8 @@
 // for unbounded metaspace). Said in one log line at start.
 // threads_deadlocked counts monitor deadlocks (Thread.print without -l:
 // ownable synchronizers would need a heap walk). With GOPHER_HOST_PATH
-// set, galago must share the host's pid namespace to signal a JVM.
+// set, galago must share the host's pid namespace to signal a JVM; it
+// needs CAP_KILL to signal another user's JVM (the systemd unit's
+// capability set lacks it: such JVMs get the hsperfdata tables only,
+// unless their attach listener already runs).
 package jvm
