@@ -37,6 +37,7 @@ import (
 	"github.com/galago-project/galago/internal/probe/flamegraph"
 	"github.com/galago-project/galago/internal/probe/hw"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
+	"github.com/galago-project/galago/internal/probe/jvm"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 	"github.com/galago-project/galago/internal/probe/lvs"
 	"github.com/galago-project/galago/internal/probe/opengauss"
@@ -156,6 +157,9 @@ func runDaemon(cfg *config.Config) error {
 		l7opts = append(l7opts, l7probe.WithSpans(spans))
 	}
 	mgr.Register(l7probe.Name, func() probe.Probe { return l7probe.New(l7opts...) })
+	mgr.Register(l7probe.SermantName, func() probe.Probe {
+		return l7probe.NewSermant(l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithShared(capture))
+	})
 	mgr.Register(dbsli.KSLIName, func() probe.Probe {
 		return dbsli.NewKSLI(dbsli.WithShared(capture), dbsli.WithHostPath(cfg.HostPath))
 	})
@@ -172,6 +176,7 @@ func runDaemon(cfg *config.Config) error {
 		return hw.New(hw.WithStats(bpfStats), hw.WithMissingHooks(missing), hw.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(virt.Name, func() probe.Probe { return virt.New(fsys) })
+	mgr.Register(jvm.Name, func() probe.Probe { return jvm.New(fsys) })
 	mgr.Register(lvs.Name, func() probe.Probe { return lvs.New(fsys) })
 	mgr.Register(applog.Name, func() probe.Probe { return applog.New(applogOptions(cfg, ids)...) })
 	profiles := flamegraph.NewHub()

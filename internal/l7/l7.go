@@ -36,6 +36,7 @@ const (
 	Mongo     Protocol = 8 // MongoDB wire protocol (OP_MSG, legacy OP_QUERY/OP_REPLY)
 	Memcached Protocol = 9 // memcached text protocol
 	CRPC      Protocol = 10
+	Dubbo     Protocol = 11 // Apache Dubbo2 (dubbo://), the sermant feature's
 )
 
 // protocolNames are the `protocol` label values, gala-gopher's where it has
@@ -43,6 +44,7 @@ const (
 var protocolNames = [...]string{
 	Unknown: "unknown", HTTP: "http", HTTP2: "http2", MySQL: "mysql", PgSQL: "pgsql",
 	DNS: "dns", Redis: "redis", Kafka: "kafka", Mongo: "mongo", Memcached: "memcached", CRPC: "crpc",
+	Dubbo: "dubbo",
 }
 
 // String returns the protocol's label value.

@@ -5,7 +5,7 @@ import "testing"
 func TestProtocolNames(t *testing.T) {
 	want := map[Protocol]string{
 		Unknown: "unknown", HTTP: "http", HTTP2: "http2", MySQL: "mysql", PgSQL: "pgsql", DNS: "dns",
-		Redis: "redis", Kafka: "kafka", Mongo: "mongo", Memcached: "memcached", CRPC: "crpc", 200: "protocol(200)",
+		Redis: "redis", Kafka: "kafka", Mongo: "mongo", Memcached: "memcached", CRPC: "crpc", Dubbo: "dubbo", 200: "protocol(200)",
 	}
 	for p, s := range want {
 		if got := p.String(); got != s {

@@ -110,6 +110,7 @@ enum syscap_proto {
 	SYSCAP_P_KAFKA = 7,
 	SYSCAP_P_MONGO = 8,
 	SYSCAP_P_MEMCACHED = 9,
+	SYSCAP_P_DUBBO = 11,
 };
 
 enum syscap_dir {
@@ -493,6 +494,13 @@ static __always_inline bool mongo_request(const __u8 *b, __u32 n, __u32 size)
 	return len == size && len >= 16 && le32(b + 8) == 0 && (op == 2013 || op == 2004 || op == 2012);
 }
 
+/* Dubbo2 request: magic 0xdabb, request flag, status 0, body length
+ * under 64 MiB (internal/l7/dubbo Detect). */
+static __always_inline bool dubbo_request(const __u8 *b, __u32 n)
+{
+	return n >= 16 && b[0] == 0xda && b[1] == 0xbb && (b[2] & 0x80) && b[3] == 0 && be32(b + 12) <= (64 << 20);
+}
+
 /* DNS query: header with QR=0, opcode QUERY, one question, no answers. */
 static __always_inline bool dns_query(const __u8 *b, __u32 n)
 {
@@ -541,6 +549,8 @@ static __always_inline bool infer(const __u8 *b, __u32 n, __u32 size, __u8 dir, 
 		p = SYSCAP_P_KAFKA;
 	} else if (mongo_request(b, n, size)) {
 		p = SYSCAP_P_MONGO;
+	} else if (dubbo_request(b, n)) {
+		p = SYSCAP_P_DUBBO;
 	} else if (n >= 14 && b[0] == 0 && (((__u32)b[0] << 8) | b[1]) + 2 == size && dns_query(b + 2, n - 2)) {
 		p = SYSCAP_P_DNS; /* DNS over TCP: 2-byte length prefix */
 	}

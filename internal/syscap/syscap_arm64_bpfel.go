@@ -155,6 +155,7 @@ const (
 	syscapSyscapProtoSYSCAP_P_KAFKA     syscapSyscapProto = 7
 	syscapSyscapProtoSYSCAP_P_MONGO     syscapSyscapProto = 8
 	syscapSyscapProtoSYSCAP_P_MEMCACHED syscapSyscapProto = 9
+	syscapSyscapProtoSYSCAP_P_DUBBO     syscapSyscapProto = 11
 )
 
 type syscapSyscapRecType uint32

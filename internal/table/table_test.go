@@ -58,10 +58,18 @@ func TestBuiltinMatchesReference(t *testing.T) {
 		t.Errorf("reference rows = %d, want 650", rows)
 	}
 	for _, tbl := range Builtin() {
-		if seen[tbl.Name] != len(tbl.Fields) {
+		if seen[tbl.Name]+len(galagoFields[tbl.Name]) != len(tbl.Fields) {
 			t.Errorf("table %s: %d fields, reference lists %d", tbl.Name, len(tbl.Fields), seen[tbl.Name])
 		}
 	}
+}
+
+// galagoFields are the fields galago adds to a reference table, each for
+// a reason the README's compatibility notes give.
+var galagoFields = map[string][]string{
+	// gala-gopher's per-API table has no api key: its rows of one
+	// session's APIs collide.
+	"sermant_l7_rpc_api": {"api"},
 }
 
 func TestParseMetaErrors(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/galago-project/galago/internal/l7"
 	"github.com/galago-project/galago/internal/l7/internal/lenframe"
+	"github.com/galago-project/galago/internal/l7/internal/pairing"
 )
 
 // The tech header, as gala-gopher documents it (l7probe include/l7.h,
@@ -74,29 +75,22 @@ func Detect(b []byte) bool {
 // published.
 const APIHeartbeat = "heartbeat"
 
-type pending struct {
-	id   [16]byte
-	ts   uint64
-	size int
-	api  string
-}
-
 // Parser frames and pairs one CRPC connection. Requests and responses
 // carry the same 16-byte requestID and are paired by it, in any order (an
 // RPC connection multiplexes calls). A response whose request was not seen
 // comes out alone (HasRequest false). Every exchange is OK: where a
 // response's status is, is not documented.
 type Parser struct {
-	role       l7.Role
-	reqF, resF lenframe.Framer
-	reqS       sink
-	resS       sink
-	cur        [2]struct {
+	role   l7.Role
+	frames lenframe.Duplex
+	reqS   sink
+	resS   sink
+	cur    [2]struct {
 		h  header
 		ts uint64
 		ok bool // the message is of its direction's kind
 	}
-	q   []pending
+	q   pairing.Queue[[16]byte]
 	out []l7.Exchange
 }
 
@@ -109,7 +103,8 @@ type sink struct {
 func NewParser(role l7.Role) *Parser {
 	p := &Parser{role: role}
 	p.reqS, p.resS = sink{p, 0}, sink{p, 1}
-	for _, f := range []*lenframe.Framer{&p.reqF, &p.resF} {
+	p.q.Max = maxPending
+	for _, f := range []*lenframe.Framer{&p.frames.Req, &p.frames.Resp} {
 		f.HeaderLen, f.Length = framed, length
 	}
 	return p
@@ -124,28 +119,18 @@ func length(b []byte) int {
 }
 
 // Desyncs implements l7.Parser.
-func (p *Parser) Desyncs() uint64 { return p.reqF.Desyncs() + p.resF.Desyncs() }
+func (p *Parser) Desyncs() uint64 { return p.frames.Desyncs() }
 
 // Feed implements l7.Parser.
 func (p *Parser) Feed(c l7.Chunk, out []l7.Exchange) []l7.Exchange {
 	p.out = out
-	if c.Dir == p.role.RequestDir() {
-		p.reqF.Feed(&c, &p.reqS)
-	} else {
-		p.resF.Feed(&c, &p.resS)
-	}
+	p.frames.Feed(p.role, &c, &p.reqS, &p.resS)
 	out, p.out = p.out, nil
 	return out
 }
 
 // Flush implements l7.Parser: the requests still waiting for a response.
-func (p *Parser) Flush(out []l7.Exchange) []l7.Exchange {
-	for i := range p.q {
-		out = append(out, l7.Exchange{HasRequest: true, Start: p.q[i].ts, API: p.q[i].api, ReqBytes: p.q[i].size})
-	}
-	p.q = p.q[:0]
-	return out
-}
+func (p *Parser) Flush(out []l7.Exchange) []l7.Exchange { return p.q.Flush(out) }
 
 func (s *sink) Start(b []byte, _ int, ts uint64) {
 	c := &s.p.cur[s.dir]
@@ -169,24 +154,12 @@ func (s *sink) End() {
 		api = APIHeartbeat
 	}
 	if s.dir == 0 {
-		if len(p.q) >= maxPending {
-			q := p.q[0]
-			p.out = append(p.out, l7.Exchange{HasRequest: true, Start: q.ts, API: q.api, ReqBytes: q.size})
-			copy(p.q, p.q[1:])
-			p.q = p.q[:len(p.q)-1]
-		}
-		p.q = append(p.q, pending{id: c.h.id, ts: c.ts, size: c.h.total, api: api})
+		p.out = p.q.Push(pairing.Req[[16]byte]{ID: c.h.id, TS: c.ts, Size: c.h.total, API: api}, p.out)
 		return
 	}
-	for i := range p.q {
-		if p.q[i].id == c.h.id {
-			q := p.q[i]
-			p.out = append(p.out, l7.Exchange{HasRequest: true, HasResponse: true, Start: q.ts, End: c.ts,
-				API: q.api, ReqBytes: q.size, RespBytes: c.h.total})
-			copy(p.q[i:], p.q[i+1:])
-			p.q = p.q[:len(p.q)-1]
-			return
-		}
+	if r, ok := p.q.Take(c.h.id); ok {
+		p.out = append(p.out, r.Answered(c.ts, c.h.total, l7.OK))
+		return
 	}
 	p.out = append(p.out, l7.Exchange{HasResponse: true, End: c.ts, API: api, RespBytes: c.h.total})
 }

@@ -21,8 +21,8 @@ func FuzzParser(f *testing.F) {
 			if msg := fuzzchunks.Check(p, chunks, role, MinHeader); msg != "" {
 				t.Fatalf("%s: %s", role, msg)
 			}
-			if len(p.q) > maxPending {
-				t.Fatalf("%d pending", len(p.q))
+			if p.q.Len() > maxPending {
+				t.Fatalf("%d pending", p.q.Len())
 			}
 		}
 		Detect(data)

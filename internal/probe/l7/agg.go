@@ -106,10 +106,14 @@ type aggregator struct {
 	overflowed uint64
 	// onExchange, when set, also sees every exchange of a connection.
 	onExchange func(c *conn, e *l7.Exchange)
+	// lT, rT, aT are the link, rpc and api tables (the feature's); lT nil:
+	// no link table.
+	lT, rT, aT *table.Table
 }
 
 func newAggregator() *aggregator {
 	return &aggregator{
+		lT: table.L7Link, rT: table.L7Rpc, aT: table.L7RpcApi,
 		links: map[rowKey]*linkAgg{}, rpcs: map[rowKey]*rpcAgg{}, apis: map[apiKey]*rpcAgg{},
 		seen: map[serviceKey]map[string]struct{}{}, maxAPIs: DefaultMaxAPIs,
 	}
@@ -188,11 +192,6 @@ func (a *aggregator) exchange(k rowKey, rpc *rpcAgg, e *l7.Exchange, c *conn) {
 	}
 }
 
-// rows are the tables' field indexes.
-var (
-	lT, rT, aT = table.L7Link, table.L7Rpc, table.L7RpcApi
-)
-
 func setKeys(t *table.Table, r *table.Record, k rowKey) {
 	r.SetStr(t.MustIndex("tgid"), strconv.FormatUint(uint64(k.tgid), 10))
 	r.SetStr(t.MustIndex("client_ip"), k.clientIP.String())
@@ -237,7 +236,8 @@ func setRPC(t *table.Table, r *table.Record, g *rpcAgg, period time.Duration, pe
 // period. bytes and rpc say which sub-items are on.
 func (a *aggregator) flush(end time.Time, period time.Duration, bytes, rpc bool, observed func(uint32) bool) []*table.Record {
 	var out []*table.Record
-	if bytes {
+	lT, rT, aT := a.lT, a.rT, a.aT
+	if bytes && lT != nil {
 		for k, l := range a.links {
 			if !observed(k.tgid) {
 				continue

@@ -60,4 +60,23 @@
 // capture did not copy hid one) reports it, and the probe counts it in
 // galago_probe_events_lost_total{probe="l7"}, with lost ring buffer records
 // and connections the kernel table had no room for.
+//
+// # sermant
+//
+// The sermant feature (NewSermant; gala-gopher's sermant_probe.py, which
+// reads the metrics the Sermant Java agent pushes) is this probe's second
+// flavor: the same capture (a consumer of the shared one: no hook of its
+// own), the same rows, for one protocol, Dubbo2 (internal/l7/dubbo: the
+// kernel infers it from a request's magic 0xdabb and request flag), in
+// sermant_l7_rpc and sermant_l7_rpc_api; no Java agent is needed and any
+// Dubbo2 process is seen, instrumented by Sermant or not. Sub-items and
+// snoopers (proc) as l7's; l7_bytes_metrics has no sermant table and
+// gives nothing; l7_rpc_trace is not built (as for l7). l7_protocol is
+// ignored: the protocol is Dubbo2. sermant_l7_rpc_api has an api key
+// ("<service>[:<version>]/<method>") that gala-gopher's table lacks (its
+// rows of one session's APIs would collide). The capture's BPF run time is
+// reported once, by l7. Cost and bounds are l7's; losses are counted in
+// galago_probe_events_lost_total{probe="sermant"}. Not measured: Dubbo3
+// (Triple, HTTP/2: the l7 feature's http2), and bodies in a serialization
+// other than hessian2 (counted, without api).
 package l7

@@ -111,6 +111,12 @@ const reportEvery = 300 * time.Millisecond
 // new cgroup of its own, in which every process of e.procs starts.
 func newEnv(t *testing.T, protocols []string, ssl bool, tools ...string) *env {
 	t.Helper()
+	return newEnvOf(t, New(), protocols, ssl, tools...)
+}
+
+// newEnvOf is newEnv for probe p (the l7 feature or another flavor).
+func newEnvOf(t *testing.T, p *Probe, protocols []string, ssl bool, tools ...string) *env {
+	t.Helper()
 	probetest.RequireTools(t, tools...)
 	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sys_exit"))
 	root := cgroupRoot(t)
@@ -168,9 +174,9 @@ func newEnv(t *testing.T, protocols []string, ssl bool, tools ...string) *env {
 	if ssl {
 		params.SupportSSL = 1
 	}
-	e.p = New()
+	e.p = p
 	e.p.reportEvery = reportEvery
-	e.rt = probetest.NewRuntime(t, probetest.ProbeName(Name), probetest.WithTimeout(30*time.Second))
+	e.rt = probetest.NewRuntime(t, probetest.ProbeName(p.Name()), probetest.WithTimeout(30*time.Second))
 	cfg := probe.Config{SubItems: bitBytes | bitRPC, Params: params, Targets: e.targets}
 	if err := e.p.Start(e.rt.Context(), cfg, e.rt); err != nil {
 		t.Fatal(err)

@@ -30,8 +30,20 @@ var (
 	bitRPC   = probe.MustSubItemBit(Name, "l7_rpc_metrics")
 )
 
-// Probe is the l7 feature. See the package documentation.
+// flavor is what the l7 and sermant features differ in.
+type flavor struct {
+	name       string
+	lT, rT, aT *table.Table // lT nil: no link table
+	// protocols, when set, are traced whatever l7_protocol says.
+	protocols []l7.Protocol
+}
+
+var l7Flavor = flavor{name: Name, lT: table.L7Link, rT: table.L7Rpc, aT: table.L7RpcApi}
+
+// Probe is the l7 feature (or, made by NewSermant, the sermant feature).
+// See the package documentation.
 type Probe struct {
+	f        flavor
 	stats    *bpfrt.Stats
 	missing  *bpfrt.MissingHooks
 	hostPath string
@@ -93,7 +105,11 @@ func WithRingSize(bytes int) Option { return func(p *Probe) { p.ringSize = bytes
 
 // New returns an l7 probe.
 func New(opts ...Option) *Probe {
-	p := &Probe{now: time.Now, kick: make(chan struct{}, 1), tlsKick: make(chan struct{}, 1), warned: map[string]bool{}}
+	return newFlavor(l7Flavor, opts)
+}
+
+func newFlavor(f flavor, opts []Option) *Probe {
+	p := &Probe{f: f, now: time.Now, kick: make(chan struct{}, 1), tlsKick: make(chan struct{}, 1), warned: map[string]bool{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -101,11 +117,14 @@ func New(opts ...Option) *Probe {
 }
 
 // Name implements probe.Probe.
-func (p *Probe) Name() string { return Name }
+func (p *Probe) Name() string { return p.f.name }
 
 // Tables implements probe.Tables.
 func (p *Probe) Tables() []*table.Table {
-	return []*table.Table{table.L7Link, table.L7Rpc, table.L7RpcApi}
+	if p.f.lT == nil {
+		return []*table.Table{p.f.rT, p.f.aT}
+	}
+	return []*table.Table{p.f.lT, p.f.rT, p.f.aT}
 }
 
 // Start loads the syscall capture and starts the report loop.
@@ -131,6 +150,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	}
 	p.rt, p.cfg = rt, cfg
 	p.agg = newAggregator()
+	p.agg.lT, p.agg.rT, p.agg.aT = p.f.lT, p.f.rT, p.f.aT
 	if p.spans != nil {
 		p.clock = newMonoToWall()
 		// The capture already holds only the snoopers' connections (the
@@ -159,7 +179,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		return err
 	}
 	if p.stats != nil {
-		if err := p.stats.Register(Name, p.capture.Programs()); err != nil {
+		if err := p.stats.Register(p.f.name, p.capture.Programs()); err != nil {
 			log.Warn("l7: BPF run-time statistics unavailable", "err", err)
 		}
 	}
@@ -204,6 +224,9 @@ func (p *Probe) applyLocked() error {
 // parser; one line is logged for each requested protocol galago cannot
 // parse.
 func (p *Probe) protocolsLocked() []l7.Protocol {
+	if p.f.protocols != nil {
+		return p.f.protocols
+	}
 	names := p.cfg.Params.L7Protocol
 	if len(names) == 0 {
 		names = DefaultProtocols
@@ -267,7 +290,7 @@ func (p *Probe) Stop() error {
 // returns for the caller to close once p.mu is released.
 func (p *Probe) closeLocked() *syscap.Sub {
 	if p.stats != nil {
-		p.stats.Unregister(Name)
+		p.stats.Unregister(p.f.name)
 	}
 	sub := p.capture
 	p.capture = nil

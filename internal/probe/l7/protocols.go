@@ -4,6 +4,7 @@ import (
 	"github.com/galago-project/galago/internal/l7"
 	"github.com/galago-project/galago/internal/l7/crpc"
 	"github.com/galago-project/galago/internal/l7/dns"
+	"github.com/galago-project/galago/internal/l7/dubbo"
 	"github.com/galago-project/galago/internal/l7/http"
 	"github.com/galago-project/galago/internal/l7/http2"
 	"github.com/galago-project/galago/internal/l7/kafka"
@@ -64,6 +65,11 @@ var parsers = map[l7.Protocol]func(parserEnv) l7.Parser{
 	},
 	l7.Mongo: func(e parserEnv) l7.Parser { return mongo.NewParser(e.role) },
 	l7.CRPC:  func(e parserEnv) l7.Parser { return crpc.NewParser(e.role) },
+	l7.Dubbo: func(e parserEnv) l7.Parser {
+		p := dubbo.NewParser(e.role)
+		p.SetInterner(e.in)
+		return p
+	},
 }
 
 // internMax bounds each protocol's shared interner.

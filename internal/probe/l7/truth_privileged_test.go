@@ -1,13 +1,20 @@
 package l7
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/galago-project/galago/internal/syscap"
+)
 
 // TestGroundTruthPrivileged runs the ground-truth tests of the protocols
 // below on one probe (every protocol they speak): the capture's load
 // dominates a short test, so they share it; each subtest has servers of
-// its own, and its rows are told apart by their server port.
+// its own, and its rows are told apart by their server port. The capture
+// is a shared one, as in the daemon, so that the sermant feature's test
+// adds a consumer rather than a capture.
 func TestGroundTruthPrivileged(t *testing.T) {
-	e := newEnv(t, []string{"http", "mysql", "kafka", "dns"}, false,
+	shared := syscap.NewShared(syscap.Options{})
+	e := newEnvOf(t, New(WithShared(shared)), []string{"http", "mysql", "kafka", "dns"}, false,
 		"mariadb-install-db", "mariadbd", "unbound", "unbound-control", "ip")
 	for _, tc := range []struct {
 		name string
@@ -18,6 +25,7 @@ func TestGroundTruthPrivileged(t *testing.T) {
 		{"mariadb", testMariaDB},
 		{"kafka", testKafka},
 		{"dns", testDNS},
+		{"sermant", func(t *testing.T, e *env) { testSermant(t, e, shared) }},
 	} {
 		lost := e.rt.LostCount()
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,7 +37,13 @@ func Chunks(data, ctrl []byte) []l7.Chunk {
 // Seed encodes a fixture seen from role's side as (data, ctrl), its
 // segments cut in pieces of at most 256 bytes, at most max bytes in all.
 func Seed(segs []l7test.Segment, role l7.Role, max int) (data, ctrl []byte) {
-	for _, c := range l7test.Chunks(segs, role, 1, 1) {
+	return SeedChunks(l7test.Chunks(segs, role, 1, 1), max)
+}
+
+// SeedChunks encodes chunks as (data, ctrl), cut in pieces of at most 256
+// bytes, at most max bytes in all.
+func SeedChunks(chunks []l7.Chunk, max int) (data, ctrl []byte) {
+	for _, c := range chunks {
 		for b := c.Data; len(b) > 0 && len(data) < max; {
 			n := min(len(b), 256)
 			var dir byte

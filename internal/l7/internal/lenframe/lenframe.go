@@ -145,3 +145,21 @@ func (f *Framer) desync() {
 	f.desyncs++
 	f.nhdr, f.rem, f.inMsg, f.lost = 0, 0, false, true
 }
+
+// Duplex frames both directions of a connection: requests, in the
+// direction the observed role sends or receives them, and responses.
+type Duplex struct {
+	Req, Resp Framer
+}
+
+// Desyncs counts the times either direction lost its framing.
+func (d *Duplex) Desyncs() uint64 { return d.Req.Desyncs() + d.Resp.Desyncs() }
+
+// Feed frames chunk c, seen from role's side, into req or resp.
+func (d *Duplex) Feed(role l7.Role, c *l7.Chunk, req, resp Sink) {
+	if c.Dir == role.RequestDir() {
+		d.Req.Feed(c, req)
+	} else {
+		d.Resp.Feed(c, resp)
+	}
+}

@@ -1,0 +1,204 @@
+package jvm
+
+import (
+	"encoding/binary"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/galago-project/galago/internal/table"
+)
+
+func readFixture(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func fixturePerfData(t testing.TB) *PerfData {
+	t.Helper()
+	pd, err := ParsePerfData([]byte(readFixture(t, "hsperfdata-g1-jdk17")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pd
+}
+
+// TestPerfDataFixture: the hsperfdata of testdata/JvmLoad (5 workers, 3
+// daemons, 2 deadlocked threads, 4 System.gc() calls, 32 MiB kept), read
+// as jstat read it (testdata/jstat_gc.txt, taken at the same time).
+func TestPerfDataFixture(t *testing.T) {
+	pd := fixturePerfData(t)
+	for name, want := range map[string]int64{
+		"sun.gc.collector.0.invocations":   5,              // jstat YGC
+		"sun.gc.collector.1.invocations":   4,              // FGC: the System.gc() calls
+		"sun.gc.collector.2.invocations":   7,              // CGC
+		"sun.gc.generation.1.space.0.used": 66714*1024 + 0, // OU, KiB in jstat
+		"sun.os.hrt.frequency":             1e9,
+	} {
+		got := pd.Longs[name]
+		if name == "sun.gc.generation.1.space.0.used" {
+			got = got / 1024 * 1024 // jstat rounds to 0.1 KiB
+		}
+		if got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
+	for name, want := range map[string]string{
+		"sun.rt.javaCommand":         "JvmLoad 5 3 4 32",
+		"sun.gc.policy.name":         "GarbageFirst",
+		"sun.gc.collector.0.name":    "G1 young collection pauses",
+		"java.property.java.version": "17.0.15",
+	} {
+		if got := pd.Strings[name]; got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestParsePerfDataErrors(t *testing.T) {
+	good := []byte(readFixture(t, "hsperfdata-g1-jdk17"))
+	for name, mutate := range map[string]func(b []byte) []byte{
+		"short":          func(b []byte) []byte { return b[:20] },
+		"magic":          func(b []byte) []byte { b[0] = 0; return b },
+		"version":        func(b []byte) []byte { b[5] = 9; return b },
+		"not accessible": func(b []byte) []byte { b[7] = 0; return b },
+		"entry offset":   func(b []byte) []byte { binary.LittleEndian.PutUint32(b[24:], 1<<30); return b },
+		"entry length": func(b []byte) []byte {
+			off := binary.LittleEndian.Uint32(b[24:])
+			binary.LittleEndian.PutUint32(b[off:], 3)
+			return b
+		},
+	} {
+		b := mutate(append([]byte(nil), good...))
+		if _, err := ParsePerfData(b); err == nil || !strings.Contains(err.Error(), "hsperfdata") {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+}
+
+func TestJcmdParsers(t *testing.T) {
+	h := parseHeapInfo(readFixture(t, "gc_heap_info.txt"))
+	if !h.heapFound || h.heap.used != 67656<<10 || h.heap.committed != 114688<<10 {
+		t.Errorf("heap %+v", h.heap)
+	}
+	if h.metaspace.used != 626<<10 || h.metaspace.committed != 768<<10 || h.classSpc.used != 57<<10 || h.classSpc.committed != 128<<10 {
+		t.Errorf("metaspace %+v class %+v", h.metaspace, h.classSpc)
+	}
+	// Parallel GC: two top-level generations.
+	ps := parseHeapInfo(" PSYoungGen      total 76288K, used 3932K [0x1, 0x2, 0x3)\n  eden space 65536K, 6% used [0x1,0x2,0x3)\n" +
+		" ParOldGen       total 175104K, used 100K [0x1, 0x2, 0x3)\n  object space 175104K, 0% used [0x1,0x2,0x3)\n" +
+		" Metaspace       used 1K, committed 2K, reserved 3K\n")
+	if ps.heap.used != (3932+100)<<10 || ps.heap.committed != (76288+175104)<<10 {
+		t.Errorf("parallel heap %+v", ps.heap)
+	}
+	code := parseCodeCache(readFixture(t, "compiler_codecache.txt"))
+	if len(code) != 3 || code[0].name != "CodeHeap 'non-profiled nmethods'" || code[2].name != "CodeHeap 'non-nmethods'" {
+		t.Fatalf("code heaps %+v", code)
+	}
+	for _, c := range code {
+		if c.u.used <= 0 || c.u.committed < c.u.used || c.u.max < c.u.committed {
+			t.Errorf("%s: %+v", c.name, c.u)
+		}
+	}
+	flags := parseFlags(readFixture(t, "vm_flags.txt"))
+	if flags["MaxHeapSize"] != 256<<20 || flags["InitialHeapSize"] != 64<<20 {
+		t.Errorf("flags %v", flags)
+	}
+	props := parseProperties(readFixture(t, "vm_system_properties.txt"))
+	if props["java.runtime.name"] != "OpenJDK Runtime Environment" || props["java.vm.vendor"] != "Debian" || props["java.home"] != "/usr/lib/jvm/java-17-openjdk-amd64" {
+		t.Errorf("properties %v", props)
+	}
+	if n := deadlocked(readFixture(t, "thread_print.txt")); n != 2 {
+		t.Errorf("deadlocked %d, want 2", n)
+	}
+	if n := deadlocked(`"main" #1 prio=5` + "\n"); n != 0 {
+		t.Errorf("deadlocked %d without a deadlock report", n)
+	}
+}
+
+func TestReadReply(t *testing.T) {
+	if out, err := readReply(strings.NewReader("0\nhello\n")); err != nil || out != "hello\n" {
+		t.Errorf("%q %v", out, err)
+	}
+	if _, err := readReply(strings.NewReader("101\nNo such command\n")); err == nil || !strings.Contains(err.Error(), "No such command") {
+		t.Errorf("error reply: %v", err)
+	}
+	if _, err := readReply(strings.NewReader("junk")); err == nil {
+		t.Error("no result code accepted")
+	}
+	if got := string(request("jcmd", "GC.heap_info")); got != "1\x00jcmd\x00GC.heap_info\x00\x00\x00" {
+		t.Errorf("request %q", got)
+	}
+}
+
+// TestRecords: the fixtures' snapshot gives every table but jvm_buf_pool
+// with the values of their sources.
+func TestRecords(t *testing.T) {
+	h := parseHeapInfo(readFixture(t, "gc_heap_info.txt"))
+	s := snapshot{pd: fixturePerfData(t), props: parseProperties(readFixture(t, "vm_system_properties.txt")),
+		flags: parseFlags(readFixture(t, "vm_flags.txt")), heapInfo: &h,
+		code: parseCodeCache(readFixture(t, "compiler_codecache.txt")), deadlocked: 2, cpuSecs: 1.5}
+	recs := s.records(42, time.Unix(100, 0), time.Minute)
+	get := func(tbl *table.Table, key, val, field string) float64 {
+		t.Helper()
+		for _, r := range recs {
+			if r.Table == tbl && (key == "" || r.Str(key) == val) {
+				if r.Str("tgid") != "42" || r.Str("name") != "JvmLoad" {
+					t.Errorf("%s keys %q %q", tbl.Name, r.Str("tgid"), r.Str("name"))
+				}
+				v := r.Values[tbl.MustIndex(field)]
+				if !v.Set {
+					t.Errorf("%s %s=%s: %s not set", tbl.Name, key, val, field)
+				}
+				return v.Num
+			}
+		}
+		t.Errorf("%s %s=%s: no record", tbl.Name, key, val)
+		return 0
+	}
+	for _, c := range []struct {
+		tbl             *table.Table
+		key, val, field string
+		want            float64
+	}{
+		{table.JvmInfo, "", "", "info", 1},
+		{table.JvmProc, "", "", "proc_cpu_secs_total", 1.5},
+		{table.JvmThread, "", "", "threads_deadlocked", 2},
+		{table.JvmGc, "gc", "G1 Young Generation", "gc_coll_secs_count", 5},
+		{table.JvmGc, "gc", "G1 Old Generation", "gc_coll_secs_count", 4},
+		{table.JvmGc, "gc", "G1 concurrent cycle pauses", "gc_coll_secs_count", 7},
+		{table.JvmMem, "area", "heap", "mem_bytes_used", 67656 << 10},
+		{table.JvmMem, "area", "heap", "mem_bytes_max", 256 << 20},
+		{table.JvmMem, "area", "heap", "mem_bytes_init", 64 << 20},
+		{table.JvmMemPool, "pool", "Metaspace", "mem_pool_bytes_used", 626 << 10},
+		{table.JvmMemPool, "pool", "Compressed Class Space", "mem_pool_bytes_commit", 128 << 10},
+		{table.JvmMemPool, "pool", "G1 Old Gen", "mem_pool_bytes_max", 256 << 20},
+	} {
+		if got := get(c.tbl, c.key, c.val, c.field); got != c.want {
+			t.Errorf("%s %s=%s %s = %v, want %v", c.tbl.Name, c.key, c.val, c.field, got, c.want)
+		}
+	}
+	gcSum := get(table.JvmGc, "gc", "G1 Old Generation", "gc_coll_secs_sum")
+	if gcSum < 0.0145 || gcSum > 0.0155 { // jstat FGCT 0.015
+		t.Errorf("G1 Old Generation time %v s, jstat says 0.015", gcSum)
+	}
+	var nonHeap float64
+	for _, r := range recs {
+		if r.Table == table.JvmMemPool && !strings.HasPrefix(r.Str("pool"), "G1 ") {
+			nonHeap += r.Values[table.JvmMemPool.MustIndex("mem_pool_bytes_used")].Num
+		}
+	}
+	if got := get(table.JvmMem, "area", "nonheap", "mem_bytes_used"); got != nonHeap {
+		t.Errorf("nonheap used %v, the non-heap pools sum to %v", got, nonHeap)
+	}
+	for _, r := range recs {
+		if r.Table == table.JvmInfo && (r.Str("runtime") != "OpenJDK Runtime Environment" || r.Str("vendor") != "Debian" || r.Str("version") != "17.0.15+6-Debian-1deb12u1") {
+			t.Errorf("jvm_info labels %q %q %q", r.Str("runtime"), r.Str("vendor"), r.Str("version"))
+		}
+	}
+}

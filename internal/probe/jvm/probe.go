@@ -1,0 +1,274 @@
+package jvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/periodic"
+	"github.com/galago-project/galago/internal/procfs"
+	"github.com/galago-project/galago/internal/table"
+)
+
+// Name is the feature name.
+const Name = "jvm"
+
+// defaultAttachTimeout bounds each attach step (listener start, one
+// command).
+const defaultAttachTimeout = 5 * time.Second
+
+// Probe is the jvm feature. See the package documentation.
+type Probe struct {
+	fs            procfs.FS
+	attachTimeout time.Duration
+	loopOpts      []periodic.Option
+	loop          *periodic.Loop
+	ctx           context.Context
+
+	// jvms are the JVMs seen, by pid; used only by the loop's goroutine.
+	jvms map[int]*jvmState
+}
+
+var (
+	_ probe.Probe  = (*Probe)(nil)
+	_ probe.Tables = (*Probe)(nil)
+)
+
+// Option configures a Probe.
+type Option func(*Probe)
+
+func withInterval(d time.Duration) Option {
+	return func(p *Probe) { p.loopOpts = append(p.loopOpts, periodic.Interval(d)) }
+}
+
+// New returns a stopped jvm probe reading the host under fsys.
+func New(fsys procfs.FS, opts ...Option) *Probe {
+	p := &Probe{fs: fsys, attachTimeout: defaultAttachTimeout, jvms: map[int]*jvmState{}}
+	for _, o := range opts {
+		o(p)
+	}
+	p.loop = periodic.New(p.collect, append(p.loopOpts, periodic.AtStart())...)
+	return p
+}
+
+// Name implements probe.Probe.
+func (p *Probe) Name() string { return Name }
+
+// Tables implements probe.Tables.
+func (p *Probe) Tables() []*table.Table {
+	return []*table.Table{table.JvmInfo, table.JvmProc, table.JvmClass, table.JvmThread, table.JvmMem, table.JvmMemPool, table.JvmGc}
+}
+
+// Start starts the report loop.
+func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) error {
+	p.ctx = ctx
+	if err := p.loop.Start(cfg, rt); err != nil {
+		return fmt.Errorf("jvm: %w", err)
+	}
+	rt.Logger().Info("jvm: jvm_buf_pool is not reported (the direct and mapped buffer pools are only known to the JVM's " +
+		"BufferPoolMXBean, which neither hsperfdata nor any diagnostic command exposes); jvm_mem_pool's after-last-collection " +
+		"fields neither")
+	return nil
+}
+
+// Stop is a no-op: the probe holds nothing between periods but caches.
+// Idempotent.
+func (p *Probe) Stop() error { return nil }
+
+// jvmState is what is kept of one JVM between periods.
+type jvmState struct {
+	startTicks uint64 // /proc/<pid>/stat start time: tells a reused pid
+	perfPath   string
+	att        *attacher
+	attachErr  error // set once attach failed: not retried for this JVM
+	props      map[string]string
+	flags      map[string]int64
+}
+
+// collect publishes the tables of every observed JVM.
+func (p *Probe) collect(c periodic.Cycle) {
+	pids, err := p.fs.PIDs()
+	if err != nil {
+		c.RT.Error()
+		c.WarnOnce("pids", "jvm: cannot list processes", "err", err)
+		return
+	}
+	seen := map[int]bool{}
+	for _, pid := range pids {
+		if t := c.Config.Targets; t != nil && !t.Observed(pid) {
+			continue
+		}
+		j, err := p.jvm(pid)
+		if err != nil {
+			if !gone(err) {
+				c.RT.Error()
+				c.WarnOnce("read", "jvm: cannot read a process (logged once)", "pid", pid, "err", err)
+			}
+			continue
+		}
+		if j == nil {
+			continue
+		}
+		seen[pid] = true
+		p.report(c, pid, j)
+	}
+	for pid := range p.jvms {
+		if !seen[pid] {
+			delete(p.jvms, pid)
+		}
+	}
+}
+
+// jvm returns the state of pid if it is a JVM with hsperfdata, nil if it
+// is not one.
+func (p *Probe) jvm(pid int) (*jvmState, error) {
+	st, err := p.fs.PIDStat(pid)
+	if err != nil {
+		return nil, err
+	}
+	if j := p.jvms[pid]; j != nil && j.startTicks == st.StartTime {
+		return j, nil
+	}
+	delete(p.jvms, pid)
+	status, err := p.fs.PIDStatus(pid)
+	if err != nil {
+		return nil, err
+	}
+	nspid := pid
+	if n := len(status.NStgid); n > 0 {
+		nspid = status.NStgid[n-1]
+	}
+	proc := p.fs.Path(fmt.Sprintf("/proc/%d", pid))
+	// /tmp/hsperfdata_<user>/<nspid> in the process's mount namespace;
+	// the user is the JVM's, named in its own /etc/passwd: any will do.
+	matches, _ := filepath.Glob(filepath.Join(proc, "root", "tmp", "hsperfdata_*", strconv.Itoa(nspid)))
+	if len(matches) == 0 {
+		return nil, nil
+	}
+	j := &jvmState{startTicks: st.StartTime, perfPath: matches[0],
+		att: &attacher{proc: proc, pid: pid, nspid: nspid, timeout: p.attachTimeout}}
+	p.jvms[pid] = j
+	return j, nil
+}
+
+// gone says err is that of a process (or JVM) that exited meanwhile.
+func gone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+}
+
+// readPerfData reads and parses an hsperfdata file.
+func readPerfData(path string) (*PerfData, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPerfData+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPerfData {
+		return nil, fmt.Errorf("%s: %w: larger than %d bytes", path, errPerfData, maxPerfData)
+	}
+	pd, err := ParsePerfData(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return pd, nil
+}
+
+// jcmd runs a command on j unless attach failed before; the first
+// failure is logged.
+func (p *Probe) jcmd(c periodic.Cycle, pid int, j *jvmState, command string) (string, bool) {
+	if j.attachErr != nil {
+		return "", false
+	}
+	out, err := j.att.jcmd(p.ctx, command)
+	if err != nil {
+		if p.ctx.Err() != nil {
+			return "", false
+		}
+		if errors.Is(err, errNoAttach) { // a JVM's setting, not a failure
+			noAttach(c, pid, j, err)
+			return "", false
+		}
+		c.RT.Error()
+		c.WarnOnce("jcmd."+command, "jvm: diagnostic command failed (logged once per command)", "pid", pid, "command", command, "err", err)
+		return "", false
+	}
+	return out, true
+}
+
+// noAttach gives up attaching to j, saying so once: a JVM that will not
+// listen is not signalled again every period.
+func noAttach(c periodic.Cycle, pid int, j *jvmState, err error) {
+	j.attachErr = err
+	c.RT.Logger().Warn("jvm: attach unavailable: heap from hsperfdata, no code cache pools, threads_deadlocked and runtime not reported for this JVM",
+		"pid", pid, "err", err)
+}
+
+// report publishes one JVM's records.
+func (p *Probe) report(c periodic.Cycle, pid int, j *jvmState) {
+	pd, err := readPerfData(j.perfPath)
+	if err != nil {
+		if !gone(err) {
+			c.RT.Error()
+			c.WarnOnce("perf."+strconv.Itoa(pid), "jvm: unreadable hsperfdata", "pid", pid, "err", err)
+		}
+		return
+	}
+	if pd.Longs["sun.rt.vmInitDoneTime"] == 0 {
+		return // still starting: not attached to before it can answer
+	}
+	if j.attachErr == nil && !strings.HasPrefix(pd.Strings["sun.rt.jvmCapabilities"], "1") {
+		// -XX:+DisableAttachMechanism: SIGQUIT would only print a thread
+		// dump on the JVM's stdout.
+		noAttach(c, pid, j, fmt.Errorf("%w: pid %d has attach disabled (hsperfdata sun.rt.jvmCapabilities)", errNoAttach, pid))
+	}
+	if j.props == nil {
+		if out, ok := p.jcmd(c, pid, j, "VM.system_properties"); ok {
+			j.props = parseProperties(out)
+		}
+	}
+	if j.flags == nil {
+		if out, ok := p.jcmd(c, pid, j, "VM.flags"); ok {
+			j.flags = parseFlags(out)
+		}
+	}
+	s := snapshot{pd: pd, props: j.props, flags: j.flags, deadlocked: -1}
+	if out, ok := p.jcmd(c, pid, j, "GC.heap_info"); ok {
+		h := parseHeapInfo(out)
+		s.heapInfo = &h
+	}
+	if out, ok := p.jcmd(c, pid, j, "Compiler.codecache"); ok {
+		s.code = parseCodeCache(out)
+	}
+	if out, ok := p.jcmd(c, pid, j, "Thread.print"); ok {
+		s.deadlocked = deadlocked(out)
+	}
+	if st, err := p.fs.PIDStat(pid); err == nil {
+		s.cpuSecs = float64(st.UTime+st.STime) / procfs.UserHZ
+	} else {
+		s.cpuSecs = -1
+	}
+	for _, r := range s.records(pid, c.Now, c.Period) {
+		c.RT.Record(r)
+	}
+}
+
+// mainClass is the name label: the main class (or jar) of the command.
+func mainClass(pd *PerfData) string {
+	cmd := strings.Fields(pd.Strings["sun.rt.javaCommand"])
+	if len(cmd) == 0 {
+		return ""
+	}
+	return cmd[0]
+}

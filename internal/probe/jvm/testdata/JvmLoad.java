@@ -1,0 +1,85 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+
+// The jvm probe's privileged test program: JvmLoad <workers> <daemons>
+// <gcs> <MiB>. It starts the threads (and two daemon threads deadlocked
+// on two monitors), keeps <MiB> MiB reachable, calls System.gc() <gcs>
+// times, prints "ready", then answers every line on stdin with its own
+// ThreadMXBean's view: "threads <live> <daemon> <peak> <started>
+// <deadlocked> <base-live> <base-started>" (base: before its threads).
+public class JvmLoad {
+    static final List<byte[]> retained = new ArrayList<>();
+
+    static Thread parked(String name, boolean daemon, CountDownLatch stop) {
+        Thread t = new Thread(() -> {
+            try {
+                stop.await();
+            } catch (InterruptedException e) {
+            }
+        }, name);
+        t.setDaemon(daemon);
+        t.start();
+        return t;
+    }
+
+    static Thread locker(String name, Object first, Object second, CountDownLatch both) {
+        Thread t = new Thread(() -> {
+            synchronized (first) {
+                both.countDown();
+                try {
+                    both.await();
+                } catch (InterruptedException e) {
+                }
+                synchronized (second) {
+                    System.out.println("unreachable");
+                }
+            }
+        }, name);
+        t.setDaemon(true);
+        t.start();
+        return t;
+    }
+
+    public static void main(String[] a) throws Exception {
+        int workers = Integer.parseInt(a[0]), daemons = Integer.parseInt(a[1]);
+        int gcs = Integer.parseInt(a[2]), mib = Integer.parseInt(a[3]);
+        ThreadMXBean tb = ManagementFactory.getThreadMXBean();
+        int baseLive = tb.getThreadCount();
+        long baseStarted = tb.getTotalStartedThreadCount();
+        CountDownLatch stop = new CountDownLatch(1);
+        for (int i = 0; i < workers; i++) {
+            parked("worker-" + i, false, stop);
+        }
+        for (int i = 0; i < daemons; i++) {
+            parked("daemon-" + i, true, stop);
+        }
+        Object l1 = new Object(), l2 = new Object();
+        CountDownLatch both = new CountDownLatch(2);
+        locker("deadlock-1", l1, l2, both);
+        locker("deadlock-2", l2, l1, both);
+        for (int i = 0; i < mib; i++) {
+            retained.add(new byte[1 << 20]);
+        }
+        for (int i = 0; i < gcs; i++) {
+            System.gc();
+        }
+        while (tb.findDeadlockedThreads() == null) {
+            Thread.sleep(10);
+        }
+        System.out.println("ready");
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        while (in.readLine() != null) {
+            long[] dl = tb.findDeadlockedThreads();
+            System.out.printf("threads %d %d %d %d %d %d %d%n", tb.getThreadCount(), tb.getDaemonThreadCount(),
+                    tb.getPeakThreadCount(), tb.getTotalStartedThreadCount(), dl == null ? 0 : dl.length,
+                    baseLive, baseStarted);
+        }
+        stop.countDown();
+        System.exit(retained.size() > 0 ? 0 : 1);
+    }
+}
