@@ -1,0 +1,276 @@
+package sli
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/identity"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/procfs"
+	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/table"
+)
+
+const cgroup2 = "/sys/fs/cgroup/unified"
+
+// container is a cgroup2 directory named like a container
+// (<parent>/<64 hex>), so that identity names it.
+type container struct {
+	dir  string
+	id   string // full id
+	cgid uint64
+	fd   int
+}
+
+func newContainer(t *testing.T) *container {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	c := &container{id: hex.EncodeToString(b)}
+	parent := filepath.Join(cgroup2, "galago-sli-test-"+c.id[:8])
+	c.dir = filepath.Join(parent, c.id)
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(c.dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	c.cgid = st.Ino
+	fd, err := unix.Open(c.dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.fd = fd
+	t.Cleanup(func() {
+		unix.Close(fd)
+		// the test's processes are gone (killed and waited for) by now
+		if err := os.Remove(c.dir); err != nil {
+			t.Errorf("remove test cgroup: %v", err)
+		}
+		_ = os.Remove(parent)
+	})
+	return c
+}
+
+// start runs argv inside the container's cgroup from its first
+// instruction; the process is killed and reaped at cleanup.
+func (c *container) start(t *testing.T, argv ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+func subItems(t *testing.T, items ...string) uint32 {
+	t.Helper()
+	var sub uint32
+	for _, item := range items {
+		sub |= probe.MustSubItemBit(Name, item)
+	}
+	return sub
+}
+
+// startProbe starts the probe on the container (whitelisted by cgroup and
+// pids) with a period long enough that the test ends periods itself.
+func startProbe(t *testing.T, c *container, sub uint32, pids ...int) (*Probe, *probetest.Runtime) {
+	t.Helper()
+	p := New(procfs.FS{Root: "/"}, identity.NewResolver("/"), withInterval(time.Hour))
+	rt := probetest.NewRuntime(t)
+	targets := probetest.NewTargets(snoop.Whitelist, pids...)
+	targets.SetCgroups(c.cgid)
+	cfg := probe.Config{SubItems: sub, Params: probe.DefaultParams(), Targets: targets}
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Shutdown(t, p) })
+	return p, rt
+}
+
+// period ends a period now and returns its records.
+func period(t *testing.T, p *Probe, rt *probetest.Runtime) []*table.Record {
+	t.Helper()
+	if err := p.report(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := rt.Take()
+	return recs
+}
+
+func find(recs []*table.Record, tbl *table.Table, key string) *table.Record {
+	for _, r := range recs {
+		if r.Table == tbl && r.Values[0].Str == key {
+			return r
+		}
+	}
+	return nil
+}
+
+func num(t *testing.T, r *table.Record, field string) float64 {
+	t.Helper()
+	if r == nil {
+		t.Fatalf("no row with %s", field)
+	}
+	v := r.Values[r.Table.MustIndex(field)]
+	if !v.Set {
+		t.Fatalf("%s: %s not set", r.Table.Name, field)
+	}
+	return v.Num
+}
+
+func hist(t *testing.T, r *table.Record, field string) *table.Histogram {
+	t.Helper()
+	if r == nil {
+		t.Fatalf("no row with %s", field)
+	}
+	v := r.Values[r.Table.MustIndex(field)]
+	if !v.Set || v.Hist == nil {
+		t.Fatalf("%s: %s not set", r.Table.Name, field)
+	}
+	return v.Hist
+}
+
+// runDelay is the kernel's run delay of pid's main thread, ns
+// (/proc/<pid>/schedstat, second field: sched_info.run_delay).
+func runDelay(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		t.Fatalf("schedstat %q", b)
+	}
+	v, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestPrivilegedRunDelay: two CPU-bound processes of one container pinned
+// to one CPU compete for it; the container's cpu_rundelay over a window
+// equals the growth of their run delay in /proc/<pid>/schedstat within
+// 20%, and the node's covers it.
+func TestPrivilegedRunDelay(t *testing.T) {
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"), bpfrt.HaveTPBTF("sched_wakeup"))
+	c := newContainer(t)
+	var pids []int
+	for range 2 {
+		cmd := c.start(t, "taskset", "-c", "0", "sh", "-c", "while :; do :; done")
+		pids = append(pids, cmd.Process.Pid)
+	}
+	p, rt := startProbe(t, c, subItems(t, "cpu", "node", "container", "histogram"), pids...)
+	time.Sleep(300 * time.Millisecond) // taskset has exec'd sh on CPU 0
+	period(t, p, rt)
+	var before uint64
+	for _, pid := range pids {
+		before += runDelay(t, pid)
+	}
+	time.Sleep(2 * time.Second)
+	var after uint64
+	for _, pid := range pids {
+		after += runDelay(t, pid)
+	}
+	recs := period(t, p, rt)
+	want := float64(after - before)
+	short := identity.ShortID(c.id)
+	got := num(t, find(recs, table.SliCpuContainerGauge, short), "cpu_rundelay")
+	t.Logf("cpu_rundelay %.0f ns, schedstat run_delay growth %.0f ns", got, want)
+	if want < 5e8 {
+		t.Fatalf("schedstat run delay grew %.0f ns in 2 s: the processes did not compete", want)
+	}
+	if math.Abs(got-want) > 0.2*want {
+		t.Errorf("cpu_rundelay = %.0f ns, want %.0f ± 20%%", got, want)
+	}
+	h := hist(t, find(recs, table.SliCpuContainerHistogram, short), "cpu_rundelay_histo")
+	if h.Sum != got || h.Count() == 0 || h.Max <= 0 || h.Max > want {
+		t.Errorf("cpu_rundelay_histo sum %v count %d max %v, want sum %v", h.Sum, h.Count(), h.Max, got)
+	}
+	host, _ := os.Hostname()
+	if node := num(t, find(recs, table.SliCpuNodeGauge, host), "cpu_rundelay"); node < got {
+		t.Errorf("node cpu_rundelay %.0f < the container's %.0f", node, got)
+	}
+	if r := find(recs, table.SliCpuNodeStat, host); num(t, r, "cpu_cores") != float64(len(mustStat(t).CPUs)) {
+		t.Errorf("cpu_cores = %v", num(t, r, "cpu_cores"))
+	}
+}
+
+func mustStat(t *testing.T) procfs.Stat {
+	t.Helper()
+	st, err := procfs.FS{Root: "/"}.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestPrivilegedBioLatency: an O_DIRECT writer in a container writes 200
+// blocks of 4 KiB over an allocated file: the container's bio_latency
+// histogram counts exactly 200 bios, whose summed latency is within the
+// writer's wall time.
+func TestPrivilegedBioLatency(t *testing.T) {
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("block_bio_queue"), bpfrt.HaveTPBTF("block_rq_complete"))
+	const blocks = 200
+	file := filepath.Join(t.TempDir(), "direct")
+	if err := os.WriteFile(file, make([]byte, blocks*4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil { // allocated and written back: the direct writes overwrite in place
+		t.Fatal(err)
+	}
+	f.Close()
+	c := newContainer(t)
+	p, rt := startProbe(t, c, subItems(t, "io", "node", "container", "histogram"))
+	period(t, p, rt)
+	start := time.Now()
+	dd := c.start(t, "dd", "if=/dev/zero", "of="+file, "bs=4096", fmt.Sprintf("count=%d", blocks), "oflag=direct", "conv=notrunc,nocreat", "status=none")
+	if err := dd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(start)
+	recs := period(t, p, rt)
+	short := identity.ShortID(c.id)
+	h := hist(t, find(recs, table.SliIoContainerHistogram, short), "bio_latency_histo")
+	got := num(t, find(recs, table.SliIoContainerGauge, short), "bio_latency")
+	t.Logf("%d bios, bio_latency %.0f ns in %v", h.Count(), got, wall)
+	if h.Count() != blocks {
+		t.Errorf("bio_latency_histo count = %d, want %d direct writes", h.Count(), blocks)
+	}
+	if got <= 0 || got > float64(wall.Nanoseconds()) || h.Sum != got {
+		t.Errorf("bio_latency = %.0f ns (histogram sum %v), want within the writer's %v", got, h.Sum, wall)
+	}
+	host, _ := os.Hostname()
+	if n := hist(t, find(recs, table.SliIoNodeHistogram, host), "bio_latency_histo").Count(); n < blocks {
+		t.Errorf("node bio count %d < %d", n, blocks)
+	}
+}
