@@ -41,6 +41,7 @@ import (
 	"github.com/galago-project/galago/internal/probe/lvs"
 	"github.com/galago-project/galago/internal/probe/opengauss"
 	procprobe "github.com/galago-project/galago/internal/probe/proc"
+	"github.com/galago-project/galago/internal/probe/sli"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
 	"github.com/galago-project/galago/internal/probe/virt"
@@ -167,6 +168,9 @@ func runDaemon(cfg *config.Config) error {
 	})
 	mgr.Register(procprobe.Name, func() probe.Probe {
 		return procprobe.New(procprobe.WithStats(bpfStats), procprobe.WithMissingHooks(missing), procprobe.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(sli.Name, func() probe.Probe {
+		return sli.New(fsys, ids, sli.WithStats(bpfStats), sli.WithMissingHooks(missing))
 	})
 	mgr.Register(hw.Name, func() probe.Probe {
 		return hw.New(hw.WithStats(bpfStats), hw.WithMissingHooks(missing), hw.WithHostPath(cfg.HostPath))

@@ -67,8 +67,9 @@ func open(lines []string) bool {
 
 // TestSeedCurlExamplesAgainstDaemon runs every curl example of the seed
 // documents, unchanged but for the address, with the real curl against the
-// real daemon. tprofiling and sli have no probe in galago yet, so their PUTs
-// must answer 400 "not supported in the current version". The flamegraph
+// real daemon. tprofiling has no probe in galago yet, so its PUTs must
+// answer 400 "not supported in the current version" (the seed's sli PUT is
+// malformed JSON). The flamegraph
 // examples reach the real probe and the real validation: the ones with the
 // placeholder pod ids or a flame_dir that does not exist here are refused,
 // the params example is taken, so the bare state change that follows has no

@@ -56,13 +56,21 @@ var hooks = []hook{
 	{"sli_rq_complete", "block_rq_complete", bitIO, "bio_latency of disks"},
 }
 
-// omitted are the reference's fields this kernel gives no honest source
-// for; reported once when their sub-item is first enabled.
-var omitted = map[uint32]*bpfrt.HookError{
-	bitCPU: {Hook: "tracepoint/sched_stat_wait and the task's context switch and utime counters",
-		Err: errors.New("cpu_wait (sched_stat_wait needs CONFIG_SCHEDSTATS, off here; its time on the run queue is what cpu_rundelay measures) and cpu_longsys are omitted")},
-	bitMem: {Hook: "kprobe/do_swap_page",
-		Err: errors.New("mem_swapin is omitted: no tracepoint times a swap-in and kprobes are not used")},
+// omission is a field of the reference this kernel or this version gives
+// no honest source for: logged once when its sub-item is first enabled.
+type omission struct {
+	sub    uint32
+	err    *bpfrt.HookError
+	fields string
+}
+
+var omitted = []omission{
+	{bitCPU, &bpfrt.HookError{Hook: "tracepoint/sched_stat_wait",
+		Err: errors.New("needs CONFIG_SCHEDSTATS; the run-queue time it gives is what cpu_rundelay measures")}, "sli cpu_wait"},
+	{bitCPU, &bpfrt.HookError{Hook: "sched_switch context-switch and utime inference",
+		Err: errors.New("not built")}, "sli cpu_longsys, sli_cpu_container_stat"},
+	{bitMem, &bpfrt.HookError{Hook: "kprobe/do_swap_page",
+		Err: errors.New("no tracepoint brackets a swap-in and kprobes are not used")}, "sli mem_swapin"},
 }
 
 // Probe is the sli feature. See the package documentation.
@@ -82,7 +90,6 @@ type Probe struct {
 	loaded   bool
 	links    map[string]link.Link
 	absent   map[string]bool
-	told     uint32 // sub-items whose omitted fields were logged
 	filter   *bpfrt.FilterSync
 	lost     bpfrt.LostCounter
 	prevStat *procfs.Stat
@@ -134,13 +141,7 @@ func (p *Probe) Tables() []*table.Table {
 }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.interval, cfg.Params)
 }
 
 // checkSubItems refuses a configuration that selects no data (no cpu, mem
@@ -255,10 +256,9 @@ func (p *Probe) apply(cfg probe.Config) error {
 			return fmt.Errorf("sli: set run-time switch: %w", err)
 		}
 	}
-	for bit, herr := range omitted {
-		if cfg.Has(bit) && p.told&bit == 0 {
-			p.told |= bit
-			_ = p.missing.Report(herr)
+	for _, o := range omitted {
+		if cfg.Has(o.sub) {
+			_ = p.missing.Report(o.err, o.fields) // once per hook
 		}
 	}
 	for _, h := range hooks {
@@ -334,29 +334,13 @@ func (p *Probe) closeLocked() error {
 
 // run ends a report period on every tick.
 func (p *Probe) run(ctx context.Context) error {
-	p.mu.Lock()
-	cur := p.period(p.cfg)
-	p.mu.Unlock()
-	t := time.NewTicker(cur)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-p.kick:
-			p.mu.Lock()
-			if d := p.period(p.cfg); d != cur {
-				cur = d
-				t.Reset(d)
-			}
-			p.mu.Unlock()
-		case <-t.C:
-			if err := p.report(p.now()); err != nil {
-				p.rt.Error()
-				p.log.Warn("sli: report failed", "err", err)
-			}
+	probe.Every(ctx, p.kick, &p.mu, func() time.Duration { return p.period(p.cfg) }, func() {
+		if err := p.report(p.now()); err != nil {
+			p.rt.Error()
+			p.log.Warn("sli: report failed", "err", err)
 		}
-	}
+	})
+	return nil
 }
 
 // report ends one period: the node rows and the rows of the observed

@@ -170,8 +170,9 @@ static __always_inline struct sli_row *con_row(__u64 cgid)
 }
 
 /* account adds one latency of kind to the node row and to the row of
- * cgroup cgid (0: no cgroup row; see keep_cgid). */
-static __always_inline void account(__u32 kind, __u64 ns, __u64 cgid)
+ * cgroup cgid (0: no cgroup row; see keep_cgid). A global function: the
+ * verifier checks it once, not at each of its callers' call sites. */
+__noinline int account(__u32 kind, __u64 ns, __u64 cgid)
 {
 	__u32 b = bucket_of(ns), z = 0;
 	struct sli_row *row;
@@ -192,6 +193,7 @@ static __always_inline void account(__u32 kind, __u64 ns, __u64 cgid)
 		if (row)
 			stat_add(row, kind, ns, b);
 	}
+	return 0;
 }
 
 /* keep_cgid: cgid when cgroup rows are on and process tgid in cgroup cgid
