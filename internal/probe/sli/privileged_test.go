@@ -1,9 +1,11 @@
 package sli
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -246,8 +248,9 @@ func mustStat(t *testing.T) procfs.Stat {
 	return st
 }
 
-// testBioLatency: an O_DIRECT writer in a container writes 200
-// blocks of 4 KiB over an allocated file: the container's bio_latency
+// testBioLatency: an O_DIRECT writer in a container (started and warmed up
+// before the period, so that loading its code reads nothing in it) writes
+// 200 blocks of 4 KiB over an allocated file: the container's bio_latency
 // histogram counts exactly 200 bios, whose summed latency is within the
 // writer's wall time.
 func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
@@ -264,12 +267,45 @@ func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container)
 		t.Fatal(err)
 	}
 	f.Close()
-	period(t, p, rt)
-	start := time.Now()
-	dd := c.start(t, "dd", "if=/dev/zero", "of="+file, "bs=4096", fmt.Sprintf("count=%d", blocks), "oflag=direct", "conv=notrunc,nocreat", "status=none")
-	if err := dd.Wait(); err != nil {
+	self, err := os.Executable()
+	if err != nil {
 		t.Fatal(err)
 	}
+	w := exec.Command(self)
+	w.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d", writerEnv, file, blocks))
+	w.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
+	w.Stderr = os.Stderr
+	stdin, err := w.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := w.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		if err := w.Wait(); err != nil {
+			t.Errorf("writer: %v", err)
+		}
+	}()
+	out := bufio.NewScanner(stdout)
+	expect := func(what string) {
+		t.Helper()
+		if !out.Scan() || out.Text() != what {
+			t.Fatalf("writer said %q (%v), want %q", out.Text(), out.Err(), what)
+		}
+	}
+	expect("ready")
+	period(t, p, rt)
+	start := time.Now()
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	expect("done")
 	wall := time.Since(start)
 	recs := period(t, p, rt)
 	short := identity.ShortID(c.id)
