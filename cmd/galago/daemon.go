@@ -35,6 +35,7 @@ import (
 	"github.com/galago-project/galago/internal/probe/custom"
 	"github.com/galago-project/galago/internal/probe/dbsli"
 	"github.com/galago-project/galago/internal/probe/flamegraph"
+	"github.com/galago-project/galago/internal/probe/flowtracer"
 	"github.com/galago-project/galago/internal/probe/hw"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
@@ -132,7 +133,14 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(container.Name, func() probe.Probe {
 		return container.New(fsys, ids, container.WithStats(bpfStats), container.WithMissingHooks(missing))
 	})
-	mgr.Register(tcp.Name, func() probe.Probe { return tcp.New(tcp.WithStats(bpfStats), tcp.WithMissingHooks(missing)) })
+	// flowtracer's real clients, read by tcp and l7 with cluster_ip_backend=2.
+	origins := flowtracer.NewOrigins()
+	mgr.Register(flowtracer.Name, func() probe.Probe {
+		return flowtracer.New(flowtracer.WithOrigins(origins), flowtracer.WithStats(bpfStats), flowtracer.WithMissingHooks(missing))
+	})
+	mgr.Register(tcp.Name, func() probe.Probe {
+		return tcp.New(tcp.WithStats(bpfStats), tcp.WithMissingHooks(missing), tcp.WithOrigins(origins))
+	})
 	mgr.Register(socket.Name, func() probe.Probe {
 		return socket.New(socket.WithStats(bpfStats), socket.WithMissingHooks(missing))
 	})
@@ -141,7 +149,7 @@ func runDaemon(cfg *config.Config) error {
 	})
 	// One syscall capture for l7 and the ksli and postgre_sli views.
 	capture := syscap.NewShared(syscap.Options{Log: log.With("component", "syscap"), HostPath: cfg.HostPath, RingSize: cfg.L7RingbufMB << 20})
-	l7opts := []l7probe.Option{l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithShared(capture)}
+	l7opts := []l7probe.Option{l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithShared(capture), l7probe.WithOrigins(origins)}
 	if cfg.OTLP.TracesPercent > 0 {
 		spans, err := startTraces(ctx, cfg, exporter, host, log)
 		if err != nil {

@@ -92,7 +92,7 @@ func TestClusterIPBackendPrivileged(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(rt.Logs(), "cluster_ip_backend=2 behaves as 1") {
+	if !strings.Contains(rt.Logs(), "cluster_ip_backend=2 behaves as 1 (ctnetlink lookups) on the client side") {
 		t.Errorf("no log line says 2 behaves as 1: %s", rt.Logs())
 	}
 	if n := rt.ErrorCount(); n != 0 {
