@@ -105,19 +105,13 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 
 // run reports SYNs that had no room for the option as lost, until ctx ends.
 func (p *Probe) run(ctx context.Context) error {
-	t := time.NewTicker(statsEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := p.pollLost(); err != nil {
-				p.rt.Error()
-				p.log.Warn("flowtracer: read counters", "err", err)
-			}
+	probe.Every(ctx, nil, &p.mu, func() time.Duration { return statsEvery }, func() {
+		if err := p.pollLost(); err != nil {
+			p.rt.Error()
+			p.log.Warn("flowtracer: read counters", "err", err)
 		}
-	}
+	})
+	return nil
 }
 
 // counter sums one ft_stats slot over CPUs.
