@@ -58,9 +58,12 @@
 // CPU-bound processes of one container pinned to one CPU: cpu_rundelay
 // over 1 s equals the growth of their /proc/<pid>/schedstat run delay
 // within 0.5%; 200 O_DIRECT writes of 4 KiB: exactly 200 bios in the
-// container's bio_latency_histo; a 64 MiB file read in a container whose
+// container's bio_latency_histo, and its cpu_iowait within 2-8% of the
+// cgroup's io.pressure stall time; a 64 MiB file read in a container whose
 // memory cgroup is limited to 16 MiB: mem_reclaim equals the stall time
 // of the cgroup's memory.pressure (pressure stall information) within 1%.
+// cpu_sleep, cpu_block and mem_compact are not held to a ground truth by a
+// test (compaction cannot be provoked on demand on a shared machine).
 //
 // # Not measured on this kernel (omitted, logged once)
 //

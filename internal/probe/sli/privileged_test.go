@@ -252,7 +252,7 @@ func mustStat(t *testing.T) procfs.Stat {
 // before the period, so that loading its code reads nothing in it) writes
 // 200 blocks of 4 KiB over an allocated file: the container's bio_latency
 // histogram counts exactly 200 bios, whose summed latency is within the
-// writer's wall time.
+// writer's wall time, and its cpu_iowait is the cgroup's io.pressure stall.
 func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	const blocks = 200
 	file := filepath.Join(t.TempDir(), "direct")
@@ -271,7 +271,9 @@ func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := exec.Command(self)
+	// Pinned to one CPU, for the same reason as the reclaim test's reader:
+	// its cgroup's io.pressure is then its iowait time.
+	w := exec.Command("taskset", "-c", "0", self)
 	w.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d", writerEnv, file, blocks))
 	w.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
 	w.Stderr = os.Stderr
@@ -301,12 +303,14 @@ func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container)
 	}
 	expect("ready")
 	period(t, p, rt)
+	stall0 := stallUs(t, c.dir, "io")
 	start := time.Now()
 	if _, err := io.WriteString(stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
 	expect("done")
 	wall := time.Since(start)
+	stall := float64(stallUs(t, c.dir, "io")-stall0) * 1000
 	recs := period(t, p, rt)
 	short := identity.ShortID(c.id)
 	h := hist(t, find(recs, table.SliIoContainerHistogram, short), "bio_latency_histo")
@@ -322,13 +326,24 @@ func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container)
 	if n := hist(t, find(recs, table.SliIoNodeHistogram, host), "bio_latency_histo").Count(); n < blocks {
 		t.Errorf("node bio count %d < %d", n, blocks)
 	}
+	// Each write waited for its bio in io_schedule: the container's
+	// cpu_iowait is its I/O stall time in io.pressure.
+	iowait := num(t, find(recs, table.SliCpuContainerGauge, short), "cpu_iowait")
+	t.Logf("cpu_iowait %.0f ns, io.pressure some %.0f ns", iowait, stall)
+	// (PSI opens a stall at the dequeue inside schedule() and closes it at
+	// the enqueue, a few µs from the switch and wakeup tracepoints: a few
+	// % on 200 short waits.)
+	if math.Abs(iowait-stall) > 0.2*stall {
+		t.Errorf("cpu_iowait = %.0f ns, want the cgroup's io stall %.0f ns ± 20%%", iowait, stall)
+	}
 }
 
-// memStallUs is the "some" total of a cgroup2 directory's memory.pressure,
-// µs: the time its tasks stalled on memory (reclaim among it).
-func memStallUs(t *testing.T, dir string) uint64 {
+// stallUs is the "some" total of a cgroup2 directory's <resource>.pressure,
+// µs: the time its tasks stalled on memory (reclaim among it) or waited
+// for I/O.
+func stallUs(t *testing.T, dir, resource string) uint64 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "memory.pressure"))
+	b, err := os.ReadFile(filepath.Join(dir, resource+".pressure"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +361,7 @@ func memStallUs(t *testing.T, dir string) uint64 {
 			}
 		}
 	}
-	t.Fatalf("memory.pressure %q has no some total", b)
+	t.Fatalf("%s.pressure %q has no some total", resource, b)
 	return 0
 }
 
@@ -387,7 +402,7 @@ func testReclaim(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 		t.Fatal(err)
 	}
 	period(t, p, rt)
-	stall0 := memStallUs(t, c.dir)
+	stall0 := stallUs(t, c.dir, "memory")
 	// Pinned to one CPU: the pressure of a cgroup is the mean of its CPUs'
 	// stall times weighted by their non-idle times, which is the stall time
 	// of a task that never migrates.
@@ -395,7 +410,7 @@ func testReclaim(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	if err := reader.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	stall := float64(memStallUs(t, c.dir)-stall0) * 1000
+	stall := float64(stallUs(t, c.dir, "memory")-stall0) * 1000
 	recs := period(t, p, rt)
 	short := identity.ShortID(c.id)
 	got := num(t, find(recs, table.SliMemContainerGauge, short), "mem_reclaim")
