@@ -190,6 +190,7 @@ func TestPrivilegedSLI(t *testing.T) {
 	// Subtests run one after the other and end periods themselves: each
 	// reads its own container's rows of the period it made.
 	t.Run("rundelay", func(t *testing.T) { testRunDelay(t, p, rt, cpu) })
+	t.Run("sleep", func(t *testing.T) { testSleep(t, p, rt, cpu) })
 	t.Run("bio", func(t *testing.T) { testBioLatency(t, p, rt, io) })
 	t.Run("reclaim", func(t *testing.T) { testReclaim(t, p, rt, mem) })
 }
@@ -236,6 +237,25 @@ func testRunDelay(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	}
 	if r := find(recs, table.SliCpuNodeStat, host); num(t, r, "cpu_cores") != float64(len(mustStat(t).CPUs)) {
 		t.Errorf("cpu_cores = %v", num(t, r, "cpu_cores"))
+	}
+}
+
+// testSleep: sleep(1) in the (now empty) container sleeps 300 ms in one
+// nanosleep: the container's cpu_sleep is at least that and at most the
+// process's life.
+func testSleep(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
+	const nap = 300 * time.Millisecond
+	period(t, p, rt)
+	start := time.Now()
+	if err := c.start(t, "sleep", "0.3").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(start)
+	recs := period(t, p, rt)
+	got := num(t, find(recs, table.SliCpuContainerGauge, identity.ShortID(c.id)), "cpu_sleep")
+	t.Logf("cpu_sleep %.0f ns, sleep(1) lived %v", got, wall)
+	if got < float64(nap) || got > float64(wall) {
+		t.Errorf("cpu_sleep = %.0f ns, want between the %v asked and the %v the process lived", got, nap, wall)
 	}
 }
 
