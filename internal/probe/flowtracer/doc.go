@@ -45,6 +45,9 @@
 //   - IPv4 only; the client must run on a machine where galago's flowtracer
 //     runs too (it writes the option). A middlebox that strips unknown TCP
 //     options loses it.
+//   - The table holds the 65536 most recent server connections (LRU): an
+//     older one still open loses its origin when evicted, and evictions are
+//     not counted (the kernel does not report them).
 //   - The map is keyed by the 4-tuple without the network namespace: two
 //     namespaces holding the same 4-tuple at once would share an entry.
 //   - The option's layout is galago's; it is not read by gala-gopher's

@@ -85,7 +85,8 @@
 // A latency that began before its programs attached is not counted. More
 // than 4096 observed cgroups with latencies in one period drop the
 // others' latencies, counted in galago_probe_events_lost_total{probe="sli"};
-// more than 65536 bios in flight lose the oldest submission times (LRU),
+// more than 65536 bios in flight lose the oldest submission times (LRU,
+// not counted: the kernel does not report evictions),
 // and a merged request completes its first 16 bios only: those are not
 // timed. A latency counted while its row is being read and deleted may be
 // lost (a window of microseconds per period).
