@@ -193,6 +193,12 @@ func TestPrivilegedSLI(t *testing.T) {
 	t.Run("sleep", func(t *testing.T) { testSleep(t, p, rt, cpu) })
 	t.Run("bio", func(t *testing.T) { testBioLatency(t, p, rt, io) })
 	t.Run("reclaim", func(t *testing.T) { testReclaim(t, p, rt, mem) })
+	// What this kernel cannot give is said once each.
+	for _, field := range []string{"sli cpu_wait", "sli cpu_longsys", "sli mem_swapin"} {
+		if n := strings.Count(rt.Logs(), field); n != 1 {
+			t.Errorf("%d log lines name %s:\n%s", n, field, rt.Logs())
+		}
+	}
 }
 
 // testRunDelay: two CPU-bound processes of one container pinned to one CPU
