@@ -6,8 +6,8 @@
  *
  * Hooks (all tp_btf; attached per sub-item by user space):
  *   sched_switch  the thread going off CPU (prev) leaves in its task
- *       storage either the start of a run delay (prev_state RUNNING: it
- *       was preempted and stays runnable) or the start and kind of a sleep
+ *       storage either the start of a run delay (preempted, or prev_state
+ *       RUNNING: it stays runnable) or the start and kind of a sleep
  *       (TASK_INTERRUPTIBLE: sleep; TASK_UNINTERRUPTIBLE: iowait when
  *       in_iowait is set, else block; TASK_IDLE/NOLOAD sleeps of idle
  *       kernel threads are not counted); the thread coming on CPU (next)
@@ -222,7 +222,8 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
 		if (s) {
 			s->wait_ts = 0;
 			s->off_ts = 0;
-			if (prev_state == TASK_RUNNING) {
+			/* preempted, or woken before it could sleep: still runnable */
+			if (preempt || prev_state == TASK_RUNNING) {
 				s->wait_ts = now;
 			} else if (!(prev_state & TASK_NOLOAD)) {
 				if (prev_state & TASK_UNINTERRUPTIBLE) {
@@ -238,11 +239,14 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	if (!next->pid)
 		return 0;
 	s = bpf_task_storage_get(&task_state, next, 0, 0);
-	if (!s || !s->wait_ts)
+	if (!s)
 		return 0;
-	if (now > s->wait_ts)
+	if (s->wait_ts && now > s->wait_ts)
 		account_task(SLI_RUNDELAY, now - s->wait_ts, next);
+	/* running: neither waiting nor asleep (a sleep whose wakeup was not
+	 * traced must not last until some later wakeup) */
 	s->wait_ts = 0;
+	s->off_ts = 0;
 	return 0;
 }
 
