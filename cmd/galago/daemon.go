@@ -35,6 +35,7 @@ import (
 	"github.com/galago-project/galago/internal/probe/custom"
 	"github.com/galago-project/galago/internal/probe/dbsli"
 	"github.com/galago-project/galago/internal/probe/flamegraph"
+	"github.com/galago-project/galago/internal/probe/flowtracer"
 	"github.com/galago-project/galago/internal/probe/hw"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
 	"github.com/galago-project/galago/internal/probe/jvm"
@@ -42,6 +43,7 @@ import (
 	"github.com/galago-project/galago/internal/probe/lvs"
 	"github.com/galago-project/galago/internal/probe/opengauss"
 	procprobe "github.com/galago-project/galago/internal/probe/proc"
+	"github.com/galago-project/galago/internal/probe/sli"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
 	"github.com/galago-project/galago/internal/probe/virt"
@@ -132,7 +134,14 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(container.Name, func() probe.Probe {
 		return container.New(fsys, ids, container.WithStats(bpfStats), container.WithMissingHooks(missing))
 	})
-	mgr.Register(tcp.Name, func() probe.Probe { return tcp.New(tcp.WithStats(bpfStats), tcp.WithMissingHooks(missing)) })
+	// flowtracer's real clients, read by tcp and l7 with cluster_ip_backend=2.
+	origins := flowtracer.NewOrigins()
+	mgr.Register(flowtracer.Name, func() probe.Probe {
+		return flowtracer.New(flowtracer.WithOrigins(origins), flowtracer.WithStats(bpfStats), flowtracer.WithMissingHooks(missing))
+	})
+	mgr.Register(tcp.Name, func() probe.Probe {
+		return tcp.New(tcp.WithStats(bpfStats), tcp.WithMissingHooks(missing), tcp.WithOrigins(origins))
+	})
 	mgr.Register(socket.Name, func() probe.Probe {
 		return socket.New(socket.WithStats(bpfStats), socket.WithMissingHooks(missing))
 	})
@@ -141,7 +150,7 @@ func runDaemon(cfg *config.Config) error {
 	})
 	// One syscall capture for l7 and the ksli and postgre_sli views.
 	capture := syscap.NewShared(syscap.Options{Log: log.With("component", "syscap"), HostPath: cfg.HostPath, RingSize: cfg.L7RingbufMB << 20})
-	l7opts := []l7probe.Option{l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithShared(capture)}
+	l7opts := []l7probe.Option{l7probe.WithStats(bpfStats), l7probe.WithMissingHooks(missing), l7probe.WithHostPath(cfg.HostPath), l7probe.WithShared(capture), l7probe.WithOrigins(origins)}
 	if cfg.OTLP.TracesPercent > 0 {
 		spans, err := startTraces(ctx, cfg, exporter, host, log)
 		if err != nil {
@@ -171,6 +180,9 @@ func runDaemon(cfg *config.Config) error {
 	})
 	mgr.Register(procprobe.Name, func() probe.Probe {
 		return procprobe.New(procprobe.WithStats(bpfStats), procprobe.WithMissingHooks(missing), procprobe.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(sli.Name, func() probe.Probe {
+		return sli.New(fsys, ids, sli.WithStats(bpfStats), sli.WithMissingHooks(missing))
 	})
 	mgr.Register(hw.Name, func() probe.Probe {
 		return hw.New(hw.WithStats(bpfStats), hw.WithMissingHooks(missing), hw.WithHostPath(cfg.HostPath))

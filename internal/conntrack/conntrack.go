@@ -476,7 +476,7 @@ func ForParam(cur *Resolver, v int, o Options) *Resolver {
 		r = New(o)
 	}
 	if v == 2 && r.mode != 2 {
-		r.o.Log.Info("cluster_ip_backend=2 behaves as 1 (ctnetlink lookups): galago has no flowtracer")
+		r.o.Log.Info("cluster_ip_backend=2 behaves as 1 (ctnetlink lookups) on the client side; on the server side the flowtracer probe, while it runs, names the real client")
 	}
 	r.mode = v
 	return r

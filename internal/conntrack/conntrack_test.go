@@ -310,7 +310,7 @@ func TestForParam(t *testing.T) {
 			t.Fatal("2 must keep the resolver")
 		}
 	}
-	if n := strings.Count(logs.String(), "cluster_ip_backend=2 behaves as 1"); n != 1 {
+	if n := strings.Count(logs.String(), "cluster_ip_backend=2 behaves as 1 (ctnetlink lookups) on the client side"); n != 1 {
 		t.Fatalf("%d flowtracer lines, want 1: %s", n, logs.String())
 	}
 	if ForParam(r, 0, o) != nil {

@@ -235,6 +235,13 @@ func (r *CachingResolver) Exit(pid int) {
 	}
 }
 
+// ContainerOfCgroup returns the container and pod of a cgroup2 id ("" when
+// it is not a container's): from a process seen in it, else from the
+// cgroup's path (looked up by its id).
+func (r *CachingResolver) ContainerOfCgroup(id uint64) (containerID, podID string) {
+	return r.containerOfCgroup(id)
+}
+
 // containerOfCgroup returns the container and pod of a cgroup2 id: from a
 // process seen in it, else from the cgroup's path (looked up by its id).
 func (r *CachingResolver) containerOfCgroup(id uint64) (containerID, podID string) {

@@ -106,7 +106,10 @@ func holdConns(ln net.Listener) {
 // the namespace could be the main thread, which the runtime parks instead
 // of ending: /proc/<pid>/ns/net would then name the test's namespace);
 // if it cannot, it stays locked and ends with the goroutine.
-func (ns *ServiceNetns) Do(fn func() error) error {
+func (ns *ServiceNetns) Do(fn func() error) error { return inNetns(ns.fd, fn) }
+
+// inNetns runs fn on a thread inside the namespace of fd (see Do).
+func inNetns(fd int, fn func() error) error {
 	ch := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -117,7 +120,7 @@ func (ns *ServiceNetns) Do(fn func() error) error {
 			return
 		}
 		defer self.Close()
-		if err := unix.Setns(ns.fd, unix.CLONE_NEWNET); err != nil {
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
 			ch <- err
 			return

@@ -17,6 +17,7 @@ import (
 	"github.com/galago-project/galago/internal/l7"
 	"github.com/galago-project/galago/internal/l7/kafka"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/flowtracer"
 	"github.com/galago-project/galago/internal/syscap"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -69,6 +70,7 @@ type Probe struct {
 	// backends replaces service addresses of client connections by their
 	// DNAT backend (cluster_ip_backend 1 or 2); nil for 0.
 	backends *conntrack.Resolver
+	origins  *flowtracer.Origins
 	// spans, when set, also gets every exchange (OTLP traces); clock
 	// turns the capture's monotonic stamps into wall time, re-read every
 	// report period.
@@ -87,6 +89,10 @@ type Option func(*Probe)
 
 // WithStats exports the probe's BPF run time through s.
 func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
+
+// WithOrigins is the flowtracer probe's table of real clients, read for
+// server connections with cluster_ip_backend=2.
+func WithOrigins(o *flowtracer.Origins) Option { return func(p *Probe) { p.origins = o } }
 
 // WithMissingHooks reports missing hooks through m.
 func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.missing = m } }
@@ -425,9 +431,19 @@ func (h handler) Close(c *syscap.Close) {
 
 // serverOf is the remote address of connection c in its row: for a TCP
 // client with cluster_ip_backend set, the backend its service address was
-// DNAT'd to (one ctnetlink lookup per new connection).
+// DNAT'd to (one ctnetlink lookup per new connection); for a TCP server
+// with cluster_ip_backend=2, the real client the flowtracer probe read
+// from its SYN, when it did.
 func (p *Probe) serverOf(c *syscap.Conn) netip.AddrPort {
-	if p.backends == nil || c.L4 != syscap.TCP || c.Role == l7.Server {
+	if p.backends == nil || c.L4 != syscap.TCP {
+		return c.Remote
+	}
+	if c.Role == l7.Server {
+		if p.cfg.Params.ClusterIPBackend == 2 {
+			if orig, ok := p.origins.Lookup(c.Local, c.Remote); ok {
+				return orig
+			}
+		}
 		return c.Remote
 	}
 	return p.backends.Backend(conntrack.Tuple{Netns: c.Netns, PID: c.TGID, Src: c.Local, Dst: c.Remote})

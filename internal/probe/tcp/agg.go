@@ -272,6 +272,9 @@ type aggregator struct {
 	// serverOf, when set (cluster_ip_backend), is the server of a client
 	// connection: its DNAT backend (backend.go).
 	serverOf serverFunc
+	// clientOf, when set (cluster_ip_backend=2), is the real client of a
+	// server connection, if flowtracer saw its SYN (backend.go).
+	clientOf clientFunc
 }
 
 func newAggregator() *aggregator {
@@ -322,6 +325,14 @@ func (a *aggregator) keyOf(c *conn, listeners map[listenKey]bool) (*keyEntry, bo
 		rk.serverPort = c.raw.Sport
 		if a.reportCport {
 			rk.clientPort = int32(c.raw.Dport)
+		}
+		if a.clientOf != nil {
+			if orig, ok := a.clientOf(c); ok {
+				client = orig.Addr()
+				if a.reportCport {
+					rk.clientPort = int32(orig.Port())
+				}
+			}
 		}
 	default:
 		return nil, false

@@ -9,11 +9,22 @@ import (
 // serverFunc is the server address and port of a client connection.
 type serverFunc func(c *conn) (netip.Addr, uint16)
 
-// syncBackendsLocked follows cluster_ip_backend: with 1 (or 2, served as
-// 1) a client connection's row names the backend its service address was
-// DNAT'd to, looked up once when the connection is first seen (keyOf);
-// with 0 nothing is looked up.
+// clientFunc is the real client address and port of a server connection,
+// if known.
+type clientFunc func(c *conn) (netip.AddrPort, bool)
+
+// syncBackendsLocked follows cluster_ip_backend: with 1 or 2 a client
+// connection's row names the backend its service address was DNAT'd to,
+// looked up once when the connection is first seen (keyOf); with 2 a
+// server connection's row also names the real client the flowtracer probe
+// read from its SYN (when it runs); with 0 nothing is looked up.
 func (p *Probe) syncBackendsLocked() {
+	p.agg.clientOf = nil
+	if o := p.origins; o != nil && p.cfg.Params.ClusterIPBackend == 2 {
+		p.agg.clientOf = func(c *conn) (netip.AddrPort, bool) {
+			return o.Lookup(netip.AddrPortFrom(c.local, c.raw.Sport), netip.AddrPortFrom(c.remot, c.raw.Dport))
+		}
+	}
 	p.backends = conntrack.ForParam(p.backends, p.cfg.Params.ClusterIPBackend, conntrack.Options{
 		Log: p.rt.Logger(), OnError: p.rt.Error,
 	})

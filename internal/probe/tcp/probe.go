@@ -16,6 +16,7 @@ import (
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/conntrack"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/flowtracer"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -76,6 +77,7 @@ type Probe struct {
 	cfgChanged chan struct{}
 	// backends: cluster_ip_backend's lookups (backend.go); nil for 0.
 	backends *conntrack.Resolver
+	origins  *flowtracer.Origins
 }
 
 var (
@@ -89,6 +91,10 @@ type Option func(*Probe)
 
 // WithStats exports the probe's BPF run time through s.
 func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
+
+// WithOrigins is the flowtracer probe's table of real clients, read for
+// server connections with cluster_ip_backend=2.
+func WithOrigins(o *flowtracer.Origins) Option { return func(p *Probe) { p.origins = o } }
 
 // WithMissingHooks reports missing hooks through m (one per daemon keeps
 // restarts quiet); without it the probe logs them through its own logger.

@@ -1,0 +1,172 @@
+package flowtracer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/probe"
+)
+
+// Name is the feature name.
+const Name = "flowtracer"
+
+// statsEvery is how often the option counters are read (the probe has no
+// table and no report period of its own).
+const statsEvery = 5 * time.Second
+
+// Probe is the flowtracer feature. See the package documentation.
+type Probe struct {
+	origins *Origins
+	stats   *bpfrt.Stats
+	missing *bpfrt.MissingHooks
+
+	mu       sync.Mutex
+	rt       probe.Runtime
+	log      *slog.Logger
+	objs     flowtracerObjects
+	loaded   bool
+	link     link.Link
+	noRoom   uint64 // FT_NO_ROOM reported so far
+	stopOnce sync.Once
+}
+
+var _ probe.Probe = (*Probe)(nil)
+
+// Option configures a Probe.
+type Option func(*Probe)
+
+// WithOrigins is the table the probe fills while it runs.
+func WithOrigins(o *Origins) Option { return func(p *Probe) { p.origins = o } }
+
+// WithStats registers the probe's program with the daemon's BPF run-time
+// statistics while it runs.
+func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
+
+// WithMissingHooks reports missing hooks through the daemon's reporter.
+func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.missing = m } }
+
+// New returns a stopped flowtracer probe.
+func New(opts ...Option) *Probe {
+	p := &Probe{}
+	for _, o := range opts {
+		o(p)
+	}
+	if p.origins == nil {
+		p.origins = NewOrigins()
+	}
+	return p
+}
+
+// Name implements probe.Probe.
+func (p *Probe) Name() string { return Name }
+
+// Start loads the sock_ops program and attaches it at the cgroup2 root.
+func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rt != nil {
+		return errors.New("flowtracer: started twice")
+	}
+	p.log = rt.Logger()
+	if p.missing == nil {
+		p.missing = bpfrt.NewMissingHooks(p.log)
+	}
+	root, err := bpfrt.HaveCgroup2()
+	if err != nil {
+		_ = p.missing.Report(err, "flowtracer")
+		return fmt.Errorf("flowtracer: %w: %w", err, probe.ErrNotSupported)
+	}
+	if err := loadFlowtracerObjects(&p.objs, nil); err != nil {
+		return fmt.Errorf("flowtracer: load BPF object: %w", err)
+	}
+	p.loaded = true
+	p.link, err = link.AttachCgroup(link.CgroupOptions{Path: root, Attach: ebpf.AttachCGroupSockOps, Program: p.objs.FlowtracerSockops})
+	if err != nil {
+		return errors.Join(fmt.Errorf("flowtracer: attach sock_ops at %s: %w", root, err), p.closeLocked())
+	}
+	p.origins.set(p.objs.Origins)
+	p.rt = rt
+	if p.stats != nil {
+		if err := p.stats.Register(Name, map[string]*ebpf.Program{"flowtracer_sockops": p.objs.FlowtracerSockops}); err != nil {
+			p.log.Warn("flowtracer: BPF run-time statistics unavailable", "err", err)
+		}
+	}
+	rt.Go(p.run)
+	return nil
+}
+
+// run reports SYNs that had no room for the option as lost, until ctx ends.
+func (p *Probe) run(ctx context.Context) error {
+	probe.Every(ctx, nil, &p.mu, func() time.Duration { return statsEvery }, func() {
+		if err := p.pollLost(); err != nil {
+			p.rt.Error()
+			p.log.Warn("flowtracer: read counters", "err", err)
+		}
+	})
+	return nil
+}
+
+// counter sums one ft_stats slot over CPUs.
+func (p *Probe) counter(s flowtracerFtStat) (uint64, error) {
+	var per []uint64
+	if err := p.objs.FtStats.Lookup(uint32(s), &per); err != nil {
+		return 0, fmt.Errorf("flowtracer: read ft_stats: %w", err)
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
+}
+
+func (p *Probe) pollLost() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.loaded {
+		return nil
+	}
+	n, err := p.counter(flowtracerFtStatFT_NO_ROOM)
+	if err != nil {
+		return err
+	}
+	if n > p.noRoom {
+		p.rt.Lost(n - p.noRoom)
+		p.noRoom = n
+	}
+	return nil
+}
+
+// Stop detaches the program, empties the shared table and unloads the
+// object. Idempotent.
+func (p *Probe) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var err error
+	p.stopOnce.Do(func() { err = p.closeLocked() })
+	return err
+}
+
+func (p *Probe) closeLocked() error {
+	var errs []error
+	p.origins.set(nil)
+	if p.stats != nil {
+		p.stats.Unregister(Name)
+	}
+	if p.link != nil {
+		errs = append(errs, p.link.Close())
+		p.link = nil
+	}
+	if p.loaded {
+		errs = append(errs, p.objs.Close())
+		p.loaded = false
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,455 @@
+package sli
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/identity"
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/procfs"
+	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/table"
+)
+
+const cgroup2 = "/sys/fs/cgroup/unified"
+
+// container is a cgroup2 directory named like a container
+// (<parent>/<64 hex>), so that identity names it.
+type container struct {
+	dir  string
+	id   string // full id
+	cgid uint64
+	fd   int
+}
+
+func newContainer(t *testing.T) *container {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	c := &container{id: hex.EncodeToString(b)}
+	parent := filepath.Join(cgroup2, "galago-sli-test-"+c.id[:8])
+	c.dir = filepath.Join(parent, c.id)
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(c.dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	c.cgid = st.Ino
+	fd, err := unix.Open(c.dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.fd = fd
+	t.Cleanup(func() {
+		unix.Close(fd)
+		// the test's processes are gone (killed and waited for) by now
+		if err := os.Remove(c.dir); err != nil {
+			t.Errorf("remove test cgroup: %v", err)
+		}
+		_ = os.Remove(parent)
+	})
+	return c
+}
+
+// start runs argv inside the container's cgroup from its first
+// instruction; the process is killed and reaped at cleanup.
+func (c *container) start(t *testing.T, argv ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+func subItems(t *testing.T, items ...string) uint32 {
+	t.Helper()
+	var sub uint32
+	for _, item := range items {
+		sub |= probe.MustSubItemBit(Name, item)
+	}
+	return sub
+}
+
+// startProbe starts the probe on the containers (whitelisted by cgroup)
+// with a period long enough that the test ends periods itself.
+func startProbe(t *testing.T, sub uint32, cs ...*container) (*Probe, *probetest.Runtime) {
+	t.Helper()
+	p := New(procfs.FS{Root: "/"}, identity.NewResolver("/"), withInterval(time.Hour))
+	rt := probetest.NewRuntime(t)
+	targets := probetest.NewTargets(snoop.Whitelist)
+	var ids []uint64
+	for _, c := range cs {
+		ids = append(ids, c.cgid)
+	}
+	targets.SetCgroups(ids...)
+	cfg := probe.Config{SubItems: sub, Params: probe.DefaultParams(), Targets: targets}
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Shutdown(t, p) })
+	return p, rt
+}
+
+// period ends a period now and returns its records.
+func period(t *testing.T, p *Probe, rt *probetest.Runtime) []*table.Record {
+	t.Helper()
+	if err := p.report(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := rt.Take()
+	return recs
+}
+
+func find(recs []*table.Record, tbl *table.Table, key string) *table.Record {
+	for _, r := range recs {
+		if r.Table == tbl && r.Values[0].Str == key {
+			return r
+		}
+	}
+	return nil
+}
+
+func num(t *testing.T, r *table.Record, field string) float64 {
+	t.Helper()
+	if r == nil {
+		t.Fatalf("no row with %s", field)
+	}
+	v := r.Values[r.Table.MustIndex(field)]
+	if !v.Set {
+		t.Fatalf("%s: %s not set", r.Table.Name, field)
+	}
+	return v.Num
+}
+
+func hist(t *testing.T, r *table.Record, field string) *table.Histogram {
+	t.Helper()
+	if r == nil {
+		t.Fatalf("no row with %s", field)
+	}
+	v := r.Values[r.Table.MustIndex(field)]
+	if !v.Set || v.Hist == nil {
+		t.Fatalf("%s: %s not set", r.Table.Name, field)
+	}
+	return v.Hist
+}
+
+// runDelay is the kernel's run delay of pid's main thread, ns
+// (/proc/<pid>/schedstat, second field: sched_info.run_delay).
+func runDelay(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		t.Fatalf("schedstat %q", b)
+	}
+	v, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestPrivilegedSLI runs one probe (every sub-item) over three containers,
+// one per kind of latency, each held to the kernel's own account of it.
+func TestPrivilegedSLI(t *testing.T) {
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"), bpfrt.HaveTPBTF("sched_wakeup"),
+		bpfrt.HaveTPBTF("block_bio_queue"), bpfrt.HaveTPBTF("block_rq_complete"),
+		bpfrt.HaveTPBTF("mm_vmscan_memcg_reclaim_begin"), bpfrt.HaveTPBTF("mm_vmscan_memcg_reclaim_end"))
+	cpu, io, mem := newContainer(t), newContainer(t), newContainer(t)
+	p, rt := startProbe(t, subItems(t, "cpu", "mem", "io", "node", "container", "histogram"), cpu, io, mem)
+	// Subtests run one after the other and end periods themselves: each
+	// reads its own container's rows of the period it made.
+	t.Run("rundelay", func(t *testing.T) { testRunDelay(t, p, rt, cpu) })
+	t.Run("sleep", func(t *testing.T) { testSleep(t, p, rt, cpu) })
+	t.Run("bio", func(t *testing.T) { testBioLatency(t, p, rt, io) })
+	t.Run("reclaim", func(t *testing.T) { testReclaim(t, p, rt, mem) })
+	// What this kernel cannot give is said once each.
+	for _, field := range []string{"sli cpu_wait", "sli cpu_longsys", "sli mem_swapin"} {
+		if n := strings.Count(rt.Logs(), field); n != 1 {
+			t.Errorf("%d log lines name %s:\n%s", n, field, rt.Logs())
+		}
+	}
+}
+
+// testRunDelay: two CPU-bound processes of one container pinned to one CPU
+// compete for it; the container's cpu_rundelay over a window equals the
+// growth of their run delay in /proc/<pid>/schedstat within 20%, and the
+// node's covers it.
+func testRunDelay(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
+	var pids []int
+	for range 2 {
+		cmd := c.start(t, "taskset", "-c", "0", "sh", "-c", "while :; do :; done")
+		pids = append(pids, cmd.Process.Pid)
+	}
+	time.Sleep(200 * time.Millisecond) // taskset has exec'd sh on CPU 0
+	period(t, p, rt)
+	var before uint64
+	for _, pid := range pids {
+		before += runDelay(t, pid)
+	}
+	time.Sleep(time.Second)
+	var after uint64
+	for _, pid := range pids {
+		after += runDelay(t, pid)
+	}
+	recs := period(t, p, rt)
+	want := float64(after - before)
+	short := identity.ShortID(c.id)
+	got := num(t, find(recs, table.SliCpuContainerGauge, short), "cpu_rundelay")
+	t.Logf("cpu_rundelay %.0f ns, schedstat run_delay growth %.0f ns", got, want)
+	if want < 3e8 {
+		t.Fatalf("schedstat run delay grew %.0f ns in 1 s: the processes did not compete", want)
+	}
+	if math.Abs(got-want) > 0.2*want {
+		t.Errorf("cpu_rundelay = %.0f ns, want %.0f ± 20%%", got, want)
+	}
+	h := hist(t, find(recs, table.SliCpuContainerHistogram, short), "cpu_rundelay_histo")
+	if h.Sum != got || h.Count() == 0 || h.Max <= 0 || h.Max > want {
+		t.Errorf("cpu_rundelay_histo sum %v count %d max %v, want sum %v", h.Sum, h.Count(), h.Max, got)
+	}
+	host, _ := os.Hostname()
+	if node := num(t, find(recs, table.SliCpuNodeGauge, host), "cpu_rundelay"); node < got {
+		t.Errorf("node cpu_rundelay %.0f < the container's %.0f", node, got)
+	}
+	if r := find(recs, table.SliCpuNodeStat, host); num(t, r, "cpu_cores") != float64(len(mustStat(t).CPUs)) {
+		t.Errorf("cpu_cores = %v", num(t, r, "cpu_cores"))
+	}
+}
+
+// testSleep: sleep(1) in the (now empty) container sleeps 300 ms in one
+// nanosleep: the container's cpu_sleep is at least that and at most the
+// process's life.
+func testSleep(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
+	const nap = 300 * time.Millisecond
+	period(t, p, rt)
+	start := time.Now()
+	if err := c.start(t, "sleep", "0.3").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(start)
+	recs := period(t, p, rt)
+	got := num(t, find(recs, table.SliCpuContainerGauge, identity.ShortID(c.id)), "cpu_sleep")
+	t.Logf("cpu_sleep %.0f ns, sleep(1) lived %v", got, wall)
+	if got < float64(nap) || got > float64(wall) {
+		t.Errorf("cpu_sleep = %.0f ns, want between the %v asked and the %v the process lived", got, nap, wall)
+	}
+}
+
+func mustStat(t *testing.T) procfs.Stat {
+	t.Helper()
+	st, err := procfs.FS{Root: "/"}.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// testBioLatency: an O_DIRECT writer in a container (started and warmed up
+// before the period, so that loading its code reads nothing in it) writes
+// 200 blocks of 4 KiB over an allocated file: the container's bio_latency
+// histogram counts exactly 200 bios, whose summed latency is within the
+// writer's wall time, and its cpu_iowait is the cgroup's io.pressure stall.
+func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
+	const blocks = 200
+	file := filepath.Join(t.TempDir(), "direct")
+	if err := os.WriteFile(file, make([]byte, blocks*4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil { // allocated and written back: the direct writes overwrite in place
+		t.Fatal(err)
+	}
+	f.Close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pinned to one CPU, for the same reason as the reclaim test's reader:
+	// its cgroup's io.pressure is then its iowait time.
+	w := exec.Command("taskset", "-c", "0", self)
+	w.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d", writerEnv, file, blocks))
+	w.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
+	w.Stderr = os.Stderr
+	stdin, err := w.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := w.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		if err := w.Wait(); err != nil {
+			t.Errorf("writer: %v", err)
+		}
+	}()
+	out := bufio.NewScanner(stdout)
+	expect := func(what string) {
+		t.Helper()
+		if !out.Scan() || out.Text() != what {
+			t.Fatalf("writer said %q (%v), want %q", out.Text(), out.Err(), what)
+		}
+	}
+	expect("ready")
+	period(t, p, rt)
+	stall0 := stallUs(t, c.dir, "io")
+	start := time.Now()
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	expect("done")
+	wall := time.Since(start)
+	stall := float64(stallUs(t, c.dir, "io")-stall0) * 1000
+	recs := period(t, p, rt)
+	short := identity.ShortID(c.id)
+	h := hist(t, find(recs, table.SliIoContainerHistogram, short), "bio_latency_histo")
+	got := num(t, find(recs, table.SliIoContainerGauge, short), "bio_latency")
+	t.Logf("%d bios, bio_latency %.0f ns in %v", h.Count(), got, wall)
+	if h.Count() != blocks {
+		t.Errorf("bio_latency_histo count = %d, want %d direct writes", h.Count(), blocks)
+	}
+	if got <= 0 || got > float64(wall.Nanoseconds()) || h.Sum != got {
+		t.Errorf("bio_latency = %.0f ns (histogram sum %v), want within the writer's %v", got, h.Sum, wall)
+	}
+	host, _ := os.Hostname()
+	if n := hist(t, find(recs, table.SliIoNodeHistogram, host), "bio_latency_histo").Count(); n < blocks {
+		t.Errorf("node bio count %d < %d", n, blocks)
+	}
+	// Each write waited for its bio in io_schedule: the container's
+	// cpu_iowait is its I/O stall time in io.pressure.
+	iowait := num(t, find(recs, table.SliCpuContainerGauge, short), "cpu_iowait")
+	t.Logf("cpu_iowait %.0f ns, io.pressure some %.0f ns", iowait, stall)
+	// (PSI opens a stall at the dequeue inside schedule() and closes it at
+	// the enqueue, a few µs from the switch and wakeup tracepoints: a few
+	// % on 200 short waits.)
+	if math.Abs(iowait-stall) > 0.2*stall {
+		t.Errorf("cpu_iowait = %.0f ns, want the cgroup's io stall %.0f ns ± 20%%", iowait, stall)
+	}
+}
+
+// stallUs is the "some" total of a cgroup2 directory's <resource>.pressure,
+// µs: the time its tasks stalled on memory (reclaim among it) or waited
+// for I/O.
+func stallUs(t *testing.T, dir, resource string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, resource+".pressure"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "some ") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "total="); ok {
+				n, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+	}
+	t.Fatalf("%s.pressure %q has no some total", resource, b)
+	return 0
+}
+
+// testReclaim: a reader in a container whose memory cgroup is limited to
+// 16 MiB reads a 64 MiB file not in the page cache: its page
+// cache is reclaimed at the limit. The container's mem_reclaim (time in
+// direct reclaim) is within the memory stall time the kernel's pressure
+// accounting gives its cgroup (memory.pressure, which counts reclaim and
+// little else here: no swap, no refaults of a file read once), and the
+// memory cgroup's failcnt shows the limit was hit.
+func testReclaim(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
+	const size = 64 << 20
+	file := filepath.Join(t.TempDir(), "big")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	memcg := filepath.Join("/sys/fs/cgroup/memory", "galago-sli-test-"+c.id[:8])
+	if err := os.Mkdir(memcg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(memcg); err != nil {
+			t.Errorf("remove memory cgroup: %v", err)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(memcg, "memory.limit_in_bytes"), []byte("16M"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	period(t, p, rt)
+	stall0 := stallUs(t, c.dir, "memory")
+	// Pinned to one CPU: the pressure of a cgroup is the mean of its CPUs'
+	// stall times weighted by their non-idle times, which is the stall time
+	// of a task that never migrates.
+	reader := c.start(t, "taskset", "-c", "0", "sh", "-c", `echo $$ > "$1"/cgroup.procs && exec cat "$2" > /dev/null`, "sh", memcg, file)
+	if err := reader.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	stall := float64(stallUs(t, c.dir, "memory")-stall0) * 1000
+	recs := period(t, p, rt)
+	short := identity.ShortID(c.id)
+	got := num(t, find(recs, table.SliMemContainerGauge, short), "mem_reclaim")
+	h := hist(t, find(recs, table.SliMemContainerHistogram, short), "mem_reclaim_histo")
+	failcnt, err := os.ReadFile(filepath.Join(memcg, "memory.failcnt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("mem_reclaim %.0f ns over %d reclaims; memory.pressure some %.0f ns; failcnt %s", got, h.Count(), stall, strings.TrimSpace(string(failcnt)))
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(failcnt))); n == 0 || h.Count() == 0 {
+		t.Fatalf("the limit was not hit (failcnt %d) or no reclaim seen (%d)", n, h.Count())
+	}
+	if math.Abs(got-stall) > 0.1*stall {
+		t.Errorf("mem_reclaim = %.0f ns, want the cgroup's memory stall %.0f ns ± 10%%", got, stall)
+	}
+}

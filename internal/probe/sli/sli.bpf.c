@@ -1,0 +1,438 @@
+//go:build ignore
+
+/* sli: node and container service-level latencies for the sli probe
+ * (gala-gopher's sliprobe): where the time of the tasks went while they
+ * were not running, waited for memory or for block I/O.
+ *
+ * Hooks (all tp_btf; attached per sub-item by user space):
+ *   sched_switch  the thread going off CPU (prev) leaves in its task
+ *       storage either the start of a run delay (preempted, or prev_state
+ *       RUNNING: it stays runnable) or the start and kind of a sleep
+ *       (TASK_INTERRUPTIBLE: sleep; TASK_UNINTERRUPTIBLE: iowait when
+ *       in_iowait is set, else block; TASK_IDLE/NOLOAD sleeps of idle
+ *       kernel threads are not counted); the thread coming on CPU (next)
+ *       ends its run delay: SLI_RUNDELAY.
+ *   sched_wakeup, sched_wakeup_new  end the woken thread's sleep
+ *       (SLI_SLEEP, SLI_IOWAIT, SLI_BLOCK) and start its run delay, as the
+ *       kernel's sched_info does when it queues a task.
+ *   mm_vmscan_direct_reclaim_begin/end, mm_vmscan_memcg_reclaim_begin/end
+ *       direct reclaim by the allocating task, global or at its memory
+ *       cgroup's limit: SLI_RECLAIM.
+ *   mm_compaction_begin/end  compaction of one zone by a user task (direct
+ *       compaction; kcompactd's background work is no task's latency):
+ *       SLI_COMPACT.
+ *   block_bio_queue, block_rq_complete, block_bio_complete  a bio's
+ *       submission to its completion, attributed to the submitting task:
+ *       SLI_BIO.
+ * Maps: node_stats (per-CPU hash of one row, key 0: the whole node) and
+ *   con_stats (hash cgroup2 id -> struct sli_row: observed cgroups), both
+ *   taken by user space with lookup-and-delete every period; sli_lost
+ *   (per CPU: latencies dropped because con_stats was full), task_state (task storage), bio_starts
+ *   (LRU hash bio -> submission), filter_* (common.h).
+ * Kernel: 5.11+ (task storage in tracing programs), tp_btf, BTF. */
+#define GALAGO_FILTER
+#include "common.h"
+#include "atomic.h"
+
+#define TASK_RUNNING 0x0
+#define TASK_INTERRUPTIBLE 0x1
+#define TASK_UNINTERRUPTIBLE 0x2
+#define TASK_DEAD 0x80
+#define TASK_NOLOAD 0x400
+#define PF_KTHREAD 0x00200000
+
+enum sli_kind {
+	SLI_RUNDELAY = 0,
+	SLI_SLEEP = 1,
+	SLI_IOWAIT = 2,
+	SLI_BLOCK = 3,
+	SLI_RECLAIM = 4,
+	SLI_COMPACT = 5,
+	SLI_BIO = 6,
+	SLI_KIND_MAX = 7,
+};
+
+/* Histogram upper bounds, ns: 1 µs, 10 µs, 100 µs, 1 ms, 10 ms, 100 ms,
+ * 1 s; the last bucket is everything longer. Mirrored in Go (bounds). */
+#define SLI_NBUCKETS 8
+
+struct sli_stat {
+	__u64 ns;    /* summed latency */
+	__u64 count; /* latencies summed */
+	__u64 max;   /* the longest */
+	__u64 buckets[SLI_NBUCKETS];
+};
+
+struct sli_row {
+	struct sli_stat s[SLI_KIND_MAX];
+};
+
+GALAGO_EXPORT_TYPE(enum sli_kind, kind);
+GALAGO_EXPORT_TYPE(struct sli_row, row);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32); /* 0 */
+	__type(value, struct sli_row);
+} node_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+	__type(key, __u64); /* cgroup2 id */
+	__type(value, struct sli_row);
+} con_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sli_lost SEC(".maps");
+
+struct task_state {
+	__u64 off_ts;     /* went to sleep at */
+	__u64 wait_ts;    /* runnable, waiting for a CPU since */
+	__u64 reclaim_ts; /* in direct reclaim since */
+	__u64 compact_ts; /* compacting a zone since */
+	__u32 off_kind;   /* enum sli_kind of the sleep */
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} task_state SEC(".maps");
+
+struct bio_start {
+	__u64 ts;
+	__u64 cgid; /* the submitter's cgroup2 id; 0: not observed */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64); /* struct bio * */
+	__type(value, struct bio_start);
+} bio_starts SEC(".maps");
+
+/* node_on: node rows are kept; con_on: rows of observed cgroups are. */
+volatile __u32 node_on = 0;
+volatile __u32 con_on = 0;
+
+static __always_inline __u32 bucket_of(__u64 ns)
+{
+	__u64 bound = 1000;
+
+	for (__u32 i = 0; i < SLI_NBUCKETS - 1; i++) {
+		if (ns <= bound)
+			return i;
+		bound *= 10;
+	}
+	return SLI_NBUCKETS - 1;
+}
+
+static __always_inline void stat_add(struct sli_row *row, __u32 kind, __u64 ns, __u32 b)
+{
+	struct sli_stat *s;
+
+	if (kind >= SLI_KIND_MAX)
+		return;
+	s = &row->s[kind];
+	__sync_fetch_and_add(&s->ns, ns);
+	__sync_fetch_and_add(&s->count, 1);
+	galago_max_u64(&s->max, ns);
+	if (b < SLI_NBUCKETS)
+		__sync_fetch_and_add(&s->buckets[b], 1);
+}
+
+static __always_inline struct sli_row *con_row(__u64 cgid)
+{
+	struct sli_row *row = bpf_map_lookup_elem(&con_stats, &cgid);
+	static const struct sli_row zero = {};
+
+	if (row)
+		return row;
+	bpf_map_update_elem(&con_stats, &cgid, &zero, BPF_NOEXIST);
+	row = bpf_map_lookup_elem(&con_stats, &cgid);
+	if (!row) {
+		__u32 z = 0;
+		__u64 *lost = bpf_map_lookup_elem(&sli_lost, &z);
+
+		if (lost)
+			__sync_fetch_and_add(lost, 1);
+	}
+	return row;
+}
+
+/* account adds one latency of kind to the node row and to the row of
+ * cgroup cgid (0: no cgroup row; see keep_cgid). A global function: the
+ * verifier checks it once, not at each of its callers' call sites. */
+__noinline int account(__u32 kind, __u64 ns, __u64 cgid)
+{
+	__u32 b = bucket_of(ns), z = 0;
+	struct sli_row *row;
+
+	if (node_on) {
+		row = bpf_map_lookup_elem(&node_stats, &z);
+		if (!row) {
+			static const struct sli_row zero = {};
+
+			bpf_map_update_elem(&node_stats, &z, &zero, BPF_NOEXIST);
+			row = bpf_map_lookup_elem(&node_stats, &z);
+		}
+		if (row)
+			stat_add(row, kind, ns, b);
+	}
+	if (cgid) {
+		row = con_row(cgid);
+		if (row)
+			stat_add(row, kind, ns, b);
+	}
+	return 0;
+}
+
+/* keep_cgid: cgid when cgroup rows are on and process tgid in cgroup cgid
+ * is observed, else 0. */
+static __always_inline __u64 keep_cgid(__u32 tgid, __u64 cgid)
+{
+	return con_on && tgid && cgid && galago_observed_in(tgid, cgid) ? cgid : 0;
+}
+
+static __always_inline void account_task(__u32 kind, __u64 ns, struct task_struct *t)
+{
+	account(kind, ns, con_on ? keep_cgid(t->tgid, BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id)) : 0);
+}
+
+/* ---- cpu ---- */
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct task_state *s;
+
+	if (prev->pid && !(prev_state & TASK_DEAD)) {
+		s = bpf_task_storage_get(&task_state, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (s) {
+			s->wait_ts = 0;
+			s->off_ts = 0;
+			/* preempted, or woken before it could sleep: still runnable */
+			if (preempt || prev_state == TASK_RUNNING) {
+				s->wait_ts = now;
+			} else if (!(prev_state & TASK_NOLOAD)) {
+				if (prev_state & TASK_UNINTERRUPTIBLE) {
+					s->off_kind = BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait) ? SLI_IOWAIT : SLI_BLOCK;
+					s->off_ts = now;
+				} else if (prev_state & TASK_INTERRUPTIBLE) {
+					s->off_kind = SLI_SLEEP;
+					s->off_ts = now;
+				}
+			}
+		}
+	}
+	if (!next->pid)
+		return 0;
+	s = bpf_task_storage_get(&task_state, next, 0, 0);
+	if (!s)
+		return 0;
+	if (s->wait_ts && now > s->wait_ts)
+		account_task(SLI_RUNDELAY, now - s->wait_ts, next);
+	/* running: neither waiting nor asleep (a sleep whose wakeup was not
+	 * traced must not last until some later wakeup) */
+	s->wait_ts = 0;
+	s->off_ts = 0;
+	return 0;
+}
+
+/* woken: p becomes runnable. A wakeup of a thread still on its run queue
+ * (woken before it slept, or while preempted) keeps the run delay already
+ * started; one of a running thread is undone at its next switch. */
+static __always_inline void woken(struct task_struct *p)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct task_state *s;
+
+	if (!p->pid)
+		return;
+	s = bpf_task_storage_get(&task_state, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s)
+		return;
+	if (s->off_ts) {
+		if (now > s->off_ts)
+			account_task(s->off_kind, now - s->off_ts, p);
+		s->off_ts = 0;
+	}
+	if (!s->wait_ts)
+		s->wait_ts = now;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sli_sched_wakeup, struct task_struct *p)
+{
+	woken(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sli_sched_wakeup_new, struct task_struct *p)
+{
+	woken(p);
+	return 0;
+}
+
+/* ---- mem ---- */
+
+static __always_inline struct task_state *current_state(void)
+{
+	return bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+static __always_inline void reclaim_begin(void)
+{
+	struct task_state *s = current_state();
+
+	if (s)
+		s->reclaim_ts = bpf_ktime_get_ns();
+}
+
+static __always_inline void current_done(__u32 kind, __u64 start)
+{
+	__u64 now = bpf_ktime_get_ns(), id = bpf_get_current_pid_tgid();
+
+	if (!start || now <= start)
+		return;
+	account(kind, now - start, con_on ? keep_cgid(id >> 32, bpf_get_current_cgroup_id()) : 0);
+}
+
+static __always_inline void reclaim_end(void)
+{
+	struct task_state *s = bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), 0, 0);
+
+	if (!s)
+		return;
+	current_done(SLI_RECLAIM, s->reclaim_ts);
+	s->reclaim_ts = 0;
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_begin")
+int BPF_PROG(sli_direct_reclaim_begin, int order)
+{
+	reclaim_begin();
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_end")
+int BPF_PROG(sli_direct_reclaim_end, unsigned long nr_reclaimed)
+{
+	reclaim_end();
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
+int BPF_PROG(sli_memcg_reclaim_begin, int order)
+{
+	reclaim_begin();
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_end")
+int BPF_PROG(sli_memcg_reclaim_end, unsigned long nr_reclaimed)
+{
+	reclaim_end();
+	return 0;
+}
+
+static __always_inline bool current_kthread(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+
+	return t->flags & PF_KTHREAD;
+}
+
+SEC("tp_btf/mm_compaction_begin")
+int BPF_PROG(sli_compaction_begin, struct compact_control *cc)
+{
+	struct task_state *s;
+
+	if (current_kthread())
+		return 0;
+	s = current_state();
+	if (s)
+		s->compact_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/mm_compaction_end")
+int BPF_PROG(sli_compaction_end, struct compact_control *cc)
+{
+	struct task_state *s;
+
+	if (current_kthread())
+		return 0;
+	s = bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), 0, 0);
+	if (!s)
+		return 0;
+	current_done(SLI_COMPACT, s->compact_ts);
+	s->compact_ts = 0;
+	return 0;
+}
+
+/* ---- io ---- */
+
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(sli_bio_queue, struct bio *bio)
+{
+	__u64 key = (__u64)bio, id = bpf_get_current_pid_tgid();
+	struct bio_start st = {.ts = bpf_ktime_get_ns()};
+
+	if (con_on)
+		st.cgid = keep_cgid(id >> 32, bpf_get_current_cgroup_id());
+	bpf_map_update_elem(&bio_starts, &key, &st, BPF_ANY);
+	return 0;
+}
+
+static __always_inline void bio_done(struct bio *bio, __u64 now)
+{
+	__u64 key = (__u64)bio;
+	struct bio_start *st = bpf_map_lookup_elem(&bio_starts, &key);
+	__u64 ts, cgid;
+
+	if (!st)
+		return;
+	ts = st->ts;
+	cgid = st->cgid;
+	bpf_map_delete_elem(&bio_starts, &key);
+	if (now > ts)
+		account(SLI_BIO, now - ts, cgid); /* filtered at submission */
+}
+
+SEC("tp_btf/block_bio_complete")
+int BPF_PROG(sli_bio_complete, struct request_queue *q, struct bio *bio)
+{
+	bio_done(bio, bpf_ktime_get_ns());
+	return 0;
+}
+
+#define RQ_MAX_BIOS 16
+
+/* blk-mq devices trace the request's completion, not its bios': the first
+ * RQ_MAX_BIOS bios of a merged request are completed here (the others age
+ * out of bio_starts unmeasured). */
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(sli_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct bio *bio = rq->bio;
+
+	for (int i = 0; i < RQ_MAX_BIOS && bio; i++) {
+		bio_done(bio, now);
+		bio = bio->bi_next;
+	}
+	return 0;
+}

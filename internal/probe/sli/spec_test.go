@@ -1,0 +1,41 @@
+package sli
+
+import (
+	"maps"
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/galago-project/galago/internal/bpfrt/bpfspec"
+)
+
+// TestSpec checks both architectures' objects without loading them: the
+// programs (one per hook of the hooks table, plus the filter's), the maps
+// and the row the Go side reads.
+func TestSpec(t *testing.T) {
+	bpfspec.Objects(t, _SliBytes, []string{"sli_x86_bpfel.o", "sli_arm64_bpfel.o"}, func(t *testing.T, spec *ebpf.CollectionSpec) {
+		filterMaps, progs := bpfspec.Filter()
+		for _, h := range hooks {
+			progs[h.prog] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: h.target}
+		}
+		bpfspec.Programs(t, spec, progs)
+		rowSize := uint32(unsafe.Sizeof(sliSliRow{}))
+		want := map[string]bpfspec.Map{
+			"node_stats": {Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: rowSize, MaxEntries: 1},
+			"con_stats":  {Type: ebpf.Hash, KeySize: 8, ValueSize: rowSize, MaxEntries: 4096},
+			"sli_lost":   {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
+			"task_state": {Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 40},
+			"bio_starts": {Type: ebpf.LRUHash, KeySize: 8, ValueSize: 16, MaxEntries: 65536},
+		}
+		maps.Copy(want, filterMaps)
+		bpfspec.Maps(t, spec, want)
+		bpfspec.StructSize(t, spec, "sli_row", int(rowSize))
+	})
+	if n := len(sliSliRow{}.S[0].Buckets); n != len(bounds)+1 {
+		t.Errorf("%d buckets in the kernel's rows, %d bounds in Go", n, len(bounds))
+	}
+	if int(sliSliKindSLI_KIND_MAX) != len(sliSliRow{}.S) {
+		t.Errorf("SLI_KIND_MAX %d, rows hold %d kinds", sliSliKindSLI_KIND_MAX, len(sliSliRow{}.S))
+	}
+}
