@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -328,13 +329,18 @@ func (p *Probe) output(final bool) error {
 	if dropped > 0 {
 		p.rt.Lost(dropped)
 	}
-	for i := range evs {
-		p.resolvePath(&evs[i])
-	}
 	open, err := p.openCalls(mono, win)
 	if err != nil {
 		p.rt.Error()
 		p.log.Warn("tprofiling: calls in progress unavailable", "err", err)
+	}
+	drop := notObserved(cfg)
+	evs, open = slices.DeleteFunc(evs, drop), slices.DeleteFunc(open, drop)
+	for i := range evs {
+		p.resolvePath(&evs[i])
+	}
+	for i := range open {
+		p.resolvePath(&open[i])
 	}
 	p.hub.publish(evs, open, c)
 	if !kafka(cfg) {
@@ -377,6 +383,26 @@ func (p *Probe) output(final bool) error {
 	return nil
 }
 
+// notObserved returns a func that tells the events of processes the
+// snoopers do not observe. The kernel filter also lets through a new
+// process until user space has classified it (its first milliseconds,
+// which the snoopers may well claim): those of a process that turned out
+// not to be observed are dropped here.
+func notObserved(cfg probe.Config) func(Event) bool {
+	if cfg.Targets == nil {
+		return func(Event) bool { return false }
+	}
+	memo := map[uint32]bool{}
+	return func(e Event) bool {
+		ok, seen := memo[e.TGID]
+		if !seen {
+			ok = cfg.Targets.Observed(int(e.TGID))
+			memo[e.TGID] = ok
+		}
+		return !ok
+	}
+}
+
 // openCalls are the calls in progress for at least the aggregation window
 // (shorter ones will come as events soon).
 func (p *Probe) openCalls(mono, win uint64) ([]Event, error) {
@@ -387,9 +413,7 @@ func (p *Probe) openCalls(mono, win uint64) ([]Event, error) {
 			continue
 		}
 		comm := readTrim(filepath.Join(p.procRoot, strconv.Itoa(int(o.TGID)), "task", strconv.Itoa(int(o.PID)), "comm"))
-		e := fromOpen(o, comm, mono)
-		p.resolvePath(&e)
-		out = append(out, e)
+		out = append(out, fromOpen(o, comm, mono))
 	}
 	sortEvents(out)
 	return out, err
