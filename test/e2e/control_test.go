@@ -118,6 +118,14 @@ func TestSeedCurlExamplesAgainstDaemon(t *testing.T) {
 			t.Errorf("%s: answered %s %q, want %s %q", b.source, code, body, wantCode, wantBody)
 		}
 	}
+	// The timeline is served beside the REST API; its trace answers 503
+	// since the seed's last tprofiling PUT stopped the probe.
+	if code, body := d.get("tprofiling/timeline"); code != 200 || !strings.Contains(body, "<canvas") {
+		t.Errorf("GET /tprofiling/timeline: %d %.60q", code, body)
+	}
+	if code, body := d.get("tprofiling/trace"); code != 503 || body != "tprofiling is not running\n" {
+		t.Errorf("GET /tprofiling/trace: %d %q", code, body)
+	}
 }
 
 // flamegraphSeedAnswers are the real daemon's answers to the seed's

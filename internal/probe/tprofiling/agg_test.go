@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/syscap"
 )
 
@@ -242,5 +245,19 @@ func TestHub(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("POST", TracePath, nil))
 	if rec.Code != 405 {
 		t.Errorf("POST: %d", rec.Code)
+	}
+}
+
+// TestNotObserved: the events of processes the snoopers do not observe
+// (new processes the kernel filter let through until classified) go.
+func TestNotObserved(t *testing.T) {
+	drop := notObserved(probe.Config{Targets: probetest.NewTargets(snoop.Whitelist, 1)})
+	a, b := ev(5, "read", 0, 1), ev(6, "read", 0, 1)
+	b.TGID = 2
+	if drop(a) || !drop(b) {
+		t.Errorf("drop(tgid 1) = %v, drop(tgid 2) = %v", drop(a), drop(b))
+	}
+	if notObserved(probe.Config{})(b) {
+		t.Error("no snoopers: dropped")
 	}
 }

@@ -357,6 +357,9 @@ func (p *Probe) output(final bool) error {
 		}
 		return err
 	}
+	if err := p.file.close(); err != nil { // the channel was local before
+		p.log.Warn("tprofiling: closing the trace file", "err", err)
+	}
 	if room := maxPerPeriod - len(p.periodEvs); len(evs) > room {
 		p.rt.Lost(uint64(len(evs) - room))
 		evs = evs[:room]
