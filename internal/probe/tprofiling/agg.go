@@ -28,6 +28,8 @@ type Event struct {
 	// FilePath is file.path: the fd's file, read from /proc when the
 	// event is reported ("" for sockets and when the fd is gone).
 	FilePath string
+	// kind is the type and call the name is made of (the aggregation key).
+	kind uint16
 	// Open says the call had not returned when this was reported (a
 	// thread blocked in it); Dur runs to the report time.
 	Open bool
@@ -63,7 +65,8 @@ func futexOp(arg uint64) string {
 
 // fromKernel makes an Event of one kernel event.
 func fromKernel(k syscap.TprofEvent) Event {
-	e := Event{PID: k.PID, TGID: k.TGID, Comm: k.Comm, Type: k.Type.String(), Start: k.Start, Dur: k.Dur, Count: 1, FD: -1}
+	e := Event{PID: k.PID, TGID: k.TGID, Comm: k.Comm, Type: k.Type.String(), Start: k.Start, Dur: k.Dur, Count: 1, FD: -1,
+		kind: uint16(k.Type)<<8 | uint16(k.Call)}
 	switch k.Type {
 	case syscap.TprofOncpu, syscap.TprofOffcpu:
 		e.Name = e.Type
@@ -90,9 +93,10 @@ func fromOpen(o syscap.TprofOpen, comm string, now uint64) Event {
 	return e
 }
 
+// aggKey is a thread and event name: the name is its type and call.
 type aggKey struct {
 	pid  uint32
-	name string
+	kind uint16
 }
 
 // aggregator merges the short events of a thread as gala-gopher does:
@@ -119,7 +123,7 @@ func newAggregator(window uint64, maxPending, maxOut int) *aggregator {
 
 // add takes one kernel event.
 func (a *aggregator) add(e Event) {
-	k := aggKey{e.PID, e.Name}
+	k := aggKey{e.PID, e.kind}
 	p := a.pending[k]
 	if p != nil && e.Dur < a.window && e.Start >= p.Start && e.Start < p.Start+a.window {
 		p.Count += e.Count

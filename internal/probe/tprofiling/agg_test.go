@@ -19,8 +19,11 @@ import (
 
 const ms = uint64(time.Millisecond)
 
+// testKinds stand for the type and call of the names the tests use.
+var testKinds = map[string]uint16{"read": 1, "write": 2, "futex": 3, "oncpu": 4}
+
 func ev(pid uint32, name string, start, dur uint64) Event {
-	return Event{PID: pid, TGID: 1, Comm: "t", Name: name, Type: "file", Start: start, Dur: dur, Count: 1, FD: -1}
+	return Event{PID: pid, TGID: 1, Comm: "t", Name: name, Type: "file", Start: start, Dur: dur, Count: 1, FD: -1, kind: testKinds[name]}
 }
 
 // TestAggregate: short events of one thread and name within the window
