@@ -19,7 +19,9 @@
  *   tp_btf/sched_process_exit  forgets the thread's row.
  * read/write/readv/writev/preadv/pwritev/fsync/fdatasync on a socket are
  * net events (with the connection's addresses), on other files file events
- * (with the file's inode; the path is read in user space).
+ * (with the file's inode; the path is read in user space); the fd is
+ * looked at in sys_exit, for the calls long enough to be sent only, so an
+ * in-flight call in tprof_threads still says file.
  * Maps: tprof_threads (hash, tid -> in-flight call and on/off-CPU since),
  *   which user space also reads for the calls still blocked (a deadlock
  *   never reaches sys_exit); tprof_events (ring buffer); tprof_lost
@@ -98,7 +100,7 @@ struct syscap_tprof_thread {
 	__u64 on_since;
 	__u64 off_since;
 	__u32 tgid;
-	__u8 sc_type; /* enum syscap_tprof_type */
+	__u8 sc_type; /* enum syscap_tprof_type (file for a call on a socket too) */
 	__u8 sc_call; /* enum syscap_tprof_call */
 	__u8 _pad[2];
 };
@@ -337,10 +339,8 @@ int BPF_PROG(syscap_tprof_sys_enter, struct pt_regs *regs, long id)
 	pid_tgid = bpf_get_current_pid_tgid();
 	if (!galago_observed(pid_tgid >> 32))
 		return 0;
-	if (type == SYSCAP_TP_FILE && tprof_has_fd(call) && tprof_fd_is_socket((long)(int)SC_ARG0(regs)))
-		type = SYSCAP_TP_NET;
-	if (!(types & (1U << type)))
-		return 0;
+	/* Whether a file call's fd is a socket is looked at the exit, and
+	 * only for a call long enough to be sent. */
 	t = tprof_thread_get((__u32)pid_tgid, pid_tgid >> 32);
 	if (!t)
 		return 0;
@@ -358,9 +358,9 @@ int BPF_PROG(syscap_tprof_sys_exit, struct pt_regs *regs, long ret)
 	struct syscap_tprof_thread *t;
 	struct syscap_tprof_rec *r;
 	__u64 now, start, d;
-	__u32 call;
+	__u32 call, type, types = tprof_types;
 
-	if (!tprof_types)
+	if (!types)
 		return 0;
 	t = bpf_map_lookup_elem(&tprof_threads, &tid);
 	if (!t || !t->sc_start)
@@ -374,6 +374,11 @@ int BPF_PROG(syscap_tprof_sys_exit, struct pt_regs *regs, long ret)
 	d = now > start ? now - start : 0;
 	if (d < tprof_min_ns)
 		return 0;
+	type = t->sc_type;
+	if (type == SYSCAP_TP_FILE && tprof_has_fd(call) && tprof_fd_is_socket((long)t->sc_arg))
+		type = SYSCAP_TP_NET;
+	if (!(types & (1U << type)))
+		return 0;
 	r = tprof_reserve();
 	if (!r)
 		return 0;
@@ -383,7 +388,7 @@ int BPF_PROG(syscap_tprof_sys_exit, struct pt_regs *regs, long ret)
 	r->ret = ret;
 	r->pid = tid;
 	r->tgid = bpf_get_current_pid_tgid() >> 32;
-	r->type = t->sc_type;
+	r->type = type;
 	r->call = call;
 	if (tprof_has_fd(call))
 		tprof_fill_file(r, (long)t->sc_arg);

@@ -40,7 +40,9 @@
 // the in-flight calls from the kernel's per-thread table; those that have
 // lasted min_aggr_dur or more are shown with in_progress=true and a
 // duration up to that moment: live in the timeline, in each kafka-channel
-// report period, and in the local trace when the probe stops.
+// report period, and in the local trace when the probe stops. Such a
+// call on a socket is a net event but has no sock.conn yet (the kernel
+// reads the connection when the call returns).
 //
 // # Parameters
 //

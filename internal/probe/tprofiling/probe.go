@@ -51,6 +51,15 @@ var subItemTypes = []struct {
 	{"syscall_net", syscap.TprofNet}, {"syscall_sched", syscap.TprofSched}, {"syscall_lock", syscap.TprofLock},
 }
 
+// typeItem is the sub-item of each event type.
+var typeItem = func() map[syscap.TprofType]string {
+	m := map[syscap.TprofType]string{}
+	for _, s := range subItemTypes {
+		m[s.typ] = s.item
+	}
+	return m
+}()
+
 // built are the sub-items this probe implements.
 var built = func() uint32 {
 	var b uint32
@@ -329,7 +338,7 @@ func (p *Probe) output(final bool) error {
 	if dropped > 0 {
 		p.rt.Lost(dropped)
 	}
-	open, err := p.openCalls(mono, win)
+	open, err := p.openCalls(cfg, mono, win)
 	if err != nil {
 		p.rt.Error()
 		p.log.Warn("tprofiling: calls in progress unavailable", "err", err)
@@ -407,12 +416,23 @@ func notObserved(cfg probe.Config) func(Event) bool {
 }
 
 // openCalls are the calls in progress for at least the aggregation window
-// (shorter ones will come as events soon).
-func (p *Probe) openCalls(mono, win uint64) ([]Event, error) {
+// (shorter ones will come as events soon). The kernel says file for a
+// call on any fd (it looks at the fd when the call returns): one on a
+// socket is a net event, kept when syscall_net is on.
+func (p *Probe) openCalls(cfg probe.Config, mono, win uint64) ([]Event, error) {
 	inflight, err := p.tp.InFlight()
 	var out []Event
 	for _, o := range inflight {
 		if mono < o.Start || mono-o.Start < win {
+			continue
+		}
+		if o.Type == syscap.TprofFile && o.Call.HasFD() {
+			fd := filepath.Join(p.procRoot, strconv.Itoa(int(o.TGID)), "fd", strconv.FormatUint(o.Arg, 10))
+			if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, "socket:") {
+				o.Type = syscap.TprofNet
+			}
+		}
+		if !cfg.Has(probe.MustSubItemBit(Name, typeItem[o.Type])) {
 			continue
 		}
 		comm := readTrim(filepath.Join(p.procRoot, strconv.Itoa(int(o.TGID)), "task", strconv.Itoa(int(o.PID)), "comm"))
