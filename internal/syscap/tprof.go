@@ -59,9 +59,11 @@ func (c TprofCall) String() string {
 
 // HasFD says the call's Arg is a file descriptor.
 func (c TprofCall) HasFD() bool {
-	switch c.String() {
-	case "read", "write", "readv", "writev", "preadv", "pwritev", "fsync", "fdatasync",
-		"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg":
+	// As tprof_has_fd in tprof.bpf.h.
+	switch x := syscapSyscapTprofCall(c); {
+	case x >= syscapSyscapTprofCallSYSCAP_TPC_READ && x <= syscapSyscapTprofCallSYSCAP_TPC_PWRITEV,
+		x == syscapSyscapTprofCallSYSCAP_TPC_FSYNC, x == syscapSyscapTprofCallSYSCAP_TPC_FDATASYNC,
+		x >= syscapSyscapTprofCallSYSCAP_TPC_SENDTO && x <= syscapSyscapTprofCallSYSCAP_TPC_RECVMMSG:
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package syscap
 import (
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -71,6 +72,15 @@ func TestDecodeTprof(t *testing.T) {
 	}
 	if e, err := DecodeTprof(tprofRec(uint8(TprofLock), uint8(CallFutex), 0, nil, nil, 0, 0)); err != nil || e.Local.IsValid() || e.Call.String() != "futex" || e.Call.HasFD() {
 		t.Errorf("futex: %+v %v", e, err)
+	}
+	var fds []string
+	for c := TprofCall(0); int(c) < len(tprofCallNames); c++ {
+		if c.HasFD() {
+			fds = append(fds, c.String())
+		}
+	}
+	if got := strings.Join(fds, " "); got != "read write readv writev preadv pwritev fsync fdatasync sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg" {
+		t.Errorf("calls with an fd: %s", got)
 	}
 	for name, raw := range map[string][]byte{
 		"short":    make([]byte, 103),
