@@ -437,8 +437,10 @@ int BPF_PROG(syscap_tprof_switch, bool preempt, struct task_struct *prev, struct
 			t->on_since = 0;
 			t->off_since = now;
 		}
-	} else if (pid) {
-		/* Not observed (any more: the snoopers changed): forget it. */
+	} else if (pid && bpf_map_lookup_elem(&tprof_threads, &pid)) {
+		/* Not observed any more (the snoopers changed): forget it. The
+		 * lookup first: a delete takes the bucket's lock, and this runs
+		 * at every switch of every thread of the machine. */
 		bpf_map_delete_elem(&tprof_threads, &pid);
 	}
 	/* next: a thread seen before, or one of an observed process (its
@@ -466,6 +468,7 @@ int BPF_PROG(syscap_tprof_task_exit, struct task_struct *task)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-	bpf_map_delete_elem(&tprof_threads, &tid);
+	if (bpf_map_lookup_elem(&tprof_threads, &tid))
+		bpf_map_delete_elem(&tprof_threads, &tid);
 	return 0;
 }
