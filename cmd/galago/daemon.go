@@ -46,6 +46,7 @@ import (
 	"github.com/galago-project/galago/internal/probe/sli"
 	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/probe/tcp"
+	"github.com/galago-project/galago/internal/probe/tprofiling"
 	"github.com/galago-project/galago/internal/probe/virt"
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/proctrack"
@@ -195,6 +196,10 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(flamegraph.Name, func() probe.Probe {
 		return flamegraph.New(flamegraph.WithStats(bpfStats), flamegraph.WithMissingHooks(missing), flamegraph.WithHostPath(cfg.HostPath), flamegraph.WithHub(profiles), flamegraph.WithIdentity(ids))
 	})
+	timeline := tprofiling.NewHub()
+	mgr.Register(tprofiling.Name, func() probe.Probe {
+		return tprofiling.New(tprofiling.WithStats(bpfStats), tprofiling.WithMissingHooks(missing), tprofiling.WithHostPath(cfg.HostPath), tprofiling.WithHub(timeline), tprofiling.WithIdentity(ids))
+	})
 	if err := addCustomProbes(cfg, mgr); err != nil {
 		return err
 	}
@@ -222,7 +227,8 @@ func runDaemon(cfg *config.Config) error {
 	go pipe.RunMeta(ctx, mgr.Tables)
 
 	startProfiler(log)
-	servers, err := startServers(cfg, exporter, mgr, log, map[string]http.Handler{flamegraph.PprofPath: profiles})
+	servers, err := startServers(cfg, exporter, mgr, log, map[string]http.Handler{flamegraph.PprofPath: profiles,
+		tprofiling.TimelinePath: timeline, tprofiling.TracePath: timeline})
 	if err != nil {
 		mgr.StopAll()
 		return err

@@ -62,6 +62,7 @@ func TestSpec(t *testing.T) {
 		fprogs["ssl_handshake_return"] = bpfspec.Program{Type: ebpf.Kprobe, AttachTo: ""}
 		fprogs["syscap_stat_enter"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sys_enter"}
 		fprogs["syscap_stat_exit"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sys_exit"}
+		tprofSpec(fprogs, fmaps)
 		bpfspec.Programs(t, spec, fprogs)
 		fmaps["conns"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 48, MaxEntries: 65536}
 		fmaps["events"] = bpfspec.Map{Type: ebpf.RingBuf, MaxEntries: 4 << 20}

@@ -40,6 +40,8 @@
  * Per-process syscall statistics (the proc probe) are a separate section at
  *   the end of this file: their own sys_enter/sys_exit programs, loaded
  *   without the ones above (syscap.OpenStats).
+ * Thread events for tprofiling are a third section, in tprof.bpf.h
+ *   (syscap.OpenTprof), loaded the same way.
  * Limits: 32-bit (ia32) processes' syscall numbers are not told apart;
  *   sendfile/splice bodies are counted as not captured.
  * Kernel: 5.8+ (ring buffer), tp_btf (5.5+), BTF.
@@ -1905,3 +1907,5 @@ fail:
 		__sync_fetch_and_add(&v->failed, 1);
 	return 0;
 }
+
+#include "tprof.bpf.h"

@@ -237,70 +237,160 @@ const (
 	syscapSyscapStateSYSCAP_TLS    syscapSyscapState = 3
 )
 
+type syscapSyscapTprofCall uint32
+
+const (
+	syscapSyscapTprofCallSYSCAP_TPC_NONE            syscapSyscapTprofCall = 0
+	syscapSyscapTprofCallSYSCAP_TPC_READ            syscapSyscapTprofCall = 1
+	syscapSyscapTprofCallSYSCAP_TPC_WRITE           syscapSyscapTprofCall = 2
+	syscapSyscapTprofCallSYSCAP_TPC_READV           syscapSyscapTprofCall = 3
+	syscapSyscapTprofCallSYSCAP_TPC_WRITEV          syscapSyscapTprofCall = 4
+	syscapSyscapTprofCallSYSCAP_TPC_PREADV          syscapSyscapTprofCall = 5
+	syscapSyscapTprofCallSYSCAP_TPC_PWRITEV         syscapSyscapTprofCall = 6
+	syscapSyscapTprofCallSYSCAP_TPC_SYNC            syscapSyscapTprofCall = 7
+	syscapSyscapTprofCallSYSCAP_TPC_FSYNC           syscapSyscapTprofCall = 8
+	syscapSyscapTprofCallSYSCAP_TPC_FDATASYNC       syscapSyscapTprofCall = 9
+	syscapSyscapTprofCallSYSCAP_TPC_SCHED_YIELD     syscapSyscapTprofCall = 10
+	syscapSyscapTprofCallSYSCAP_TPC_NANOSLEEP       syscapSyscapTprofCall = 11
+	syscapSyscapTprofCallSYSCAP_TPC_CLOCK_NANOSLEEP syscapSyscapTprofCall = 12
+	syscapSyscapTprofCallSYSCAP_TPC_WAIT4           syscapSyscapTprofCall = 13
+	syscapSyscapTprofCallSYSCAP_TPC_SELECT          syscapSyscapTprofCall = 14
+	syscapSyscapTprofCallSYSCAP_TPC_PSELECT6        syscapSyscapTprofCall = 15
+	syscapSyscapTprofCallSYSCAP_TPC_POLL            syscapSyscapTprofCall = 16
+	syscapSyscapTprofCallSYSCAP_TPC_PPOLL           syscapSyscapTprofCall = 17
+	syscapSyscapTprofCallSYSCAP_TPC_EPOLL_WAIT      syscapSyscapTprofCall = 18
+	syscapSyscapTprofCallSYSCAP_TPC_EPOLL_PWAIT     syscapSyscapTprofCall = 19
+	syscapSyscapTprofCallSYSCAP_TPC_EPOLL_PWAIT2    syscapSyscapTprofCall = 20
+	syscapSyscapTprofCallSYSCAP_TPC_SENDTO          syscapSyscapTprofCall = 21
+	syscapSyscapTprofCallSYSCAP_TPC_RECVFROM        syscapSyscapTprofCall = 22
+	syscapSyscapTprofCallSYSCAP_TPC_SENDMSG         syscapSyscapTprofCall = 23
+	syscapSyscapTprofCallSYSCAP_TPC_RECVMSG         syscapSyscapTprofCall = 24
+	syscapSyscapTprofCallSYSCAP_TPC_SENDMMSG        syscapSyscapTprofCall = 25
+	syscapSyscapTprofCallSYSCAP_TPC_RECVMMSG        syscapSyscapTprofCall = 26
+	syscapSyscapTprofCallSYSCAP_TPC_FUTEX           syscapSyscapTprofCall = 27
+	syscapSyscapTprofCallSYSCAP_TPC_MAX             syscapSyscapTprofCall = 28
+)
+
+type syscapSyscapTprofRec struct {
+	_      structs.HostLayout
+	Start  uint64
+	Dur    uint64
+	Arg    uint64
+	Ino    uint64
+	Ret    int64
+	Pid    uint32
+	Tgid   uint32
+	Type   uint8
+	Call   uint8
+	Family uint16
+	Sport  uint16
+	Dport  uint16
+	Saddr  [16]uint8
+	Daddr  [16]uint8
+	Comm   [16]int8
+}
+
+type syscapSyscapTprofThread struct {
+	_        structs.HostLayout
+	ScStart  uint64
+	ScArg    uint64
+	OnSince  uint64
+	OffSince uint64
+	Tgid     uint32
+	ScType   uint8
+	ScCall   uint8
+	Pad      [2]uint8
+}
+
+type syscapSyscapTprofType uint32
+
+const (
+	syscapSyscapTprofTypeSYSCAP_TP_ONCPU  syscapSyscapTprofType = 0
+	syscapSyscapTprofTypeSYSCAP_TP_OFFCPU syscapSyscapTprofType = 1
+	syscapSyscapTprofTypeSYSCAP_TP_FILE   syscapSyscapTprofType = 2
+	syscapSyscapTprofTypeSYSCAP_TP_NET    syscapSyscapTprofType = 3
+	syscapSyscapTprofTypeSYSCAP_TP_SCHED  syscapSyscapTprofType = 4
+	syscapSyscapTprofTypeSYSCAP_TP_LOCK   syscapSyscapTprofType = 5
+	syscapSyscapTprofTypeSYSCAP_TP_MAX    syscapSyscapTprofType = 6
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	syscapMapConnLost               = "conn_lost"
-	syscapMapConns                  = "conns"
-	syscapMapEvents                 = "events"
-	syscapMapFilterCgroups          = "filter_cgroups"
-	syscapMapFilterDecided          = "filter_decided"
-	syscapMapFilterPending          = "filter_pending"
-	syscapMapFilterPendingLost      = "filter_pending_lost"
-	syscapMapFilterTgids            = "filter_tgids"
-	syscapMapGoTlsCalls             = "go_tls_calls"
-	syscapMapHeadBuf                = "head_buf"
-	syscapMapLostEvents             = "lost_events"
-	syscapMapNextId                 = "next_id"
-	syscapMapScIoctl                = "sc_ioctl"
-	syscapMapScLost                 = "sc_lost"
-	syscapMapScStarts               = "sc_starts"
-	syscapMapScStats                = "sc_stats"
-	syscapMapScratch                = "scratch"
-	syscapMapSslCalls               = "ssl_calls"
-	syscapMapSslFds                 = "ssl_fds"
-	syscapMapSslLost                = "ssl_lost"
-	syscapProgGalagoFilterExec      = "galago_filter_exec"
-	syscapProgGalagoFilterFork      = "galago_filter_fork"
-	syscapProgGoTlsReadEnter        = "go_tls_read_enter"
-	syscapProgGoTlsReturn           = "go_tls_return"
-	syscapProgGoTlsWriteEnter       = "go_tls_write_enter"
-	syscapProgSslHandshakeEnter     = "ssl_handshake_enter"
-	syscapProgSslHandshakeReturn    = "ssl_handshake_return"
-	syscapProgSslReadEnter          = "ssl_read_enter"
-	syscapProgSslReadExEnter        = "ssl_read_ex_enter"
-	syscapProgSslReturn             = "ssl_return"
-	syscapProgSslWriteEnter         = "ssl_write_enter"
-	syscapProgSslWriteExEnter       = "ssl_write_ex_enter"
-	syscapProgSyscapStatEnter       = "syscap_stat_enter"
-	syscapProgSyscapStatExit        = "syscap_stat_exit"
-	syscapProgSyscapSysExit         = "syscap_sys_exit"
-	syscapVarGalagoExportCloseRec   = "__galago_export_close_rec"
-	syscapVarGalagoExportConn       = "__galago_export_conn"
-	syscapVarGalagoExportConnRec    = "__galago_export_conn_rec"
-	syscapVarGalagoExportDataHdr    = "__galago_export_data_hdr"
-	syscapVarGalagoExportDir        = "__galago_export_dir"
-	syscapVarGalagoExportL4         = "__galago_export_l4"
-	syscapVarGalagoExportProto      = "__galago_export_proto"
-	syscapVarGalagoExportRecType    = "__galago_export_rec_type"
-	syscapVarGalagoExportRole       = "__galago_export_role"
-	syscapVarGalagoExportScClass    = "__galago_export_sc_class"
-	syscapVarGalagoExportScIoctlVal = "__galago_export_sc_ioctl_val"
-	syscapVarGalagoExportScKey      = "__galago_export_sc_key"
-	syscapVarGalagoExportScVal      = "__galago_export_sc_val"
-	syscapVarGalagoExportState      = "__galago_export_state"
-	syscapVarGalagoFilterCfg        = "galago_filter_cfg"
-	syscapVarGalagoRbWakeupBytes    = "galago_rb_wakeup_bytes"
-	syscapVarGoNetfdSysfdOff        = "go_netfd_sysfd_off"
-	syscapVarGoTcpconnFdOff         = "go_tcpconn_fd_off"
-	syscapVarGoTlsConnDataOff       = "go_tls_conn_data_off"
-	syscapVarScClasses              = "sc_classes"
-	syscapVarScFs                   = "sc_fs"
-	syscapVarSyscapCap              = "syscap_cap"
-	syscapVarSyscapContCap          = "syscap_cont_cap"
-	syscapVarSyscapProtos           = "syscap_protos"
-	syscapVarSyscapSsl              = "syscap_ssl"
+	syscapMapConnLost                = "conn_lost"
+	syscapMapConns                   = "conns"
+	syscapMapEvents                  = "events"
+	syscapMapFilterCgroups           = "filter_cgroups"
+	syscapMapFilterDecided           = "filter_decided"
+	syscapMapFilterPending           = "filter_pending"
+	syscapMapFilterPendingLost       = "filter_pending_lost"
+	syscapMapFilterTgids             = "filter_tgids"
+	syscapMapGoTlsCalls              = "go_tls_calls"
+	syscapMapHeadBuf                 = "head_buf"
+	syscapMapLostEvents              = "lost_events"
+	syscapMapNextId                  = "next_id"
+	syscapMapScIoctl                 = "sc_ioctl"
+	syscapMapScLost                  = "sc_lost"
+	syscapMapScStarts                = "sc_starts"
+	syscapMapScStats                 = "sc_stats"
+	syscapMapScratch                 = "scratch"
+	syscapMapSslCalls                = "ssl_calls"
+	syscapMapSslFds                  = "ssl_fds"
+	syscapMapSslLost                 = "ssl_lost"
+	syscapMapTprofEvents             = "tprof_events"
+	syscapMapTprofLost               = "tprof_lost"
+	syscapMapTprofThreads            = "tprof_threads"
+	syscapProgGalagoFilterExec       = "galago_filter_exec"
+	syscapProgGalagoFilterFork       = "galago_filter_fork"
+	syscapProgGoTlsReadEnter         = "go_tls_read_enter"
+	syscapProgGoTlsReturn            = "go_tls_return"
+	syscapProgGoTlsWriteEnter        = "go_tls_write_enter"
+	syscapProgSslHandshakeEnter      = "ssl_handshake_enter"
+	syscapProgSslHandshakeReturn     = "ssl_handshake_return"
+	syscapProgSslReadEnter           = "ssl_read_enter"
+	syscapProgSslReadExEnter         = "ssl_read_ex_enter"
+	syscapProgSslReturn              = "ssl_return"
+	syscapProgSslWriteEnter          = "ssl_write_enter"
+	syscapProgSslWriteExEnter        = "ssl_write_ex_enter"
+	syscapProgSyscapStatEnter        = "syscap_stat_enter"
+	syscapProgSyscapStatExit         = "syscap_stat_exit"
+	syscapProgSyscapSysExit          = "syscap_sys_exit"
+	syscapProgSyscapTprofSwitch      = "syscap_tprof_switch"
+	syscapProgSyscapTprofSysEnter    = "syscap_tprof_sys_enter"
+	syscapProgSyscapTprofSysExit     = "syscap_tprof_sys_exit"
+	syscapProgSyscapTprofTaskExit    = "syscap_tprof_task_exit"
+	syscapVarGalagoExportCloseRec    = "__galago_export_close_rec"
+	syscapVarGalagoExportConn        = "__galago_export_conn"
+	syscapVarGalagoExportConnRec     = "__galago_export_conn_rec"
+	syscapVarGalagoExportDataHdr     = "__galago_export_data_hdr"
+	syscapVarGalagoExportDir         = "__galago_export_dir"
+	syscapVarGalagoExportL4          = "__galago_export_l4"
+	syscapVarGalagoExportProto       = "__galago_export_proto"
+	syscapVarGalagoExportRecType     = "__galago_export_rec_type"
+	syscapVarGalagoExportRole        = "__galago_export_role"
+	syscapVarGalagoExportScClass     = "__galago_export_sc_class"
+	syscapVarGalagoExportScIoctlVal  = "__galago_export_sc_ioctl_val"
+	syscapVarGalagoExportScKey       = "__galago_export_sc_key"
+	syscapVarGalagoExportScVal       = "__galago_export_sc_val"
+	syscapVarGalagoExportState       = "__galago_export_state"
+	syscapVarGalagoExportTprofCall   = "__galago_export_tprof_call"
+	syscapVarGalagoExportTprofRec    = "__galago_export_tprof_rec"
+	syscapVarGalagoExportTprofThread = "__galago_export_tprof_thread"
+	syscapVarGalagoExportTprofType   = "__galago_export_tprof_type"
+	syscapVarGalagoFilterCfg         = "galago_filter_cfg"
+	syscapVarGalagoRbWakeupBytes     = "galago_rb_wakeup_bytes"
+	syscapVarGoNetfdSysfdOff         = "go_netfd_sysfd_off"
+	syscapVarGoTcpconnFdOff          = "go_tcpconn_fd_off"
+	syscapVarGoTlsConnDataOff        = "go_tls_conn_data_off"
+	syscapVarScClasses               = "sc_classes"
+	syscapVarScFs                    = "sc_fs"
+	syscapVarSyscapCap               = "syscap_cap"
+	syscapVarSyscapContCap           = "syscap_cont_cap"
+	syscapVarSyscapProtos            = "syscap_protos"
+	syscapVarSyscapSsl               = "syscap_ssl"
+	syscapVarTprofMinNs              = "tprof_min_ns"
+	syscapVarTprofTypes              = "tprof_types"
 )
 
 // loadSyscap returns the embedded CollectionSpec for syscap.
@@ -345,21 +435,25 @@ type syscapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscapProgramSpecs struct {
-	GalagoFilterExec   *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
-	GalagoFilterFork   *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
-	GoTlsReadEnter     *ebpf.ProgramSpec `ebpf:"go_tls_read_enter"`
-	GoTlsReturn        *ebpf.ProgramSpec `ebpf:"go_tls_return"`
-	GoTlsWriteEnter    *ebpf.ProgramSpec `ebpf:"go_tls_write_enter"`
-	SslHandshakeEnter  *ebpf.ProgramSpec `ebpf:"ssl_handshake_enter"`
-	SslHandshakeReturn *ebpf.ProgramSpec `ebpf:"ssl_handshake_return"`
-	SslReadEnter       *ebpf.ProgramSpec `ebpf:"ssl_read_enter"`
-	SslReadExEnter     *ebpf.ProgramSpec `ebpf:"ssl_read_ex_enter"`
-	SslReturn          *ebpf.ProgramSpec `ebpf:"ssl_return"`
-	SslWriteEnter      *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
-	SslWriteExEnter    *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
-	SyscapStatEnter    *ebpf.ProgramSpec `ebpf:"syscap_stat_enter"`
-	SyscapStatExit     *ebpf.ProgramSpec `ebpf:"syscap_stat_exit"`
-	SyscapSysExit      *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
+	GalagoFilterExec    *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
+	GalagoFilterFork    *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
+	GoTlsReadEnter      *ebpf.ProgramSpec `ebpf:"go_tls_read_enter"`
+	GoTlsReturn         *ebpf.ProgramSpec `ebpf:"go_tls_return"`
+	GoTlsWriteEnter     *ebpf.ProgramSpec `ebpf:"go_tls_write_enter"`
+	SslHandshakeEnter   *ebpf.ProgramSpec `ebpf:"ssl_handshake_enter"`
+	SslHandshakeReturn  *ebpf.ProgramSpec `ebpf:"ssl_handshake_return"`
+	SslReadEnter        *ebpf.ProgramSpec `ebpf:"ssl_read_enter"`
+	SslReadExEnter      *ebpf.ProgramSpec `ebpf:"ssl_read_ex_enter"`
+	SslReturn           *ebpf.ProgramSpec `ebpf:"ssl_return"`
+	SslWriteEnter       *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
+	SslWriteExEnter     *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
+	SyscapStatEnter     *ebpf.ProgramSpec `ebpf:"syscap_stat_enter"`
+	SyscapStatExit      *ebpf.ProgramSpec `ebpf:"syscap_stat_exit"`
+	SyscapSysExit       *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
+	SyscapTprofSwitch   *ebpf.ProgramSpec `ebpf:"syscap_tprof_switch"`
+	SyscapTprofSysEnter *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_enter"`
+	SyscapTprofSysExit  *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_exit"`
+	SyscapTprofTaskExit *ebpf.ProgramSpec `ebpf:"syscap_tprof_task_exit"`
 }
 
 // syscapMapSpecs contains maps before they are loaded into the kernel.
@@ -386,37 +480,46 @@ type syscapMapSpecs struct {
 	SslCalls          *ebpf.MapSpec `ebpf:"ssl_calls"`
 	SslFds            *ebpf.MapSpec `ebpf:"ssl_fds"`
 	SslLost           *ebpf.MapSpec `ebpf:"ssl_lost"`
+	TprofEvents       *ebpf.MapSpec `ebpf:"tprof_events"`
+	TprofLost         *ebpf.MapSpec `ebpf:"tprof_lost"`
+	TprofThreads      *ebpf.MapSpec `ebpf:"tprof_threads"`
 }
 
 // syscapVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscapVariableSpecs struct {
-	GalagoExportCloseRec   *ebpf.VariableSpec `ebpf:"__galago_export_close_rec"`
-	GalagoExportConn       *ebpf.VariableSpec `ebpf:"__galago_export_conn"`
-	GalagoExportConnRec    *ebpf.VariableSpec `ebpf:"__galago_export_conn_rec"`
-	GalagoExportDataHdr    *ebpf.VariableSpec `ebpf:"__galago_export_data_hdr"`
-	GalagoExportDir        *ebpf.VariableSpec `ebpf:"__galago_export_dir"`
-	GalagoExportL4         *ebpf.VariableSpec `ebpf:"__galago_export_l4"`
-	GalagoExportProto      *ebpf.VariableSpec `ebpf:"__galago_export_proto"`
-	GalagoExportRecType    *ebpf.VariableSpec `ebpf:"__galago_export_rec_type"`
-	GalagoExportRole       *ebpf.VariableSpec `ebpf:"__galago_export_role"`
-	GalagoExportScClass    *ebpf.VariableSpec `ebpf:"__galago_export_sc_class"`
-	GalagoExportScIoctlVal *ebpf.VariableSpec `ebpf:"__galago_export_sc_ioctl_val"`
-	GalagoExportScKey      *ebpf.VariableSpec `ebpf:"__galago_export_sc_key"`
-	GalagoExportScVal      *ebpf.VariableSpec `ebpf:"__galago_export_sc_val"`
-	GalagoExportState      *ebpf.VariableSpec `ebpf:"__galago_export_state"`
-	GalagoFilterCfg        *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
-	GalagoRbWakeupBytes    *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
-	GoNetfdSysfdOff        *ebpf.VariableSpec `ebpf:"go_netfd_sysfd_off"`
-	GoTcpconnFdOff         *ebpf.VariableSpec `ebpf:"go_tcpconn_fd_off"`
-	GoTlsConnDataOff       *ebpf.VariableSpec `ebpf:"go_tls_conn_data_off"`
-	ScClasses              *ebpf.VariableSpec `ebpf:"sc_classes"`
-	ScFs                   *ebpf.VariableSpec `ebpf:"sc_fs"`
-	SyscapCap              *ebpf.VariableSpec `ebpf:"syscap_cap"`
-	SyscapContCap          *ebpf.VariableSpec `ebpf:"syscap_cont_cap"`
-	SyscapProtos           *ebpf.VariableSpec `ebpf:"syscap_protos"`
-	SyscapSsl              *ebpf.VariableSpec `ebpf:"syscap_ssl"`
+	GalagoExportCloseRec    *ebpf.VariableSpec `ebpf:"__galago_export_close_rec"`
+	GalagoExportConn        *ebpf.VariableSpec `ebpf:"__galago_export_conn"`
+	GalagoExportConnRec     *ebpf.VariableSpec `ebpf:"__galago_export_conn_rec"`
+	GalagoExportDataHdr     *ebpf.VariableSpec `ebpf:"__galago_export_data_hdr"`
+	GalagoExportDir         *ebpf.VariableSpec `ebpf:"__galago_export_dir"`
+	GalagoExportL4          *ebpf.VariableSpec `ebpf:"__galago_export_l4"`
+	GalagoExportProto       *ebpf.VariableSpec `ebpf:"__galago_export_proto"`
+	GalagoExportRecType     *ebpf.VariableSpec `ebpf:"__galago_export_rec_type"`
+	GalagoExportRole        *ebpf.VariableSpec `ebpf:"__galago_export_role"`
+	GalagoExportScClass     *ebpf.VariableSpec `ebpf:"__galago_export_sc_class"`
+	GalagoExportScIoctlVal  *ebpf.VariableSpec `ebpf:"__galago_export_sc_ioctl_val"`
+	GalagoExportScKey       *ebpf.VariableSpec `ebpf:"__galago_export_sc_key"`
+	GalagoExportScVal       *ebpf.VariableSpec `ebpf:"__galago_export_sc_val"`
+	GalagoExportState       *ebpf.VariableSpec `ebpf:"__galago_export_state"`
+	GalagoExportTprofCall   *ebpf.VariableSpec `ebpf:"__galago_export_tprof_call"`
+	GalagoExportTprofRec    *ebpf.VariableSpec `ebpf:"__galago_export_tprof_rec"`
+	GalagoExportTprofThread *ebpf.VariableSpec `ebpf:"__galago_export_tprof_thread"`
+	GalagoExportTprofType   *ebpf.VariableSpec `ebpf:"__galago_export_tprof_type"`
+	GalagoFilterCfg         *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
+	GalagoRbWakeupBytes     *ebpf.VariableSpec `ebpf:"galago_rb_wakeup_bytes"`
+	GoNetfdSysfdOff         *ebpf.VariableSpec `ebpf:"go_netfd_sysfd_off"`
+	GoTcpconnFdOff          *ebpf.VariableSpec `ebpf:"go_tcpconn_fd_off"`
+	GoTlsConnDataOff        *ebpf.VariableSpec `ebpf:"go_tls_conn_data_off"`
+	ScClasses               *ebpf.VariableSpec `ebpf:"sc_classes"`
+	ScFs                    *ebpf.VariableSpec `ebpf:"sc_fs"`
+	SyscapCap               *ebpf.VariableSpec `ebpf:"syscap_cap"`
+	SyscapContCap           *ebpf.VariableSpec `ebpf:"syscap_cont_cap"`
+	SyscapProtos            *ebpf.VariableSpec `ebpf:"syscap_protos"`
+	SyscapSsl               *ebpf.VariableSpec `ebpf:"syscap_ssl"`
+	TprofMinNs              *ebpf.VariableSpec `ebpf:"tprof_min_ns"`
+	TprofTypes              *ebpf.VariableSpec `ebpf:"tprof_types"`
 }
 
 // syscapObjects contains all objects after they have been loaded into the kernel.
@@ -459,6 +562,9 @@ type syscapMaps struct {
 	SslCalls          *ebpf.Map `ebpf:"ssl_calls"`
 	SslFds            *ebpf.Map `ebpf:"ssl_fds"`
 	SslLost           *ebpf.Map `ebpf:"ssl_lost"`
+	TprofEvents       *ebpf.Map `ebpf:"tprof_events"`
+	TprofLost         *ebpf.Map `ebpf:"tprof_lost"`
+	TprofThreads      *ebpf.Map `ebpf:"tprof_threads"`
 }
 
 func (m *syscapMaps) Close() error {
@@ -483,6 +589,9 @@ func (m *syscapMaps) Close() error {
 		m.SslCalls,
 		m.SslFds,
 		m.SslLost,
+		m.TprofEvents,
+		m.TprofLost,
+		m.TprofThreads,
 	)
 }
 
@@ -490,52 +599,62 @@ func (m *syscapMaps) Close() error {
 //
 // It can be passed to loadSyscapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscapVariables struct {
-	GalagoExportCloseRec   *ebpf.Variable `ebpf:"__galago_export_close_rec"`
-	GalagoExportConn       *ebpf.Variable `ebpf:"__galago_export_conn"`
-	GalagoExportConnRec    *ebpf.Variable `ebpf:"__galago_export_conn_rec"`
-	GalagoExportDataHdr    *ebpf.Variable `ebpf:"__galago_export_data_hdr"`
-	GalagoExportDir        *ebpf.Variable `ebpf:"__galago_export_dir"`
-	GalagoExportL4         *ebpf.Variable `ebpf:"__galago_export_l4"`
-	GalagoExportProto      *ebpf.Variable `ebpf:"__galago_export_proto"`
-	GalagoExportRecType    *ebpf.Variable `ebpf:"__galago_export_rec_type"`
-	GalagoExportRole       *ebpf.Variable `ebpf:"__galago_export_role"`
-	GalagoExportScClass    *ebpf.Variable `ebpf:"__galago_export_sc_class"`
-	GalagoExportScIoctlVal *ebpf.Variable `ebpf:"__galago_export_sc_ioctl_val"`
-	GalagoExportScKey      *ebpf.Variable `ebpf:"__galago_export_sc_key"`
-	GalagoExportScVal      *ebpf.Variable `ebpf:"__galago_export_sc_val"`
-	GalagoExportState      *ebpf.Variable `ebpf:"__galago_export_state"`
-	GalagoFilterCfg        *ebpf.Variable `ebpf:"galago_filter_cfg"`
-	GalagoRbWakeupBytes    *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
-	GoNetfdSysfdOff        *ebpf.Variable `ebpf:"go_netfd_sysfd_off"`
-	GoTcpconnFdOff         *ebpf.Variable `ebpf:"go_tcpconn_fd_off"`
-	GoTlsConnDataOff       *ebpf.Variable `ebpf:"go_tls_conn_data_off"`
-	ScClasses              *ebpf.Variable `ebpf:"sc_classes"`
-	ScFs                   *ebpf.Variable `ebpf:"sc_fs"`
-	SyscapCap              *ebpf.Variable `ebpf:"syscap_cap"`
-	SyscapContCap          *ebpf.Variable `ebpf:"syscap_cont_cap"`
-	SyscapProtos           *ebpf.Variable `ebpf:"syscap_protos"`
-	SyscapSsl              *ebpf.Variable `ebpf:"syscap_ssl"`
+	GalagoExportCloseRec    *ebpf.Variable `ebpf:"__galago_export_close_rec"`
+	GalagoExportConn        *ebpf.Variable `ebpf:"__galago_export_conn"`
+	GalagoExportConnRec     *ebpf.Variable `ebpf:"__galago_export_conn_rec"`
+	GalagoExportDataHdr     *ebpf.Variable `ebpf:"__galago_export_data_hdr"`
+	GalagoExportDir         *ebpf.Variable `ebpf:"__galago_export_dir"`
+	GalagoExportL4          *ebpf.Variable `ebpf:"__galago_export_l4"`
+	GalagoExportProto       *ebpf.Variable `ebpf:"__galago_export_proto"`
+	GalagoExportRecType     *ebpf.Variable `ebpf:"__galago_export_rec_type"`
+	GalagoExportRole        *ebpf.Variable `ebpf:"__galago_export_role"`
+	GalagoExportScClass     *ebpf.Variable `ebpf:"__galago_export_sc_class"`
+	GalagoExportScIoctlVal  *ebpf.Variable `ebpf:"__galago_export_sc_ioctl_val"`
+	GalagoExportScKey       *ebpf.Variable `ebpf:"__galago_export_sc_key"`
+	GalagoExportScVal       *ebpf.Variable `ebpf:"__galago_export_sc_val"`
+	GalagoExportState       *ebpf.Variable `ebpf:"__galago_export_state"`
+	GalagoExportTprofCall   *ebpf.Variable `ebpf:"__galago_export_tprof_call"`
+	GalagoExportTprofRec    *ebpf.Variable `ebpf:"__galago_export_tprof_rec"`
+	GalagoExportTprofThread *ebpf.Variable `ebpf:"__galago_export_tprof_thread"`
+	GalagoExportTprofType   *ebpf.Variable `ebpf:"__galago_export_tprof_type"`
+	GalagoFilterCfg         *ebpf.Variable `ebpf:"galago_filter_cfg"`
+	GalagoRbWakeupBytes     *ebpf.Variable `ebpf:"galago_rb_wakeup_bytes"`
+	GoNetfdSysfdOff         *ebpf.Variable `ebpf:"go_netfd_sysfd_off"`
+	GoTcpconnFdOff          *ebpf.Variable `ebpf:"go_tcpconn_fd_off"`
+	GoTlsConnDataOff        *ebpf.Variable `ebpf:"go_tls_conn_data_off"`
+	ScClasses               *ebpf.Variable `ebpf:"sc_classes"`
+	ScFs                    *ebpf.Variable `ebpf:"sc_fs"`
+	SyscapCap               *ebpf.Variable `ebpf:"syscap_cap"`
+	SyscapContCap           *ebpf.Variable `ebpf:"syscap_cont_cap"`
+	SyscapProtos            *ebpf.Variable `ebpf:"syscap_protos"`
+	SyscapSsl               *ebpf.Variable `ebpf:"syscap_ssl"`
+	TprofMinNs              *ebpf.Variable `ebpf:"tprof_min_ns"`
+	TprofTypes              *ebpf.Variable `ebpf:"tprof_types"`
 }
 
 // syscapPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadSyscapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscapPrograms struct {
-	GalagoFilterExec   *ebpf.Program `ebpf:"galago_filter_exec"`
-	GalagoFilterFork   *ebpf.Program `ebpf:"galago_filter_fork"`
-	GoTlsReadEnter     *ebpf.Program `ebpf:"go_tls_read_enter"`
-	GoTlsReturn        *ebpf.Program `ebpf:"go_tls_return"`
-	GoTlsWriteEnter    *ebpf.Program `ebpf:"go_tls_write_enter"`
-	SslHandshakeEnter  *ebpf.Program `ebpf:"ssl_handshake_enter"`
-	SslHandshakeReturn *ebpf.Program `ebpf:"ssl_handshake_return"`
-	SslReadEnter       *ebpf.Program `ebpf:"ssl_read_enter"`
-	SslReadExEnter     *ebpf.Program `ebpf:"ssl_read_ex_enter"`
-	SslReturn          *ebpf.Program `ebpf:"ssl_return"`
-	SslWriteEnter      *ebpf.Program `ebpf:"ssl_write_enter"`
-	SslWriteExEnter    *ebpf.Program `ebpf:"ssl_write_ex_enter"`
-	SyscapStatEnter    *ebpf.Program `ebpf:"syscap_stat_enter"`
-	SyscapStatExit     *ebpf.Program `ebpf:"syscap_stat_exit"`
-	SyscapSysExit      *ebpf.Program `ebpf:"syscap_sys_exit"`
+	GalagoFilterExec    *ebpf.Program `ebpf:"galago_filter_exec"`
+	GalagoFilterFork    *ebpf.Program `ebpf:"galago_filter_fork"`
+	GoTlsReadEnter      *ebpf.Program `ebpf:"go_tls_read_enter"`
+	GoTlsReturn         *ebpf.Program `ebpf:"go_tls_return"`
+	GoTlsWriteEnter     *ebpf.Program `ebpf:"go_tls_write_enter"`
+	SslHandshakeEnter   *ebpf.Program `ebpf:"ssl_handshake_enter"`
+	SslHandshakeReturn  *ebpf.Program `ebpf:"ssl_handshake_return"`
+	SslReadEnter        *ebpf.Program `ebpf:"ssl_read_enter"`
+	SslReadExEnter      *ebpf.Program `ebpf:"ssl_read_ex_enter"`
+	SslReturn           *ebpf.Program `ebpf:"ssl_return"`
+	SslWriteEnter       *ebpf.Program `ebpf:"ssl_write_enter"`
+	SslWriteExEnter     *ebpf.Program `ebpf:"ssl_write_ex_enter"`
+	SyscapStatEnter     *ebpf.Program `ebpf:"syscap_stat_enter"`
+	SyscapStatExit      *ebpf.Program `ebpf:"syscap_stat_exit"`
+	SyscapSysExit       *ebpf.Program `ebpf:"syscap_sys_exit"`
+	SyscapTprofSwitch   *ebpf.Program `ebpf:"syscap_tprof_switch"`
+	SyscapTprofSysEnter *ebpf.Program `ebpf:"syscap_tprof_sys_enter"`
+	SyscapTprofSysExit  *ebpf.Program `ebpf:"syscap_tprof_sys_exit"`
+	SyscapTprofTaskExit *ebpf.Program `ebpf:"syscap_tprof_task_exit"`
 }
 
 func (p *syscapPrograms) Close() error {
@@ -555,6 +674,10 @@ func (p *syscapPrograms) Close() error {
 		p.SyscapStatEnter,
 		p.SyscapStatExit,
 		p.SyscapSysExit,
+		p.SyscapTprofSwitch,
+		p.SyscapTprofSysEnter,
+		p.SyscapTprofSysExit,
+		p.SyscapTprofTaskExit,
 	)
 }
 

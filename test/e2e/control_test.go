@@ -67,9 +67,10 @@ func open(lines []string) bool {
 
 // TestSeedCurlExamplesAgainstDaemon runs every curl example of the seed
 // documents, unchanged but for the address, with the real curl against the
-// real daemon. tprofiling has no probe in galago yet, so its PUTs must
-// answer 400 "not supported in the current version" (the seed's sli PUT is
-// malformed JSON). The flamegraph
+// real daemon. The seed's sli PUT is malformed JSON, so it is refused
+// before any feature is looked at; tprofiling's start (java processes) and
+// stop are taken; a feature galago lacks would answer 400 "not supported in
+// the current version". The flamegraph
 // examples reach the real probe and the real validation: the ones with the
 // placeholder pod ids or a flame_dir that does not exist here are refused,
 // the params example is taken, so the bare state change that follows has no
@@ -111,9 +112,20 @@ func TestSeedCurlExamplesAgainstDaemon(t *testing.T) {
 			}
 			wantCode, wantBody = want[0], want[1]
 		}
+		if strings.Contains(cmd, "/tprofiling") {
+			wantCode, wantBody = "200", successReply
+		}
 		if code != wantCode || body != wantBody {
 			t.Errorf("%s: answered %s %q, want %s %q", b.source, code, body, wantCode, wantBody)
 		}
+	}
+	// The timeline is served beside the REST API; its trace answers 503
+	// since the seed's last tprofiling PUT stopped the probe.
+	if code, body := d.get("tprofiling/timeline"); code != 200 || !strings.Contains(body, "<canvas") {
+		t.Errorf("GET /tprofiling/timeline: %d %.60q", code, body)
+	}
+	if code, body := d.get("tprofiling/trace"); code != 503 || body != "tprofiling is not running\n" {
+		t.Errorf("GET /tprofiling/trace: %d %q", code, body)
 	}
 }
 
@@ -273,7 +285,7 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 		"baseinfo {\"cmd\": {\"probe\": [\"mem\", \"cpu\"]}, \"blacklist\": {}, \"params\": {\"report_period\": 7}, \"state\": \"running\"}\n" +
 		"tcp {\"state\": \"running\"}\n" +
 		"virt {not json}\n" +
-		"tprofiling {\"cmd\":{\"probe\":[\"oncpu\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n"
+		"sermant {\"cmd\":{\"probe\":[\"l7_bytes_metrics\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n"
 	d := startDaemon(t, daemonOpts{probesInit: initFile})
 	// probes.init applies once the servers listen: wait for its summary.
 	waitFor(t, 10*time.Second, "probes.init applied", func() bool { return strings.Contains(d.stderr.String(), `msg="probes.init read"`) })
@@ -287,7 +299,7 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 	for _, line := range []string{
 		`msg="probes.init line refused" line=` + path + `:4 feature=tcp err="invalid probe ranges: at least one must be set"`,
 		`msg="probes.init line refused" line=` + path + `:5 err="virt: invalid JSON: invalid character 'n' looking for beginning of object key string"`,
-		`msg="probes.init line refused" line=` + path + `:6 feature=tprofiling err="not supported in the current version"`,
+		`msg="probes.init line refused" line=` + path + `:6 feature=sermant err="not supported in the current version"`,
 		`msg="probes.init read" source=` + path + ` applied=1 refused=3 skipped=2`,
 	} {
 		if !strings.Contains(logs, line) {
@@ -313,7 +325,7 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 		"baseinfo " + strings.TrimSpace(running) + "\n" +
 		"tcp {\"state\": \"running\"}\n" +
 		"virt {not json}\n" +
-		"tprofiling {\"cmd\":{\"probe\":[\"oncpu\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n" +
+		"sermant {\"cmd\":{\"probe\":[\"l7_bytes_metrics\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n" +
 		`socket {"cmd":{"bin":"","probe":["tcp_socket"]},"params":{"report_event":0,"report_period":60,"res_lower_thr":0,"res_upper_thr":0,"ringbuf_map_size":1},"snoopers":{"container_id":[],"container_name":[],"custom_labels":{"env":"e2e"},"pod_id":[],"proc_id":[1],"proc_name":[]},"state":"stopped"}` + "\n"
 	if string(saved) != wantSaved {
 		t.Fatalf("saved probes.init:\n%s\nwant:\n%s", saved, wantSaved)

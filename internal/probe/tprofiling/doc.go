@@ -1,0 +1,106 @@
+// Package tprofiling is gala-gopher's tprofiling feature (PUT /tprofiling):
+// a timeline of what each thread of the observed processes does, as
+// events (on CPU, off CPU, syscalls by class) with their start, duration
+// and details, for finding lock contention, deadlocks and blocking I/O.
+//
+// # Sources
+//
+// One capture path: the tprofiling section of the shared syscall capture
+// (internal/syscap, tprof.bpf.h), a separate load of its object with its
+// own snooper filter (the l7 capture and the proc statistics are not
+// touched):
+//
+//	tp_btf/sys_enter, sys_exit   syscalls of the enabled classes, timed per
+//	                             thread; one event per call that lasted
+//	                             min_exec_dur or more
+//	tp_btf/sched_switch          on-CPU and off-CPU slices of observed threads
+//	tp_btf/sched_process_exit    forgets a thread's state
+//
+// Sub-items and events (event.name / event.type), as the seed's table:
+//
+//	oncpu          oncpu / oncpu: a run on a CPU, switch-in to switch-out
+//	offcpu         offcpu / offcpu: switch-out to switch-in (blocked or waiting to run)
+//	syscall_file   read write readv writev preadv pwritev sync fsync fdatasync / file
+//	               (on a socket these are net events, with sock.conn)
+//	syscall_net    sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg (and the file
+//	               calls on sockets) / net
+//	syscall_sched  sched_yield nanosleep clock_nanosleep wait4 select pselect6 poll
+//	               ppoll epoll_wait epoll_pwait epoll_pwait2 / sched
+//	syscall_lock   futex / lock, with futex.op (wait, wake, ...)
+//
+// Extended attributes: file.path (the fd's path from /proc/<tgid>/fd, when
+// the fd still names the event's file), sock.conn ("tcp <local> -> <remote>"
+// from the socket in the kernel), futex.op. Each event names its thread
+// (thread.pid, thread.tgid, thread.comm) and process (proc.name, with a
+// Java process's main class; process.comm; container.id and
+// container.name).
+//
+// Calls still in progress: a blocked thread's call has no event until it
+// returns, and a deadlocked one never does. Every second the probe reads
+// the in-flight calls from the kernel's per-thread table; those that have
+// lasted min_aggr_dur or more are shown with in_progress=true and a
+// duration up to that moment: live in the timeline, in each kafka-channel
+// report period, and in the local trace when the probe stops. Such a
+// call on a socket is a net event but has no sock.conn yet (the kernel
+// reads the connection when the call returns).
+//
+// # Parameters
+//
+//	min_exec_dur      (µs, default 1) shorter events are not sent by the kernel
+//	min_aggr_dur      (ms, default 100) events of one thread and name shorter than
+//	                  this, starting within this of the first, are merged into one
+//	                  (count, summed duration, the first one's attributes; the
+//	                  seed's "aggregated events"); longer ones stay alone
+//	profiling_channel local (default): Chrome trace-event JSON files
+//	                  <output_dir>/timeline-trace-<YYYYMMDDHHMM>.json (default
+//	                  /var/log/gala-gopher/tprofiling), valid JSON after every
+//	                  write (once a second), a new file past 64 MiB; made at the
+//	                  first event, so nothing observed leaves nothing behind.
+//	                  kafka: one OpenTelemetry log record per thread and
+//	                  report_period (gala-gopher's |log| shape: Resource, and
+//	                  Attributes.values with event.name, event.type, start_time,
+//	                  end_time (ms), duration (ms), count and the extended
+//	                  attributes) to the event channels (Kafka's event topic, or
+//	                  logs).
+//
+// In the trace files, oncpu events are "b"/"e" pairs (cat oncpu, cname
+// good) and the others "X" events (cat syscall, or offcpu) whose args hold
+// count, thread.name, event.type and the extended attributes, as
+// gala-gopher writes them; they open in Perfetto (ui.perfetto.dev) and
+// chrome://tracing.
+//
+// # Built-in view
+//
+// The daemon serves the running probe's last events beside the REST API:
+// GET /tprofiling/timeline is a self-contained HTML page (one row per
+// thread, colours by event type, hover for details, wheel to zoom, drag to
+// pan); GET /tprofiling/trace?seconds=N (default 60, at most 3600) is the
+// same window as Chrome trace JSON (&download=1 to save it for Perfetto).
+// The view keeps the latest 100000 events.
+//
+// # Cost and bounds
+//
+// Every syscall of the machine runs the two syscall programs while a
+// syscall sub-item is on (a switch on the number, then the filter, for the
+// traced calls only a hash update); every context switch runs the
+// sched_switch program while oncpu or offcpu is (two hash lookups). One
+// 104-byte record per event through a 4 MiB ring buffer with batched
+// wake-ups. With the default min_exec_dur of 1 µs nearly every traced
+// call of an observed process is an event: raise it for busy processes.
+// Bounds, each overflow counted in galago_probe_events_lost_total
+// {probe="tprofiling"}: the ring buffer (full ring), the kernel's thread
+// table (32768 threads), 65536 open aggregates, 50000 events out of the
+// aggregator per second, 200000 events per kafka report period.
+//
+// # Not built, and what this kernel cannot do
+//
+// python_gc, pthread_sync, oncpu_sample, mem_usage and mem_glibc are not
+// built: a request naming only those is refused ("not supported in the
+// current version"), one naming them with built sub-items runs the built
+// ones and logs the others once. func.stack is not reported (no stack is
+// taken per event). waitpid has no syscall on x86_64 or arm64 (glibc makes
+// it wait4); select, poll and epoll_wait do not exist on arm64. A thread
+// already on a CPU when the hooks attach has that first slice unreported
+// (its start was not seen). 32-bit (ia32) syscalls are not told apart.
+// Kernel: 5.8+ (tp_btf, ring buffer), BTF.
+package tprofiling

@@ -1,0 +1,367 @@
+package tprofiling
+
+import (
+	"bufio"
+	_ "embed"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/snoop"
+)
+
+var (
+	//go:embed testdata/deadlock.c
+	deadlockSrc []byte
+	//go:embed testdata/contend.c
+	contendSrc []byte
+)
+
+var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock"}
+
+// workload is a running test program whose stdout the test reads.
+type workload struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+// startWorkload builds and starts a testdata program; it is ready (fd 3
+// closed) and waits for a byte on stdin.
+func startWorkload(t *testing.T, name string, src []byte) *workload {
+	t.Helper()
+	cmd := exec.Command(probetest.BuildC(t, name, src))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin := probetest.StartReady(t, cmd)
+	return &workload{cmd: cmd, stdin: stdin, out: bufio.NewScanner(out)}
+}
+
+func (w *workload) pid() int { return w.cmd.Process.Pid }
+
+func (w *workload) start(t *testing.T) {
+	t.Helper()
+	if _, err := w.stdin.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// line reads one line of the program's output, as fields.
+func (w *workload) line(t *testing.T) []string {
+	t.Helper()
+	if !w.out.Scan() {
+		t.Fatalf("workload output ended: %v", w.out.Err())
+	}
+	return strings.Fields(w.out.Text())
+}
+
+func num(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// startProbe starts the probe on process pid with every built sub-item.
+func startProbe(t *testing.T, hub *Hub, params probe.Params, pid int) (*Probe, *probetest.Runtime) {
+	t.Helper()
+	// OpenTprof checks the hooks: a missing one fails the Start below.
+	probetest.RequirePrivileged(t)
+	var sub uint32
+	for _, item := range allItems {
+		sub |= probe.MustSubItemBit(Name, item)
+	}
+	p := New(WithHub(hub), withPeriods(50*time.Millisecond, time.Hour))
+	rt := probetest.NewRuntime(t)
+	cfg := probe.Config{SubItems: sub, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		t.Fatal(err)
+	}
+	return p, rt
+}
+
+// userHZ is the unit of /proc/stat (USER_HZ, 100 on every Linux
+// architecture galago builds for).
+const userHZ = 100
+
+// stealTicks is the machine's steal time so far (/proc/stat), in USER_HZ.
+func stealTicks(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		t.Fatalf("/proc/stat: first line %q", line)
+	}
+	return num(t, f[8])
+}
+
+// wallOffset is realtime - monotonic now, ns.
+func wallOffset() int64 { return time.Now().UnixNano() - int64(monoNow()) }
+
+type traceDoc struct {
+	TraceEvents []traceEvent `json:"traceEvents"`
+}
+
+func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*want }
+
+// TestPrivilegedDeadlock is the seed's case 1: LockThd1 and LockThd2
+// deadlock. While they are blocked the live trace shows both in futex;
+// once the probe stops, the trace file holds each thread's futex wait as
+// in progress, starting when the program said it blocked (within 20 ms)
+// and lasting until the stop (its end within the Shutdown call), with no
+// on-CPU slice after it.
+func TestPrivilegedDeadlock(t *testing.T) {
+	w := startWorkload(t, "deadlock", deadlockSrc)
+	dir := t.TempDir()
+	params := probe.DefaultParams()
+	params.OutputDir = dir
+	hub := NewHub()
+	p, rt := startProbe(t, hub, params, w.pid())
+	w.start(t)
+	blocked := map[uint32]int64{} // tid -> CLOCK_MONOTONIC ns it blocked at
+	names := map[uint32]string{}
+	for range 2 {
+		f := w.line(t)
+		tid := uint32(num(t, f[1]))
+		blocked[tid], names[tid] = num(t, f[2]), f[0]
+	}
+	time.Sleep(time.Second)
+
+	// The live view: both threads in futex for about the run so far.
+	rec := httptest.NewRecorder()
+	hub.ServeHTTP(rec, httptest.NewRequest("GET", TracePath+"?seconds=60", nil))
+	var live traceDoc
+	if err := json.Unmarshal(rec.Body.Bytes(), &live); err != nil {
+		t.Fatalf("live trace: %v\n%s", err, rec.Body.String())
+	}
+	for tid := range blocked {
+		found := false
+		for _, e := range live.TraceEvents {
+			if e.TID == tid && e.Name == "futex" && e.Args["in_progress"] == true && e.Dur != nil && *e.Dur >= 0.8e6 {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("live trace: no futex of %s (%d) in progress for 0.8 s or more", names[tid], tid)
+		}
+	}
+	rec = httptest.NewRecorder()
+	hub.ServeHTTP(rec, httptest.NewRequest("GET", TimelinePath, nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<canvas") {
+		t.Errorf("timeline page: %d %.80q", rec.Code, rec.Body.String())
+	}
+
+	before := int64(monoNow())
+	rt.Shutdown(t, p)
+	after := int64(monoNow())
+	off := wallOffset()
+	files, _ := filepath.Glob(filepath.Join(dir, "timeline-trace-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("trace files %v, want one", files)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc traceDoc
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("trace file is not JSON: %v", err)
+	}
+	for tid, at := range blocked {
+		var futex *traceEvent
+		threadName := ""
+		for i, e := range doc.TraceEvents {
+			if e.TID != tid {
+				continue
+			}
+			if e.Ph == "M" && e.Name == "thread_name" {
+				threadName, _ = e.Args["name"].(string)
+			}
+			if e.Ph == "X" && e.Name == "futex" && e.Args["in_progress"] == true {
+				futex = &doc.TraceEvents[i]
+			}
+		}
+		if threadName != names[tid] {
+			t.Errorf("thread %d named %q, want %q", tid, threadName, names[tid])
+		}
+		if futex == nil {
+			t.Errorf("%s: no futex in progress in the trace file", names[tid])
+			continue
+		}
+		start := int64(futex.TS*1e3) - off
+		dur := int64(*futex.Dur * 1e3)
+		if start < at || start-at > int64(20*time.Millisecond) {
+			t.Errorf("%s: futex starts %v after the program said it blocks, want within 20ms", names[tid], time.Duration(start-at))
+		}
+		// It ran to the probe's stop: it ends within Shutdown's bracket.
+		if end := start + dur; end < before-int64(time.Millisecond) || end > after+int64(time.Millisecond) {
+			t.Errorf("%s: futex lasts %v, want it to run from blocking to the stop, %v to %v", names[tid],
+				time.Duration(dur), time.Duration(before-at), time.Duration(after-at))
+		}
+		if futex.Args["futex.op"] != "wait" || futex.Args["event.type"] != "lock" {
+			t.Errorf("%s: futex args %v, want futex.op wait, event.type lock", names[tid], futex.Args)
+		}
+		for _, e := range doc.TraceEvents {
+			if e.TID == tid && e.Cat == "oncpu" && e.Ph == "b" && int64(e.TS*1e3)-off > start+int64(time.Millisecond) {
+				t.Errorf("%s: on CPU at %v while blocked", names[tid], time.Duration(int64(e.TS*1e3)-off-start))
+			}
+		}
+	}
+	if n := rt.LostCount(); n != 0 {
+		t.Errorf("lost %d", n)
+	}
+}
+
+// logEvent is one value of a kafka-channel log record, with its thread.
+type logEvent struct {
+	tid  uint32
+	vals map[string]any
+}
+
+func logEvents(t *testing.T, rt *probetest.Runtime) []logEvent {
+	t.Helper()
+	var out []logEvent
+	for _, l := range rt.LogRecords() {
+		var res struct {
+			PID uint32 `json:"thread.pid"`
+		}
+		var attrs struct {
+			Values []map[string]any `json:"values"`
+		}
+		if err := json.Unmarshal(l.Resource, &res); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(l.Attributes, &attrs); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range attrs.Values {
+			out = append(out, logEvent{res.PID, v})
+		}
+	}
+	return out
+}
+
+// TestPrivilegedContention is the seed's case 2 on the kafka channel (the
+// event log records): CompeteThd2's long futex waits match the waits the
+// program timed itself (start and duration within 10%), its net write
+// events count exactly its write() calls on the connection, tcp-server's
+// read events count exactly its read() calls, and CompeteThd1's on-CPU
+// events add up to its CPU time within 10%.
+func TestPrivilegedContention(t *testing.T) {
+	w := startWorkload(t, "contend", contendSrc)
+	params := probe.DefaultParams()
+	params.ProfilingChannel = "kafka"
+	params.MinExecDur = 0 // every call: the counts are exact
+	params.MinAggrDur = 10
+	p, rt := startProbe(t, nil, params, w.pid())
+	steal0 := stealTicks(t)
+	w.start(t)
+	type wait struct{ start, dur int64 }
+	var (
+		waits                          []wait
+		writer, server, burner         uint32
+		writes, reads, cpu, port, wtid int64
+	)
+	for burner == 0 {
+		f := w.line(t)
+		switch f[0] {
+		case "wait":
+			wtid = num(t, f[1])
+			waits = append(waits, wait{num(t, f[2]), num(t, f[3])})
+		case "writer":
+			writer, writes, port = uint32(num(t, f[1])), num(t, f[2]), num(t, f[3])
+		case "server":
+			server, reads = uint32(num(t, f[1])), num(t, f[2])
+		case "burner":
+			burner, cpu = uint32(num(t, f[1])), num(t, f[2])
+		}
+	}
+	steal1 := stealTicks(t)
+	rt.Shutdown(t, p)
+	off := wallOffset()
+	if len(waits) < 3 || uint32(wtid) != writer {
+		t.Fatalf("the program timed %d long waits (want at least 3)", len(waits))
+	}
+	evs := logEvents(t, rt)
+	for _, wt := range waits {
+		wantStart := (wt.start + off) / 1e6 // ms, as start_time
+		found := false
+		for _, e := range evs {
+			if e.tid != writer || e.vals["event.name"] != "futex" {
+				continue
+			}
+			st, _ := e.vals["start_time"].(float64)
+			d, _ := e.vals["duration"].(float64)
+			if math.Abs(st-float64(wantStart)) <= 3 && within(d, float64(wt.dur)/1e6, 0.1) {
+				found = true
+				if e.vals["futex.op"] != "wait" || e.vals["event.type"] != "lock" {
+					t.Errorf("futex %v: want futex.op wait, event.type lock", e.vals)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no futex of CompeteThd2 starting at %d ms lasting %v (within 10%%)", wantStart, time.Duration(wt.dur))
+		}
+	}
+	count := func(tid uint32, name, typ string) (n int64, conn string) {
+		for _, e := range evs {
+			if e.tid == tid && e.vals["event.name"] == name && e.vals["event.type"] == typ {
+				c, _ := e.vals["count"].(float64)
+				n += int64(c)
+				if s, ok := e.vals["sock.conn"].(string); ok && conn == "" {
+					conn = s
+				}
+			}
+		}
+		return n, conn
+	}
+	n, conn := count(writer, "write", "net")
+	if n != writes {
+		t.Errorf("CompeteThd2: %d net write events, the program made %d write() calls", n, writes)
+	}
+	if want := "-> 127.0.0.1:" + strconv.FormatInt(port, 10); !strings.Contains(conn, want) {
+		t.Errorf("CompeteThd2: sock.conn %q, want it to hold %q", conn, want)
+	}
+	if n, _ := count(writer, "write", "file"); n != 0 {
+		t.Errorf("CompeteThd2: %d socket writes reported as file events", n)
+	}
+	if n, _ := count(server, "read", "net"); n != reads {
+		t.Errorf("tcp-server: %d net read events, the program made %d read() calls", n, reads)
+	}
+	var oncpu float64
+	for _, e := range evs {
+		if e.tid == burner && e.vals["event.name"] == "oncpu" {
+			d, _ := e.vals["duration"].(float64)
+			oncpu += d
+		}
+	}
+	// The CPU time the kernel charges a thread leaves out the time the
+	// hypervisor stole from its CPU (PARAVIRT_TIME_ACCOUNTING), which an
+	// on-CPU slice includes: the bound allows the machine's steal time of
+	// the run, plus one tick of it.
+	cpuMs, stealMs := float64(cpu)/1e6, float64(steal1-steal0+1)*1e3/float64(userHZ)
+	if oncpu < cpuMs*0.9 || oncpu > (cpuMs+stealMs)*1.1 {
+		t.Errorf("CompeteThd1: on CPU %.1f ms, its CPU time %.1f ms (+ %.0f ms stolen), want within 10%%", oncpu, cpuMs, stealMs)
+	}
+	if n := rt.LostCount(); n != 0 {
+		t.Errorf("lost %d", n)
+	}
+}
