@@ -4,7 +4,9 @@
  * Include after common.h:   #include "common.h"
  *                           #include "sockowner.h"
  *
- * Model. A socket's owner is recorded once, in process context:
+ * Model. A socket's owner is recorded once, in process context, and kept in
+ * socket-local storage (BPF_MAP_TYPE_SK_STORAGE: freed by the kernel with the
+ * socket, so no stale entries and no pointer reuse):
  *   connect()  CLOSE -> SYN_SENT runs in the connecting task: owner = current,
  *              role client                       (galago_owner_on_state)
  *   listen()   CLOSE -> LISTEN runs in the listening task: owner = current,
@@ -19,31 +21,14 @@
  *              picks up sockets opened before the probe started and replaces
  *              provisional (INHERITED) owners with the real holder.
  *
- * Storage. TCP owners live in a preallocated hash keyed by the socket cookie
- * (galago_sk_owners): creating one takes an element from the map's free
- * list, where socket-local storage allocated (kmalloc and memcg charging)
- * twice per socket and freed it by RCU at the socket's destruction, more
- * than half the cost of a connection's state-change programs. The entry is
- * deleted when the kernel destroys the socket (tp_btf/tcp_destroy_sock,
- * which every full TCP socket reaches after its transition to CLOSE): every
- * probe including this header attaches galago_owner_forget there. It
- * outlives the CLOSE transition, so a socket that connects again after
- * tcp_disconnect keeps its owner and aux word. A socket without a cookie
- * (skc_cookie 0) has no owner: lookups leave before the map. When the map
- * is full a new owner is not recorded and the loss is counted in
- * lost_events (GALAGO_RINGBUF). UDP owners (GALAGO_UDP_OWNERS) stay in
- * socket-local storage: no hook sees a UDP socket's destruction.
- *
- * Requirements. The helpers read the socket through BTF pointers, so they
- * work in tp_btf, iterator, sock_ops and fentry programs, NOT in
+ * Requirements. bpf_sk_storage_get needs a BTF-typed socket pointer, so the
+ * helpers work in tp_btf, iterator, sock_ops and fentry programs, NOT in
  * raw_tp/tracepoint programs (use galago_owner_get only where the sk pointer
- * came from BTF arguments, a BTF pointer walk or bpf_skc_to_tcp_sock).
- * Kernel 5.12+ (socket cookies in tracing programs), BTF (CO-RE).
+ * came from BTF arguments or a BTF pointer walk). Kernel 5.11+ (sk storage in
+ * tracing programs), BTF (CO-RE).
  *
  * The maps are per BPF object: two probes including this header each keep
  * their own owners (each fills them from its own hooks and iterators).
- * GALAGO_UDP_OWNERS (defined before the include) adds galago_udp_owners for
- * UDP sockets; without it the task_file walk records TCP sockets only.
  * Role and src values are an ABI with Go code that reads them: change both.
  */
 #ifndef GALAGO_SOCKOWNER_H
@@ -92,35 +77,12 @@ struct galago_sk_owner {
 	__u64 aux;
 };
 
-/* Live TCP sockets with an owner, per probe (listeners, connections and
- * closed sockets not yet destroyed; not TIME_WAIT, which is no full
- * socket). */
-#ifndef GALAGO_MAX_OWNERS
-#define GALAGO_MAX_OWNERS 65536
-#endif
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, GALAGO_MAX_OWNERS);
-	__type(key, __u64); /* socket cookie */
-	__type(value, struct galago_sk_owner);
-} galago_sk_owners SEC(".maps");
-
-#ifdef GALAGO_UDP_OWNERS
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct galago_sk_owner);
-} galago_udp_owners SEC(".maps");
-#endif
-
-#ifndef IPPROTO_TCP
-#define IPPROTO_TCP 6
-#endif
-#ifndef IPPROTO_UDP
-#define IPPROTO_UDP 17
-#endif
+} galago_sk_owners SEC(".maps");
 
 /* A listening port within a network namespace. One entry per (netns, port):
  * with several listeners on one port (SO_REUSEPORT) the last one wins, and
@@ -174,67 +136,31 @@ static __always_inline struct galago_listen_key galago_listen_key_of(const struc
 	return k;
 }
 
-/* galago_owner_get: the recorded owner of TCP socket sk, or NULL. An owner
- * is keyed by the socket's cookie, which the kernel only assigns on demand:
- * a socket without one has no owner, and the read costs no helper call. */
+/* galago_owner_get: the recorded owner of sk, or NULL. */
 static __always_inline struct galago_sk_owner *galago_owner_get(const struct sock *sk)
 {
-	__u64 cookie = sk->__sk_common.skc_cookie.counter;
+	return bpf_sk_storage_get(&galago_sk_owners, (struct sock *)sk, 0, 0);
+}
 
-	if (!cookie)
+static __always_inline struct galago_sk_owner *galago_owner_slot(const struct sock *sk)
+{
+	return bpf_sk_storage_get(&galago_sk_owners, (struct sock *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+}
+
+/* galago_owner_set_current: sk is owned by the current task (process
+ * context only). Returns the stored owner or NULL (no memory). */
+static __always_inline struct galago_sk_owner *galago_owner_set_current(const struct sock *sk, __u8 role, __u8 src)
+{
+	struct galago_sk_owner *o = galago_owner_slot(sk);
+
+	if (!o)
 		return NULL;
-	return bpf_map_lookup_elem(&galago_sk_owners, &cookie);
-}
-
-/* galago_owner_new: record owner n for the socket with this cookie (no
- * owner yet). Returns the stored owner or NULL (map full: counted). */
-static __always_inline struct galago_sk_owner *galago_owner_new(__u64 cookie, const struct galago_sk_owner *n)
-{
-	long err = bpf_map_update_elem(&galago_sk_owners, &cookie, n, BPF_NOEXIST);
-
-	if (err && err != -17 /* EEXIST: recorded meanwhile on another CPU */) {
-#ifdef GALAGO_RINGBUF
-		galago_count_lost();
-#endif
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&galago_sk_owners, &cookie);
-}
-
-/* galago_owner_forget: sk is being destroyed (tp_btf/tcp_destroy_sock). */
-static __always_inline void galago_owner_forget(const struct sock *sk)
-{
-	__u64 cookie = sk->__sk_common.skc_cookie.counter;
-
-	if (cookie)
-		bpf_map_delete_elem(&galago_sk_owners, &cookie);
-}
-
-static __always_inline void galago_owner_fill_current(struct galago_sk_owner *o, __u8 role, __u8 src)
-{
 	o->tgid = bpf_get_current_pid_tgid() >> 32;
 	o->role = role;
 	o->src = src;
 	o->cgroup_id = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(o->comm, sizeof(o->comm));
-}
-
-/* galago_owner_set_current: TCP socket sk is owned by the current task
- * (process context only). An existing owner keeps its aux word. Returns
- * the stored owner or NULL (map full). */
-static __always_inline struct galago_sk_owner *galago_owner_set_current(const struct sock *sk, __u8 role, __u8 src)
-{
-	__u64 cookie = bpf_get_socket_cookie((void *)sk);
-	struct galago_sk_owner *o = bpf_map_lookup_elem(&galago_sk_owners, &cookie);
-	struct galago_sk_owner n;
-
-	if (o) {
-		galago_owner_fill_current(o, role, src);
-		return o;
-	}
-	__builtin_memset(&n, 0, sizeof(n));
-	galago_owner_fill_current(&n, role, src);
-	return galago_owner_new(cookie, &n);
+	return o;
 }
 
 /* galago_task_cgroup_id: cgroup2 id of a task other than current. */
@@ -251,24 +177,19 @@ static __always_inline struct galago_sk_owner *galago_owner_inherit_listener(con
 	struct galago_listen_key k = galago_listen_key_of(sk);
 	struct galago_sk_owner *l = bpf_map_lookup_elem(&galago_listen_owners, &k);
 	struct galago_sk_owner *o;
-	struct galago_sk_owner n;
-	__u64 cookie;
 
 	if (!l)
 		return NULL;
-	cookie = bpf_get_socket_cookie((void *)sk);
-	o = bpf_map_lookup_elem(&galago_sk_owners, &cookie);
+	o = galago_owner_slot(sk);
+	if (!o)
+		return NULL;
 	/* The task_file walk may already have found the real holder. */
-	if (o && o->src == GALAGO_OWNER_FILE)
+	if (o->src == GALAGO_OWNER_FILE)
 		return o;
-	n = *l;
-	n.role = GALAGO_ROLE_SERVER;
-	n.src = GALAGO_OWNER_INHERITED;
-	if (o) {
-		*o = n;
-		return o;
-	}
-	return galago_owner_new(cookie, &n);
+	*o = *l;
+	o->role = GALAGO_ROLE_SERVER;
+	o->src = GALAGO_OWNER_INHERITED;
+	return o;
 }
 
 /* galago_owner_on_state: the owner bookkeeping of one TCP state change
@@ -307,33 +228,17 @@ static __always_inline struct galago_sk_owner *galago_owner_on_state(const struc
 	return galago_owner_get(sk);
 }
 
-/* galago_owner_fill_file: task holds sk; unknown and inherited owners
- * become that task. */
-static __always_inline void galago_owner_fill_file(struct galago_sk_owner *o, struct task_struct *task, const struct sock *sk)
-{
-	if (o->src != GALAGO_OWNER_NONE && o->src != GALAGO_OWNER_INHERITED)
-		return;
-	o->tgid = task->tgid;
-	o->cgroup_id = galago_task_cgroup_id(task);
-	bpf_probe_read_kernel_str(o->comm, sizeof(o->comm), task->comm);
-	if (o->role == GALAGO_ROLE_UNKNOWN && sk->__sk_common.skc_state == TCP_LISTEN)
-		o->role = GALAGO_ROLE_LISTENER;
-	o->src = GALAGO_OWNER_FILE;
-}
-
 /* galago_owner_from_file: from an iter/task_file program, record that task
- * holds file; returns the socket when file is an inet TCP socket, or a UDP
- * socket with GALAGO_UDP_OWNERS (NULL otherwise). Owners found at
- * connect/listen are kept (same task, or a descriptor passed to another
- * process: the creator stays the owner); unknown and inherited owners are
- * replaced by the holder. A listening socket found this way is indexed in
- * galago_listen_owners. */
+ * holds file; returns the socket when file is an inet TCP/UDP socket (NULL
+ * otherwise). Owners found at connect/listen are kept (same task, or a
+ * descriptor passed to another process: the creator stays the owner);
+ * unknown and inherited owners are replaced by the holder. A listening
+ * socket found this way is indexed in galago_listen_owners. */
 static __always_inline struct sock *galago_owner_from_file(struct task_struct *task, struct file *file)
 {
-	struct galago_sk_owner *o, n;
 	struct socket *sock;
 	struct sock *sk;
-	__u64 cookie = 0;
+	struct galago_sk_owner *o;
 	__u16 family;
 
 	if (!task || !file)
@@ -347,26 +252,16 @@ static __always_inline struct sock *galago_owner_from_file(struct task_struct *t
 	family = sk->__sk_common.skc_family;
 	if (family != AF_INET && family != AF_INET6)
 		return NULL;
-	if (sk->sk_protocol == IPPROTO_TCP) {
-		cookie = bpf_get_socket_cookie(sk);
-		o = bpf_map_lookup_elem(&galago_sk_owners, &cookie);
-#ifdef GALAGO_UDP_OWNERS
-	} else if (sk->sk_protocol == IPPROTO_UDP) {
-		o = bpf_sk_storage_get(&galago_udp_owners, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-		if (!o)
-			return sk;
-#endif
-	} else {
-		return NULL;
-	}
-	if (o) {
-		galago_owner_fill_file(o, task, sk);
-	} else {
-		__builtin_memset(&n, 0, sizeof(n));
-		galago_owner_fill_file(&n, task, sk);
-		o = galago_owner_new(cookie, &n);
-		if (!o)
-			return sk;
+	o = galago_owner_slot(sk);
+	if (!o)
+		return sk;
+	if (o->src == GALAGO_OWNER_NONE || o->src == GALAGO_OWNER_INHERITED) {
+		o->tgid = task->tgid;
+		o->cgroup_id = galago_task_cgroup_id(task);
+		bpf_probe_read_kernel_str(o->comm, sizeof(o->comm), task->comm);
+		if (o->role == GALAGO_ROLE_UNKNOWN && sk->__sk_common.skc_state == TCP_LISTEN)
+			o->role = GALAGO_ROLE_LISTENER;
+		o->src = GALAGO_OWNER_FILE;
 	}
 	if (sk->__sk_common.skc_state == TCP_LISTEN) {
 		struct galago_listen_key k = galago_listen_key_of(sk);

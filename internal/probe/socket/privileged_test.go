@@ -550,25 +550,21 @@ func TestPrivilegedWalkOnDemand(t *testing.T) {
 	defer unix.Close(lfd)
 	p, rt, stop := startProbe(t, defaultCfg())
 	owners := p.coll.Maps["galago_sk_owners"]
-	cookie, err := unix.GetsockoptUint64(lfd, unix.SOL_SOCKET, unix.SO_COOKIE)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var o socketGalagoSkOwner
-	if err := owners.Lookup(cookie, &o); err != nil {
+	if err := owners.Lookup(uint32(lfd), &o); err != nil {
 		t.Fatalf("Start walk left the listener without owner: %v", err)
 	}
 	if o.Tgid != uint32(os.Getpid()) || o.Src != 4 {
 		t.Fatalf("listener owner %+v, want tgid %d src FILE (4)", o, os.Getpid())
 	}
-	if err := owners.Delete(cookie); err != nil {
+	if err := owners.Delete(uint32(lfd)); err != nil {
 		t.Fatal(err)
 	}
 	// The first connection meets the unowned listener (from 127.0.0.2, a
 	// row of its own: its SYN is not attributable).
 	trigger := connectAccept(t, ns, lfd, port, [4]byte{127, 0, 0, 2}, 1)
 	deadline := time.Now().Add(3 * time.Second)
-	for owners.Lookup(cookie, &o) != nil {
+	for owners.Lookup(uint32(lfd), &o) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("no owner walk after a hook met the unowned listener")
 		}

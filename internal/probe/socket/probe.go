@@ -58,10 +58,6 @@ var hooks = []hook{
 	{"udp_drop", "tp_btf", "udp_fail_queue_rcv_skb", 0, bitUDP, []string{"udp_rcv_drops"}},
 	{"udp_bind4", "cgroup", "", ebpf.AttachCGroupInet4PostBind, bitUDP, []string{"owner of receive-only IPv4 UDP sockets"}},
 	{"udp_bind6", "cgroup", "", ebpf.AttachCGroupInet6PostBind, bitUDP, []string{"owner of receive-only IPv6 UDP sockets"}},
-	// TCP owners (a hash keyed by socket cookie) are deleted when the
-	// kernel destroys their socket; the owner walk records them whatever
-	// the sub-items, so this hook stays attached with either.
-	{"forget_tcp_owner", "tp_btf", "tcp_destroy_sock", 0, bitTCP | bitUDP, []string{"release of the owners of closed TCP sockets (without it the owner map fills: endpoint_tcp loses new sockets)"}},
 }
 
 // Probe is the socket feature. See the package documentation.

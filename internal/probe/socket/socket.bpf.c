@@ -40,7 +40,6 @@
  */
 #define GALAGO_RINGBUF
 #define GALAGO_FILTER
-#define GALAGO_UDP_OWNERS
 #include "common.h"
 #include "sockowner.h"
 
@@ -666,6 +665,22 @@ static __always_inline bool fresh_syn(struct __sk_buff *skb, const struct pkt *p
 	return fresh;
 }
 
+static __always_inline struct galago_sk_owner *listener_owner(struct bpf_sock *bsk)
+{
+	struct galago_sk_owner *o;
+
+	if (bsk->protocol != IPPROTO_TCP || bsk->state != BPF_TCP_LISTEN)
+		return NULL;
+	o = bpf_sk_storage_get(&galago_sk_owners, bsk, 0, 0);
+	if (!o) {
+		ask_walk(bsk, bsk->family, bsk->src_port, 0);
+		return NULL;
+	}
+	if (o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
+		return NULL;
+	return o;
+}
+
 SEC("cgroup_skb/ingress")
 int listen_ingress(struct __sk_buff *skb)
 {
@@ -679,17 +694,13 @@ int listen_ingress(struct __sk_buff *skb)
 	if (!bsk || bsk->state != BPF_TCP_LISTEN)
 		return 1;
 	bsk = bpf_sk_fullsock(bsk);
-	if (!bsk || bsk->protocol != IPPROTO_TCP)
+	if (!bsk)
+		return 1;
+	o = listener_owner(bsk);
+	if (!o)
 		return 1;
 	tp = bpf_skc_to_tcp_sock(bsk);
 	if (!tp)
-		return 1;
-	o = galago_owner_get((struct sock *)tp);
-	if (!o) {
-		ask_walk(bsk, bsk->family, bsk->src_port, 0);
-		return 1;
-	}
-	if (o->role != GALAGO_ROLE_LISTENER || !owner_observed(o))
 		return 1;
 
 	/* tcp_conn_request's checks, in its order, first: with room in both
@@ -771,29 +782,13 @@ int synack_sent(struct bpf_sock_ops *skops)
 
 /* ---- UDP ---- */
 
-static __always_inline struct galago_sk_owner *udp_owner_get(struct sock *sk)
-{
-	return bpf_sk_storage_get(&galago_udp_owners, sk, 0, 0);
-}
-
-/* udp_owner_current: the owner of UDP socket sk is the task sending or
- * receiving on it (process context). */
 static __always_inline struct galago_sk_owner *udp_owner_current(struct sock *sk)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct galago_sk_owner *o = udp_owner_get(sk);
+	struct galago_sk_owner *o = galago_owner_get(sk);
 
-	if (o && o->tgid == tgid)
+	if (o && o->tgid == (__u32)(bpf_get_current_pid_tgid() >> 32))
 		return o;
-	o = bpf_sk_storage_get(&galago_udp_owners, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (!o)
-		return NULL;
-	o->tgid = tgid;
-	o->role = GALAGO_ROLE_UNKNOWN;
-	o->src = GALAGO_OWNER_CONNECT;
-	o->cgroup_id = bpf_get_current_cgroup_id();
-	bpf_get_current_comm(o->comm, sizeof(o->comm));
-	return o;
+	return galago_owner_set_current(sk, GALAGO_ROLE_UNKNOWN, GALAGO_OWNER_CONNECT);
 }
 
 /* udp_add adds bytes to field off (UDP_SENDS etc.) of sk's endpoint. */
@@ -871,7 +866,7 @@ int BPF_PROG(udp_drop, int rc, struct sock *sk, struct sk_buff *skb)
 
 	if (!sk)
 		return 0;
-	o = udp_owner_get(sk);
+	o = galago_owner_get(sk);
 	if (!o) {
 		ask_walk_sk(sk);
 		return 0;
@@ -889,7 +884,7 @@ static __always_inline int on_bind(struct bpf_sock *ctx)
 
 	if (ctx->protocol != IPPROTO_UDP)
 		return 1;
-	o = bpf_sk_storage_get(&galago_udp_owners, ctx, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	o = bpf_sk_storage_get(&galago_sk_owners, ctx, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!o)
 		return 1;
 	o->tgid = bpf_get_current_pid_tgid() >> 32;
@@ -906,14 +901,6 @@ SEC("cgroup/post_bind6")
 int udp_bind6(struct bpf_sock *ctx) { return on_bind(ctx); }
 
 /* ---- owners of sockets opened before the probe ---- */
-
-/* A TCP socket's owner lives until the kernel destroys the socket. */
-SEC("tp_btf/tcp_destroy_sock")
-int BPF_PROG(forget_tcp_owner, struct sock *sk)
-{
-	galago_owner_forget(sk);
-	return 0;
-}
 
 /* Every task's open files: sockets get their holder as owner and listeners
  * enter the (netns, port) index their children inherit from. The walk covers

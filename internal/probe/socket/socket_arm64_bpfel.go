@@ -108,12 +108,10 @@ const (
 	socketMapFilterTgids                  = "filter_tgids"
 	socketMapGalagoListenOwners           = "galago_listen_owners"
 	socketMapGalagoSkOwners               = "galago_sk_owners"
-	socketMapGalagoUdpOwners              = "galago_udp_owners"
 	socketMapLostEvents                   = "lost_events"
 	socketMapTcpEndpoints                 = "tcp_endpoints"
 	socketMapUdpEndpoints                 = "udp_endpoints"
 	socketMapWalkAsked                    = "walk_asked"
-	socketProgForgetTcpOwner              = "forget_tcp_owner"
 	socketProgGalagoFilterExec            = "galago_filter_exec"
 	socketProgGalagoFilterFork            = "galago_filter_fork"
 	socketProgListenIngress               = "listen_ingress"
@@ -183,7 +181,6 @@ type socketSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type socketProgramSpecs struct {
-	ForgetTcpOwner   *ebpf.ProgramSpec `ebpf:"forget_tcp_owner"`
 	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
 	ListenIngress    *ebpf.ProgramSpec `ebpf:"listen_ingress"`
@@ -213,7 +210,6 @@ type socketMapSpecs struct {
 	FilterTgids        *ebpf.MapSpec `ebpf:"filter_tgids"`
 	GalagoListenOwners *ebpf.MapSpec `ebpf:"galago_listen_owners"`
 	GalagoSkOwners     *ebpf.MapSpec `ebpf:"galago_sk_owners"`
-	GalagoUdpOwners    *ebpf.MapSpec `ebpf:"galago_udp_owners"`
 	LostEvents         *ebpf.MapSpec `ebpf:"lost_events"`
 	TcpEndpoints       *ebpf.MapSpec `ebpf:"tcp_endpoints"`
 	UdpEndpoints       *ebpf.MapSpec `ebpf:"udp_endpoints"`
@@ -266,7 +262,6 @@ type socketMaps struct {
 	FilterTgids        *ebpf.Map `ebpf:"filter_tgids"`
 	GalagoListenOwners *ebpf.Map `ebpf:"galago_listen_owners"`
 	GalagoSkOwners     *ebpf.Map `ebpf:"galago_sk_owners"`
-	GalagoUdpOwners    *ebpf.Map `ebpf:"galago_udp_owners"`
 	LostEvents         *ebpf.Map `ebpf:"lost_events"`
 	TcpEndpoints       *ebpf.Map `ebpf:"tcp_endpoints"`
 	UdpEndpoints       *ebpf.Map `ebpf:"udp_endpoints"`
@@ -284,7 +279,6 @@ func (m *socketMaps) Close() error {
 		m.FilterTgids,
 		m.GalagoListenOwners,
 		m.GalagoSkOwners,
-		m.GalagoUdpOwners,
 		m.LostEvents,
 		m.TcpEndpoints,
 		m.UdpEndpoints,
@@ -313,7 +307,6 @@ type socketVariables struct {
 //
 // It can be passed to loadSocketObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socketPrograms struct {
-	ForgetTcpOwner   *ebpf.Program `ebpf:"forget_tcp_owner"`
 	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
 	ListenIngress    *ebpf.Program `ebpf:"listen_ingress"`
@@ -332,7 +325,6 @@ type socketPrograms struct {
 
 func (p *socketPrograms) Close() error {
 	return _SocketClose(
-		p.ForgetTcpOwner,
 		p.GalagoFilterExec,
 		p.GalagoFilterFork,
 		p.ListenIngress,

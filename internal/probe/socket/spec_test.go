@@ -87,8 +87,7 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 		"udp_endpoints":        {Type: ebpf.Hash, KeySize: udpKeySize, ValueSize: udpValSize, MaxEntries: 16384},
 		"agg_lost":             {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
 		"lost_events":          {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
-		"galago_sk_owners":     {Type: ebpf.Hash, KeySize: 8, ValueSize: 40, MaxEntries: 65536},
-		"galago_udp_owners":    {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 40},
+		"galago_sk_owners":     {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 40},
 		"galago_listen_owners": {Type: ebpf.Hash, KeySize: 8, ValueSize: 40, MaxEntries: 16384},
 		"walk_asked":           {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 1},
 	}
@@ -107,11 +106,6 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 		if m := spec.Maps[name]; m != nil && m.Flags&unix.BPF_F_NO_PREALLOC == 0 {
 			t.Errorf("%s: flags %#x, want BPF_F_NO_PREALLOC", name, m.Flags)
 		}
-	}
-	// Preallocated: a TCP owner is taken from the free list, not
-	// allocated, once per connection (sockowner.h).
-	if m := spec.Maps["galago_sk_owners"]; m != nil && m.Flags&unix.BPF_F_NO_PREALLOC != 0 {
-		t.Errorf("galago_sk_owners: flags %#x, want preallocated", m.Flags)
 	}
 	bpfspec.StructSize(t, spec, "socket_walk_req", WalkReqSize)
 	bpfspec.StructSize(t, spec, "socket_tcp_key", tcpKeySize)

@@ -749,8 +749,8 @@ func TestPrivilegedNoLeftovers(t *testing.T) {
 		if err := p.Start(context.Background(), defaultCfg(), rt); err != nil {
 			t.Fatal(err)
 		}
-		if got := newIDs(before, ourPrograms(t)); got != 11 {
-			t.Fatalf("running: %d new programs, want 11 (9 and the filter's fork and exec)", got)
+		if got := newIDs(before, ourPrograms(t)); got != 10 {
+			t.Fatalf("running: %d new programs, want 10 (8 and the filter's fork and exec)", got)
 		}
 		time.Sleep(2 * testSample)
 		rt.Stop()

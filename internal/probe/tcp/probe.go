@@ -155,10 +155,8 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 			p.closeLocked()
 		}
 	}()
-	for _, tp := range []string{"inet_sock_set_state", "tcp_destroy_sock"} {
-		if err := p.missing.Report(bpfrt.HaveTPBTF(tp), "the tcp probe"); err != nil {
-			return fmt.Errorf("tcp: %w: %w", probe.ErrNotSupported, err)
-		}
+	if err := p.missing.Report(bpfrt.HaveTPBTF("inet_sock_set_state"), "the tcp probe"); err != nil {
+		return fmt.Errorf("tcp: %w: %w", probe.ErrNotSupported, err)
 	}
 	spec, err := loadTcp()
 	if err != nil {
@@ -229,12 +227,6 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		return fmt.Errorf("tcp: attach tp_btf/inet_sock_set_state: %w", err)
 	}
 	p.links = append(p.links, l)
-	// Owners are deleted when the kernel destroys their socket.
-	if l, err = link.AttachTracing(link.TracingOptions{Program: objs.ForgetOwner}); err != nil {
-		return fmt.Errorf("tcp: attach tp_btf/tcp_destroy_sock: %w", err)
-	}
-	p.links = append(p.links, l)
-	progs["forget_owner"] = objs.ForgetOwner
 	if objs.OnSockOps != nil {
 		progs["on_sock_ops"] = objs.OnSockOps // run time stays 0 while detached
 	}

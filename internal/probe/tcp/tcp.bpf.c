@@ -369,14 +369,6 @@ int dump_owners(struct bpf_iter__task_file *ctx)
 	return 0;
 }
 
-/* A TCP socket's owner lives until the kernel destroys the socket. */
-SEC("tp_btf/tcp_destroy_sock")
-int BPF_PROG(forget_owner, struct sock *sk)
-{
-	galago_owner_forget(sk);
-	return 0;
-}
-
 SEC("iter/tcp")
 int dump_tcp(struct bpf_iter__tcp *ctx)
 {

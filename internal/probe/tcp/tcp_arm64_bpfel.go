@@ -134,7 +134,6 @@ const (
 	tcpMapTcpDelayPending        = "tcp_delay_pending"
 	tcpProgDumpOwners            = "dump_owners"
 	tcpProgDumpTcp               = "dump_tcp"
-	tcpProgForgetOwner           = "forget_owner"
 	tcpProgGalagoFilterExec      = "galago_filter_exec"
 	tcpProgGalagoFilterFork      = "galago_filter_fork"
 	tcpProgOnExceedBufLimit      = "on_exceed_buf_limit"
@@ -197,7 +196,6 @@ type tcpSpecs struct {
 type tcpProgramSpecs struct {
 	DumpOwners       *ebpf.ProgramSpec `ebpf:"dump_owners"`
 	DumpTcp          *ebpf.ProgramSpec `ebpf:"dump_tcp"`
-	ForgetOwner      *ebpf.ProgramSpec `ebpf:"forget_owner"`
 	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
 	OnExceedBufLimit *ebpf.ProgramSpec `ebpf:"on_exceed_buf_limit"`
@@ -314,7 +312,6 @@ type tcpVariables struct {
 type tcpPrograms struct {
 	DumpOwners       *ebpf.Program `ebpf:"dump_owners"`
 	DumpTcp          *ebpf.Program `ebpf:"dump_tcp"`
-	ForgetOwner      *ebpf.Program `ebpf:"forget_owner"`
 	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
 	OnExceedBufLimit *ebpf.Program `ebpf:"on_exceed_buf_limit"`
@@ -329,7 +326,6 @@ func (p *tcpPrograms) Close() error {
 	return _TcpClose(
 		p.DumpOwners,
 		p.DumpTcp,
-		p.ForgetOwner,
 		p.GalagoFilterExec,
 		p.GalagoFilterFork,
 		p.OnExceedBufLimit,
