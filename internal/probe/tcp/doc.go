@@ -10,12 +10,16 @@
 // The kernel already keeps most counters per socket, so the probe reads
 // them instead of hooking every packet or syscall:
 //
-//   - every sample_period an iter/task_file walk records which process holds
-//     each socket (bpf/include/sockowner.h; this also finds connections
-//     opened before the probe started and the real holder of accepted
-//     sockets), then iter/tcp dumps every observed full TCP socket, in each
-//     network namespace that holds a socket (iter/tcp walks its opener's
-//     namespace, so the probe enters each in turn);
+//   - every sample_period one iter/task_file pass over all processes' open
+//     files records which process holds each socket (bpf/include/sockowner.h;
+//     this also finds connections opened before the probe started and the
+//     real holder of accepted sockets) and dumps every observed TCP socket
+//     it holds, in every network namespace at once. Subflows of MPTCP
+//     connections are in no fd table: in the namespaces where the pass met
+//     a connected MPTCP socket, iter/tcp dumps them (iter/tcp walks its
+//     opener's namespace, so the probe enters each in turn). A socket the
+//     application has closed but the kernel still holds (FIN_WAIT,
+//     CLOSING, LAST_ACK) is not sampled; its close record counts it;
 //   - at the transition to CLOSE (tp_btf/inet_sock_set_state) the final
 //     counters go to a ring buffer, so connections shorter than a period
 //     count exactly;
@@ -206,10 +210,14 @@
 //   - In Go: one close record (decode ~40 ns, aggregation ~0.5 µs), read
 //     in batches: the ring wakes the reader every 1024 records (under a
 //     quarter of the ring) or at its 100 ms deadline.
-//   - Per sample period, not per connection: the task_file walk and
-//     iter/tcp. iter/tcp visits every socket of the namespace, TIME_WAIT
-//     and request sockets included (they leave at once), so under churn
-//     its cost follows connections/s × TIME_WAIT length / sample_period.
+//   - Per sample period, not per connection: the task_file pass, which
+//     visits every open file of every process once and writes the TCP
+//     sockets among them; its cost follows the open files of the host, not
+//     the connection rate. (iter/tcp, which it replaces, visited every
+//     TIME_WAIT and request socket of each namespace and had the probe
+//     switch namespaces: under churn connections/s × 60 s of TIME_WAIT /
+//     sample_period visits, ~35-50 program runs per nginx connection in
+//     the benchmark below; now under 1.)
 //   - Nothing runs per packet or per syscall. The tcp_abnormal hooks fire
 //     on resets, drops with a socket and buffer-limit hits only; they
 //     create tcp_counters storage on the first such event of a socket.

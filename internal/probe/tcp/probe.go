@@ -264,6 +264,8 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	}
 	p.cfg, p.rt = cfg, rt
 	p.agg = newAggregator()
+	sample, _ := p.periods()
+	p.agg.setSamplePeriod(sample)
 	p.applyCfgLocked()
 	p.syncHooksLocked()
 	// Baseline: who owns the existing sockets and where their counters
@@ -692,6 +694,9 @@ func (p *Probe) loop(ctx context.Context) error {
 			s, r := p.periods()
 			p.mu.Unlock()
 			if s != sampleEvery || r != reportEvery {
+				p.mu.Lock()
+				p.agg.setSamplePeriod(s)
+				p.mu.Unlock()
 				sampleEvery, reportEvery = s, r
 				sampleT.Reset(s)
 				reportT.Reset(r)
