@@ -240,10 +240,10 @@
 // with kernel.bpf_stats_enabled on this VM).
 //
 // Sampling from the fd tables (galago-bench nginx-close, tcp+socket,
-// three interleaved rounds under load average 17-30): the sample
-// program's runs per connection went from 21-49 (iter/tcp over the
+// four interleaved rounds under load average 17-30): the sample
+// program's runs per connection went from 21-48 (iter/tcp over the
 // TIME_WAIT sockets) to 0.4-2.3, 1.6-4.2 µs of BPF per connection to
-// 0.07-0.37 µs, agent CPU per connection down 20-25 %. Measured and not
+// 0.07-0.37 µs, agent CPU per connection down 16-60 % (noisy). Measured and not
 // kept (BENCHMARKS.md): owners in a hash keyed by socket cookie instead of
 // socket storage (the state-change program 130-220 ns per run cheaper, but
 // the hash's cold inserts and deletes and one more program per destroyed
