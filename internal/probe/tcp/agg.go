@@ -43,9 +43,17 @@ const (
 	// row would be one more is dropped.
 	maxRows = 1 << 14
 	// liveExpiry: a live connection no sample has seen for this many
-	// samples is forgotten (it closed and its close record was lost to a
-	// full ring buffer).
+	// samples (at least; see orphanLinger) is forgotten (it closed and its
+	// close record was lost to a full ring buffer).
 	liveExpiry = 3
+	// orphanLinger: how long a connection may go unseen by the samples
+	// before its close record comes. The samples read the sockets held in
+	// fd tables; one the application has closed lingers in FIN_WAIT1,
+	// FIN_WAIT2, CLOSING or LAST_ACK until the kernel is done with it
+	// (tcp_fin_timeout, 60 s by default; tcp_orphan_retries, 8
+	// retransmissions with backoff, ~100 s). Forgotten earlier, its close
+	// record would count it again from zero.
+	orphanLinger = 5 * time.Minute
 )
 
 // connID identifies one connection: a socket can carry several in turn
@@ -266,6 +274,8 @@ type aggregator struct {
 	dropped uint64
 	// The bounds: maxTracked and maxRows (tests lower them).
 	maxTracked, maxRows int
+	// expiry: samples a live connection may go unseen (setSamplePeriod).
+	expiry uint64
 	// reportCport keeps client ports in the key (params report_cport).
 	reportCport bool
 	observed    func(tgid uint32) bool
@@ -281,7 +291,16 @@ func newAggregator() *aggregator {
 	return &aggregator{
 		conns: map[connID]connState{}, closedNew: map[connID]*keyEntry{}, closedOld: map[connID]*keyEntry{},
 		keys: map[rawKey]*keyEntry{}, links: map[linkKey]*linkAgg{}, flows: map[flowKey]*table.Histogram{},
-		maxTracked: maxTracked, maxRows: maxRows,
+		maxTracked: maxTracked, maxRows: maxRows, expiry: liveExpiry,
+	}
+}
+
+// setSamplePeriod sizes the expiry of unseen connections (orphanLinger)
+// for a sample period.
+func (a *aggregator) setSamplePeriod(d time.Duration) {
+	a.expiry = liveExpiry
+	if d > 0 {
+		a.expiry = max(liveExpiry, uint64((orphanLinger+d-1)/d))
 	}
 }
 
@@ -582,12 +601,12 @@ func (a *aggregator) isObserved(tgid uint32) bool {
 	return a.observed == nil || a.observed(tgid)
 }
 
-// expire ends a sample: live connections not seen for liveExpiry samples
+// expire ends a sample: live connections not seen for a.expiry samples
 // are forgotten (they vanished without a close record, lost to a full ring
 // buffer), and closed ones age by one generation.
 func (a *aggregator) expire() {
 	for id, st := range a.conns {
-		if a.sample-st.seen > liveExpiry {
+		if a.sample-st.seen > a.expiry {
 			if st.lostMax > 0 || st.sackedMax > 0 {
 				if l := a.link(st.key); l != nil {
 					l.lostOut += uint64(st.lostMax)

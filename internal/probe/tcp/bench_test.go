@@ -98,9 +98,9 @@ http { access_log off; client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastc
 		onRPS += r
 		conns += 2 * n // client and server side of every request
 		var bpfTime time.Duration
-		for name, prog := range map[string]*ebpf.Program{"set_state": p.objs.OnSetState, "dump_owners": p.objs.DumpOwners,
-			"dump_tcp": p.objs.DumpTcp, "send_reset": p.objs.OnSendReset, "receive_reset": p.objs.OnReceiveReset,
-			"kfree_skb": p.objs.OnKfreeSkb, "exceed_buf_limit": p.objs.OnExceedBufLimit} {
+		for name, prog := range map[string]*ebpf.Program{"set_state": p.objs.OnSetState,
+			"dump_tcp":   p.objs.DumpTcp,
+			"send_reset": p.objs.OnSendReset, "receive_reset": p.objs.OnReceiveReset, "kfree_skb": p.objs.OnKfreeSkb, "exceed_buf_limit": p.objs.OnExceedBufLimit} {
 			if prog == nil {
 				continue
 			}
@@ -202,7 +202,7 @@ func BenchmarkConcurrentConns(b *testing.B) {
 	}
 	b.StopTimer()
 	var mapBytes uint64
-	for _, m := range []*ebpf.Map{p.objs.GalagoSkOwners, p.objs.TcpCounters, p.objs.Events, p.objs.GalagoListenOwners, p.objs.NetnsSeen, p.objs.Scratch} {
+	for _, m := range []*ebpf.Map{p.objs.GalagoSkOwners, p.objs.TcpCounters, p.objs.Events, p.objs.GalagoListenOwners, p.objs.Scratch} {
 		mapBytes += mapMemlock(m)
 	}
 	b.ReportMetric(float64(int64(rss1)-int64(rss0))/(1<<20), "rss_delta_MiB")

@@ -3,6 +3,7 @@ package tcp
 import (
 	"net/netip"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -215,5 +216,29 @@ func BenchmarkAggregatorChurn(b *testing.B) {
 			a.snapshot(nil, h, false)
 			a.flush()
 		}
+	}
+}
+
+// TestAggregatorOrphanNotCountedTwice: the samples read the sockets held
+// in fd tables, so a connection the application has closed goes unseen
+// while the kernel finishes it (FIN_WAIT2 lasts tcp_fin_timeout, 60 s by
+// default). Its close record, a minute later, must add only what grew
+// since its last sample.
+func TestAggregatorOrphanNotCountedTwice(t *testing.T) {
+	a := newAggregator()
+	a.setSamplePeriod(time.Second)
+	h := hooksAvail{resets: true, hz: true}
+	a.snapshot([]conn{synth(recSnapshot, 1, 7, 40000, 1000, 100)}, h, false)
+	for range 61 { // the orphan's minute in FIN_WAIT2, sampled every second
+		a.snapshot(nil, h, false)
+	}
+	cl := synth(recClose, 1, 7, 40000, 1001, 100)
+	a.closed(&cl, h)
+	var tx uint64
+	for _, l := range a.flush() {
+		tx += l.sum.bytesAcked
+	}
+	if tx != 1001 {
+		t.Errorf("tx_bytes %d over the periods' rows, want 1001 (1000 sampled + 1 at close)", tx)
 	}
 }

@@ -272,3 +272,26 @@ func TestDecodeLayout(t *testing.T) {
 		t.Fatalf("decoded %+v\nwant    %+v", got.raw, want)
 	}
 }
+
+// TestFirstPerConn: the task_file pass writes a socket once per descriptor
+// holding it; only the first snapshot of a connection is kept, listeners
+// and other connections are untouched.
+func TestFirstPerConn(t *testing.T) {
+	a := synth(recSnapshot, 1, 7, 40000, 100, 10)
+	b := synth(recSnapshot, 1, 8, 40001, 200, 20)
+	dup := a
+	dup.raw.Tgid = 2 // what differs is not looked at: the connection is
+	l := synth(recListen, 1, 0, 80, 0, 0)
+	again := synth(recSnapshot, 1, 7, 40000, 100, 10)
+	again.raw.Gen = 1 // the same socket connected again: another connection
+	got := firstPerConn([]conn{a, l, dup, b, l, again})
+	want := []conn{a, l, b, l, again}
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].raw != want[i].raw {
+			t.Errorf("record %d: %+v, want %+v", i, got[i].raw, want[i].raw)
+		}
+	}
+}

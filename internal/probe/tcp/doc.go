@@ -10,12 +10,21 @@
 // The kernel already keeps most counters per socket, so the probe reads
 // them instead of hooking every packet or syscall:
 //
-//   - every sample_period an iter/task_file walk records which process holds
-//     each socket (bpf/include/sockowner.h; this also finds connections
-//     opened before the probe started and the real holder of accepted
-//     sockets), then iter/tcp dumps every observed full TCP socket, in each
-//     network namespace that holds a socket (iter/tcp walks its opener's
-//     namespace, so the probe enters each in turn);
+//   - every sample_period one iter/task_file pass over all processes' open
+//     files records which process holds each socket (bpf/include/sockowner.h;
+//     this also finds connections opened before the probe started and the
+//     real holder of accepted sockets) and dumps every observed TCP socket
+//     it holds, in every network namespace at once. Subflows of MPTCP
+//     connections are in no fd table: in the namespaces where the pass met
+//     a connected MPTCP socket, iter/tcp dumps them (iter/tcp walks its
+//     opener's namespace, so the probe enters each in turn). A socket the
+//     application has closed but the kernel still holds (FIN_WAIT,
+//     CLOSING, LAST_ACK) is not sampled: what it sends or receives then
+//     is counted by its close record, in the period it closes, and its
+//     gauges are not observed meanwhile. Such a connection is remembered
+//     for 5 minutes unseen (longer than tcp_fin_timeout and the orphan
+//     retransmissions by default) so that its close record adds only the
+//     growth since its last sample;
 //   - at the transition to CLOSE (tp_btf/inet_sock_set_state) the final
 //     counters go to a ring buffer, so connections shorter than a period
 //     count exactly;
@@ -206,10 +215,14 @@
 //   - In Go: one close record (decode ~40 ns, aggregation ~0.5 µs), read
 //     in batches: the ring wakes the reader every 1024 records (under a
 //     quarter of the ring) or at its 100 ms deadline.
-//   - Per sample period, not per connection: the task_file walk and
-//     iter/tcp. iter/tcp visits every socket of the namespace, TIME_WAIT
-//     and request sockets included (they leave at once), so under churn
-//     its cost follows connections/s × TIME_WAIT length / sample_period.
+//   - Per sample period, not per connection: the task_file pass, which
+//     visits every open file of every process once and writes the TCP
+//     sockets among them; its cost follows the open files of the host, not
+//     the connection rate. (iter/tcp, which it replaces, visited every
+//     TIME_WAIT and request socket of each namespace and had the probe
+//     switch namespaces: under churn connections/s × 60 s of TIME_WAIT /
+//     sample_period visits, ~35-50 program runs per nginx connection in
+//     the benchmark below; now under 1.)
 //   - Nothing runs per packet or per syscall. The tcp_abnormal hooks fire
 //     on resets, drops with a socket and buffer-limit hits only; they
 //     create tcp_counters storage on the first such event of a socket.
@@ -225,6 +238,17 @@
 // charge); that, the close record and its Go handling are what is left
 // above the floor of an early-exit tracepoint program (~80-100 ns per run
 // with kernel.bpf_stats_enabled on this VM).
+//
+// Sampling from the fd tables (galago-bench nginx-close, tcp+socket,
+// four interleaved rounds under load average 17-30): the sample
+// program's runs per connection went from 21-48 (iter/tcp over the
+// TIME_WAIT sockets) to 0.4-2.3, 1.6-4.2 µs of BPF per connection to
+// 0.07-0.37 µs, agent CPU per connection down 16-60 % (noisy). Measured and not
+// kept (BENCHMARKS.md): owners in a hash keyed by socket cookie instead of
+// socket storage (the state-change program 130-220 ns per run cheaper, but
+// the hash's cold inserts and deletes and one more program per destroyed
+// socket and probe cost as much); an iterator over the owner storage
+// (iter/bpf_sk_storage_map), which this kernel refuses to load.
 //
 // # Events (report_event=1)
 //

@@ -779,7 +779,7 @@ func attachedPrograms(t *testing.T, p *Probe) map[string]bool {
 	defer p.mu.Unlock()
 	byID := map[ebpf.ProgramID]string{}
 	for name, prog := range map[string]*ebpf.Program{
-		"on_set_state": p.objs.OnSetState, "dump_owners": p.objs.DumpOwners, "dump_tcp": p.objs.DumpTcp,
+		"on_set_state": p.objs.OnSetState, "dump_tcp": p.objs.DumpTcp, "dump_mptcp": p.objs.DumpMptcp,
 		"on_send_reset": p.objs.OnSendReset, "on_receive_reset": p.objs.OnReceiveReset,
 		"on_kfree_skb": p.objs.OnKfreeSkb, "on_exceed_buf_limit": p.objs.OnExceedBufLimit,
 		"on_sock_ops": p.objs.OnSockOps,
@@ -814,7 +814,7 @@ func TestPrivilegedHooksFollowSubItems(t *testing.T) {
 	cfg := defaultCfg()
 	cfg.SubItems = bitStats
 	p, rt := startProbe(t, cfg)
-	minimal := map[string]bool{"on_set_state": true, "dump_owners": true, "dump_tcp": true}
+	minimal := map[string]bool{"on_set_state": true, "dump_tcp": true, "dump_mptcp": true}
 	if got := attachedPrograms(t, p); !maps.Equal(got, minimal) {
 		t.Fatalf("tcp_stats only: attached %v, want %v", got, minimal)
 	}

@@ -65,8 +65,8 @@ type Probe struct {
 	// Kernel support of tmout_count (tcp_sock.total_rto) and tcp_oom (the
 	// reset reason of tcp_send_reset); nil when present.
 	rtoErr, oomErr error
-	iterOwners     *link.Iter
-	iterTCP        *link.Iter
+	iterTCP        *link.Iter // iter/task_file: owners and TCP sockets
+	iterMPTCP      *link.Iter // iter/tcp: MPTCP subflows (in no fd table)
 	reader         *bpfrt.Reader
 	filter         *bpfrt.FilterSync
 	agg            *aggregator
@@ -226,7 +226,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	if err := p.filter.Sync(cfg.Targets); err != nil {
 		return fmt.Errorf("tcp: snooper filter: %w", err)
 	}
-	progs := map[string]*ebpf.Program{"on_set_state": objs.OnSetState, "dump_owners": objs.DumpOwners, "dump_tcp": objs.DumpTcp}
+	progs := map[string]*ebpf.Program{"on_set_state": objs.OnSetState, "dump_tcp": objs.DumpTcp, "dump_mptcp": objs.DumpMptcp}
 	maps.Copy(progs, p.filter.Programs())
 	l, err := link.AttachTracing(link.TracingOptions{Program: objs.OnSetState})
 	if err != nil {
@@ -243,10 +243,10 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 			progs[h.prog] = prog // run time stays 0 while detached
 		}
 	}
-	if p.iterOwners, err = link.AttachIter(link.IterOptions{Program: objs.DumpOwners}); err != nil {
+	if p.iterTCP, err = link.AttachIter(link.IterOptions{Program: objs.DumpTcp}); err != nil {
 		return fmt.Errorf("tcp: attach iter/task_file: %w", err)
 	}
-	if p.iterTCP, err = link.AttachIter(link.IterOptions{Program: objs.DumpTcp}); err != nil {
+	if p.iterMPTCP, err = link.AttachIter(link.IterOptions{Program: objs.DumpMptcp}); err != nil {
 		return fmt.Errorf("tcp: attach iter/tcp: %w", err)
 	}
 	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
@@ -270,6 +270,8 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	}
 	p.cfg, p.rt = cfg, rt
 	p.agg = newAggregator()
+	sample, _ := p.periods()
+	p.agg.setSamplePeriod(sample)
 	p.applyCfgLocked()
 	p.syncHooksLocked()
 	// Baseline: who owns the existing sockets and where their counters
@@ -339,12 +341,12 @@ func (p *Probe) closeLocked() {
 		_ = p.filter.Close()
 		p.filter = nil
 	}
-	for _, it := range []*link.Iter{p.iterTCP, p.iterOwners} {
+	for _, it := range []*link.Iter{p.iterTCP, p.iterMPTCP} {
 		if it != nil {
 			_ = it.Close()
 		}
 	}
-	p.iterTCP, p.iterOwners = nil, nil
+	p.iterTCP, p.iterMPTCP = nil, nil
 	for name, l := range p.optLinks {
 		_ = l.Close()
 		delete(p.optLinks, name)
@@ -534,40 +536,45 @@ func kfreeSkbHasSocket() error {
 	return &bpfrt.HookError{Hook: "tp_btf/kfree_skb", Err: errors.New("no drop reason and socket arguments (Linux 6.12+)")}
 }
 
-// iterate runs the owner walk, then the TCP iterator in every network
-// namespace that holds a socket, and decodes the output. It needs no lock:
-// the iterators are only closed by Stop, after the loop has returned.
+// iterate runs one pass over every task's open files (owner bookkeeping
+// and the records of the TCP sockets they hold, every network namespace at
+// once), then iter/tcp for MPTCP subflows in the namespaces where the pass
+// met a connected MPTCP socket, and decodes the output, one record per
+// connection. It needs no lock: the iterators are only closed by Stop,
+// after the loop has returned.
 func (p *Probe) iterate() ([]conn, error) {
-	if _, err := readIter(p.iterOwners); err != nil {
-		return nil, fmt.Errorf("tcp: task_file iterator: %w", err)
-	}
-	nss, err := takeNetns(p.objs.NetnsSeen)
-	if err != nil {
-		return nil, fmt.Errorf("tcp: read netns_seen: %w", err)
-	}
-	own, err := netnsOwn()
-	if err != nil {
-		return nil, fmt.Errorf("tcp: own network namespace: %w", err)
-	}
 	b, err := readIter(p.iterTCP)
 	if err != nil {
-		return nil, fmt.Errorf("tcp: tcp iterator: %w", err)
+		return nil, fmt.Errorf("tcp: task_file iterator: %w", err)
 	}
 	out, err := decodeAll(b)
 	if err != nil {
 		return nil, err
 	}
+	nss, err := takeNetns(p.objs.NetnsSeen)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: read netns_seen: %w", err)
+	}
+	if len(nss) == 0 {
+		return firstPerConn(out), nil
+	}
+	own, err := netnsOwn()
+	if err != nil {
+		return nil, fmt.Errorf("tcp: own network namespace: %w", err)
+	}
 	for ns, tgid := range nss {
+		var b []byte
 		if ns == own {
-			continue
+			b, err = readIter(p.iterMPTCP)
+		} else {
+			var rc io.ReadCloser
+			if rc, err = openIterIn(p.iterMPTCP, tgid); err != nil {
+				// The process (or its namespace) went away since the walk.
+				continue
+			}
+			b, err = io.ReadAll(rc)
+			rc.Close()
 		}
-		rc, err := openIterIn(p.iterTCP, tgid)
-		if err != nil {
-			// The process (or its namespace) went away since the walk.
-			continue
-		}
-		b, err := io.ReadAll(rc)
-		rc.Close()
 		if err != nil {
 			return nil, fmt.Errorf("tcp: tcp iterator in netns %d: %w", ns, err)
 		}
@@ -577,7 +584,26 @@ func (p *Probe) iterate() ([]conn, error) {
 		}
 		out = append(out, recs...)
 	}
-	return out, nil
+	return firstPerConn(out), nil
+}
+
+// firstPerConn drops repeated snapshot records of one connection: the walk
+// writes a socket once per descriptor that holds it (dup, fork, a
+// descriptor passed to another process), with the same content.
+func firstPerConn(recs []conn) []conn {
+	seen := make(map[connID]struct{}, len(recs))
+	out := recs[:0]
+	for _, c := range recs {
+		if c.raw.Type == recSnapshot {
+			id := connID{c.raw.Cookie, c.raw.Gen}
+			if _, dup := seen[id]; dup {
+				continue
+			}
+			seen[id] = struct{}{}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func readIter(it *link.Iter) ([]byte, error) {
@@ -674,6 +700,9 @@ func (p *Probe) loop(ctx context.Context) error {
 			s, r := p.periods()
 			p.mu.Unlock()
 			if s != sampleEvery || r != reportEvery {
+				p.mu.Lock()
+				p.agg.setSamplePeriod(s)
+				p.mu.Unlock()
 				sampleEvery, reportEvery = s, r
 				sampleT.Reset(s)
 				reportT.Reset(r)

@@ -38,8 +38,8 @@ func checkSpec(t *testing.T, obj []byte) {
 		attach ebpf.AttachType
 		to     string
 	}{
-		"dump_owners":         {ebpf.Tracing, ebpf.AttachTraceIter, "task_file"},
-		"dump_tcp":            {ebpf.Tracing, ebpf.AttachTraceIter, "tcp"},
+		"dump_tcp":            {ebpf.Tracing, ebpf.AttachTraceIter, "task_file"},
+		"dump_mptcp":          {ebpf.Tracing, ebpf.AttachTraceIter, "tcp"},
 		"on_set_state":        {ebpf.Tracing, ebpf.AttachTraceRawTp, "inet_sock_set_state"},
 		"on_send_reset":       {ebpf.Tracing, ebpf.AttachTraceRawTp, "tcp_send_reset"},
 		"on_receive_reset":    {ebpf.Tracing, ebpf.AttachTraceRawTp, "tcp_receive_reset"},
@@ -64,8 +64,8 @@ func checkSpec(t *testing.T, obj []byte) {
 	}
 	wantMaps := map[string]ebpf.MapType{
 		"events": ebpf.RingBuf, "lost_events": ebpf.PerCPUArray, "scratch": ebpf.PerCPUArray,
-		"tcp_counters": ebpf.SkStorage, "galago_sk_owners": ebpf.SkStorage, "galago_listen_owners": ebpf.Hash,
-		"netns_seen": ebpf.Hash, "tcp_delay_pending": ebpf.SkStorage, "filter_tgids": ebpf.Hash, "filter_cgroups": ebpf.Hash,
+		"tcp_counters": ebpf.SkStorage, "galago_sk_owners": ebpf.SkStorage, "galago_listen_owners": ebpf.Hash, "netns_seen": ebpf.Hash,
+		"tcp_delay_pending": ebpf.SkStorage, "filter_tgids": ebpf.Hash, "filter_cgroups": ebpf.Hash,
 		"filter_pending": ebpf.Hash, "filter_decided": ebpf.Hash, "filter_pending_lost": ebpf.PerCPUArray,
 	}
 	for name, typ := range wantMaps {

@@ -9,13 +9,16 @@
  * per packet or per syscall.
  *
  * Programs:
- *   iter/task_file          dump_owners: records which process holds each
- *                           inet socket (sockowner.h); picks up sockets that
+ *   iter/task_file          dump_tcp: records which process holds each inet
+ *                           socket (sockowner.h; picks up sockets that
  *                           existed before the probe and fixes owners of
- *                           accepted sockets. Writes nothing to the seq file.
- *   iter/tcp                dump_tcp: one struct tcp_conn (type SNAPSHOT) per
- *                           observed full TCP socket, one (type LISTEN) per
- *                           listener, written with bpf_seq_write.
+ *                           accepted sockets), and writes one struct
+ *                           tcp_conn (type SNAPSHOT) per observed TCP socket
+ *                           held in an fd table, one (type LISTEN) per
+ *                           listener, with bpf_seq_write; marks namespaces
+ *                           holding connected MPTCP sockets (netns_seen)
+ *   iter/tcp                dump_mptcp, only in those namespaces: SNAPSHOT
+ *                           records of MPTCP subflows (in no fd table)
  *   tp_btf/inet_sock_set_state  owners at connect/listen/accept; SYN RTT at
  *                           ESTABLISHED; a struct tcp_conn (type CLOSE) with
  *                           the final counters at the transition to CLOSE, so
@@ -344,33 +347,93 @@ static __always_inline void fill_conn(struct tcp_conn *e, struct tcp_sock *tp, c
 	e->gen = e->c.gen = owner_gen(o);
 }
 
-/* Network namespaces that hold sockets, each with one process inside:
- * iter/tcp only walks the namespace of the process that opens it, so the
- * loader enters each of these in turn. Cleared by the loader after reading. */
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+
+/* Network namespaces that hold a connected MPTCP socket, each with one
+ * process inside: their TCP subflows are in no fd table, so the loader runs
+ * iter/tcp (dump_mptcp) there, entering each namespace in turn (iter/tcp
+ * walks its opener's namespace). Cleared by the loader after reading. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);   /* netns inode number */
-	__type(value, __u32); /* a tgid with a socket in it */
+	__type(value, __u32); /* a tgid with such a socket in it */
 } netns_seen SEC(".maps");
 
+/* One pass over every task's open files (iter/task_file) does the owner
+ * bookkeeping of each socket (galago_owner_from_file) and writes one
+ * record per observed full TCP socket it holds (SNAPSHOT) and per listener
+ * (LISTEN). It visits only sockets some process holds, in every network
+ * namespace at once: not the TIME_WAIT and request sockets iter/tcp walks
+ * past (under connection churn, tens of thousands per sample), and no
+ * namespace switching. Sockets no process holds any more (closed by the
+ * application, still in FIN_WAIT, CLOSING or LAST_ACK) are not sampled:
+ * their CLOSE record carries their final counters. A socket held by
+ * several processes or descriptors is written once per descriptor: the
+ * reader keeps the first record of each connection. An MPTCP listener
+ * (Go 1.24+ listens with MPTCP by default) is written as a listener from
+ * its own addresses; an accepted connection from a plain TCP client falls
+ * back to a plain TCP socket in the fd table. A connected MPTCP socket
+ * only marks its namespace for dump_mptcp. */
 SEC("iter/task_file")
-int dump_owners(struct bpf_iter__task_file *ctx)
+int dump_tcp(struct bpf_iter__task_file *ctx)
 {
 	struct task_struct *task = ctx->task;
 	struct sock *sk = galago_owner_from_file(task, ctx->file);
-	__u32 ns, tgid;
+	struct galago_sk_owner *o;
+	struct tcp_counters *c;
+	struct tcp_sock *tp;
+	struct tcp_conn *e;
+	__u32 zero = 0, ns, tgid;
+	int state;
 
 	if (!sk || !task)
 		return 0;
-	ns = galago_sk_netns(sk);
-	tgid = task->tgid;
-	bpf_map_update_elem(&netns_seen, &ns, &tgid, BPF_NOEXIST);
+	state = sk->__sk_common.skc_state;
+	if (state == TCP_CLOSE) /* closed or never connected: not hashed, as iter/tcp skipped it */
+		return 0;
+	if (sk->sk_protocol == IPPROTO_MPTCP) {
+		if (state != TCP_LISTEN) {
+			ns = galago_sk_netns(sk);
+			tgid = task->tgid;
+			bpf_map_update_elem(&netns_seen, &ns, &tgid, BPF_NOEXIST);
+			return 0;
+		}
+	} else if (sk->sk_protocol != IPPROTO_TCP) {
+		return 0;
+	}
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	o = galago_owner_get(sk);
+	if (state == TCP_LISTEN) {
+		__builtin_memset(e, 0, sizeof(*e));
+		e->type = TCP_REC_LISTEN;
+		fill_addrs(e, sk);
+		if (o) {
+			e->tgid = o->tgid;
+			__builtin_memcpy(e->comm, o->comm, sizeof(e->comm));
+		}
+		bpf_seq_write(ctx->meta->seq, e, sizeof(*e));
+		return 0;
+	}
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp || !owner_observed(o))
+		return 0;
+	c = counters(sk, false);
+	e->type = TCP_REC_SNAPSHOT;
+	fill_conn(e, tp, o, c, state);
+	bpf_seq_write(ctx->meta->seq, e, sizeof(*e));
 	return 0;
 }
 
+/* The subflows of MPTCP connections in one network namespace (see
+ * netns_seen): plain TCP sockets leave at once, they were written by
+ * dump_tcp. */
 SEC("iter/tcp")
-int dump_tcp(struct bpf_iter__tcp *ctx)
+int dump_mptcp(struct bpf_iter__tcp *ctx)
 {
 	struct sock_common *skc = ctx->sk_common;
 	struct galago_sk_owner *o;
@@ -382,24 +445,13 @@ int dump_tcp(struct bpf_iter__tcp *ctx)
 	if (!skc)
 		return 0;
 	tp = bpf_skc_to_tcp_sock(skc);
-	if (!tp) /* request and time-wait sockets: counted on their full socket */
+	if (!tp || !BPF_CORE_READ_BITFIELD(tp, is_mptcp))
+		return 0;
+	o = galago_owner_get((struct sock *)tp);
+	if (!owner_observed(o))
 		return 0;
 	e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
-		return 0;
-	o = galago_owner_get((struct sock *)tp);
-	if (tp->inet_conn.icsk_inet.sk.__sk_common.skc_state == TCP_LISTEN) {
-		__builtin_memset(e, 0, sizeof(*e));
-		e->type = TCP_REC_LISTEN;
-		fill_addrs(e, (struct sock *)tp);
-		if (o) {
-			e->tgid = o->tgid;
-			__builtin_memcpy(e->comm, o->comm, sizeof(e->comm));
-		}
-		bpf_seq_write(ctx->meta->seq, e, sizeof(*e));
-		return 0;
-	}
-	if (!owner_observed(o))
 		return 0;
 	c = counters((struct sock *)tp, false);
 	e->type = TCP_REC_SNAPSHOT;

@@ -132,7 +132,7 @@ const (
 	tcpMapScratch                = "scratch"
 	tcpMapTcpCounters            = "tcp_counters"
 	tcpMapTcpDelayPending        = "tcp_delay_pending"
-	tcpProgDumpOwners            = "dump_owners"
+	tcpProgDumpMptcp             = "dump_mptcp"
 	tcpProgDumpTcp               = "dump_tcp"
 	tcpProgGalagoFilterExec      = "galago_filter_exec"
 	tcpProgGalagoFilterFork      = "galago_filter_fork"
@@ -194,7 +194,7 @@ type tcpSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcpProgramSpecs struct {
-	DumpOwners       *ebpf.ProgramSpec `ebpf:"dump_owners"`
+	DumpMptcp        *ebpf.ProgramSpec `ebpf:"dump_mptcp"`
 	DumpTcp          *ebpf.ProgramSpec `ebpf:"dump_tcp"`
 	GalagoFilterExec *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
@@ -310,7 +310,7 @@ type tcpVariables struct {
 //
 // It can be passed to loadTcpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcpPrograms struct {
-	DumpOwners       *ebpf.Program `ebpf:"dump_owners"`
+	DumpMptcp        *ebpf.Program `ebpf:"dump_mptcp"`
 	DumpTcp          *ebpf.Program `ebpf:"dump_tcp"`
 	GalagoFilterExec *ebpf.Program `ebpf:"galago_filter_exec"`
 	GalagoFilterFork *ebpf.Program `ebpf:"galago_filter_fork"`
@@ -324,7 +324,7 @@ type tcpPrograms struct {
 
 func (p *tcpPrograms) Close() error {
 	return _TcpClose(
-		p.DumpOwners,
+		p.DumpMptcp,
 		p.DumpTcp,
 		p.GalagoFilterExec,
 		p.GalagoFilterFork,
