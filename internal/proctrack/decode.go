@@ -161,3 +161,9 @@ func (e Event) Process() identity.Process {
 // nsPerClockTick converts ns to the clock ticks of /proc (USER_HZ = 100 on
 // every Linux architecture: the ABI's clock_t, not the kernel's HZ).
 const nsPerClockTick = 1_000_000_000 / 100
+
+// Cgroup is what a CgroupMkdir or CgroupRmdir event says, for the identity
+// and snoop resolvers.
+func (e Event) Cgroup() identity.CgroupEvent {
+	return identity.CgroupEvent{Removed: e.Type == CgroupRmdir, Hierarchy: e.Hierarchy, ID: e.CgroupID, Path: e.CgroupPath}
+}
