@@ -79,6 +79,7 @@ func (r *CachingResolver) CgroupChanged(ev CgroupEvent) (containerID string, cha
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.liveSnap = nil
 	lc := r.live[cid]
 	if ev.Removed {
 		if lc == nil {
@@ -129,10 +130,14 @@ func isContainerDir(path, cid string) bool {
 }
 
 // LiveContainers are the containers whose cgroups exist, as CgroupChanged
-// saw them come, by id.
+// saw them come, by id. The slice is shared until the next change (the
+// snoopers ask at every process event): callers must not modify it.
 func (r *CachingResolver) LiveContainers() []LiveContainer {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.liveSnap != nil {
+		return r.liveSnap
+	}
 	out := make([]LiveContainer, 0, len(r.live))
 	for id, lc := range r.live {
 		c := LiveContainer{ID: id, PodID: lc.podID, Since: lc.since}
@@ -145,6 +150,7 @@ func (r *CachingResolver) LiveContainers() []LiveContainer {
 		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b LiveContainer) int { return strings.Compare(a.ID, b.ID) })
+	r.liveSnap = out
 	return out
 }
 

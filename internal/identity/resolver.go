@@ -59,6 +59,7 @@ type CachingResolver struct {
 
 	// live are the containers whose cgroups exist (CgroupChanged).
 	live        map[string]*liveContainer
+	liveSnap    []LiveContainer // LiveContainers' answer until live changes; nil: none
 	liveDropped uint64
 
 	// rt is what the runtimes' APIs say, nil until EnableRuntimes.

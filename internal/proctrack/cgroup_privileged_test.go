@@ -1,4 +1,4 @@
-package snoop_test
+package proctrack_test
 
 import (
 	"context"
@@ -16,6 +16,10 @@ import (
 	"github.com/galago-project/galago/internal/proctrack"
 	"github.com/galago-project/galago/internal/snoop"
 )
+
+// In proctrack's test binary, not snoop's: TestTrackerPrivileged counts
+// the proctrack programs loaded on the machine, so no other test of the
+// same run may load them at the same time.
 
 // TestPrivilegedRuncCgroupLifecycle follows a runc container from the
 // kernel's cgroup_mkdir and cgroup_rmdir (through proctrack, wired as the
@@ -97,8 +101,9 @@ func TestPrivilegedRuncCgroupLifecycle(t *testing.T) {
 	wantCg := fi.Sys().(*syscall.Stat_t).Ino
 	eventually(t, "container live, named and selected", func() bool {
 		c, _ := ids.Container(cid)
+		live := ids.LiveContainers()
 		return slices.Equal(byName.CgroupIDs(), []uint64{wantCg}) && slices.Equal(byPod.CgroupIDs(), []uint64{wantCg}) &&
-			c.Name == "galago-test" && len(ids.LiveContainers()) > 0
+			c.Name == "galago-test" && len(live) > 0 && len(live[0].CgroupIDs) > 0
 	})
 	t.Logf("added %v after runc create returned", time.Since(created).Round(time.Millisecond))
 	live := ids.LiveContainers()
