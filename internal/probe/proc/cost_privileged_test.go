@@ -32,17 +32,24 @@ func BenchmarkSyscallCost(b *testing.B) {
 	}
 	defer f.Close()
 	fd := int(f.Fd())
+	all := []string{"proc_syscall", "proc_io", "proc_net", "proc_fs", "proc_ioctl"}
 	for _, c := range []struct {
 		name  string
 		items []string
+		mode  snoop.Mode // whitelist: this process; blacklist: nothing (every process)
 	}{
-		{"off", nil},
-		{"proc_syscall", []string{"proc_syscall"}},
-		{"proc_io", []string{"proc_io"}},
-		{"all", []string{"proc_syscall", "proc_io", "proc_net", "proc_fs", "proc_ioctl"}},
+		{"off", nil, snoop.Whitelist},
+		{"proc_syscall", []string{"proc_syscall"}, snoop.Whitelist},
+		{"proc_io", []string{"proc_io"}, snoop.Whitelist},
+		{"all", all, snoop.Whitelist},
+		{"all-blacklist-empty", all, snoop.Blacklist},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			sc, err := syscap.OpenStats(probetest.NewTargets(snoop.Whitelist, os.Getpid()), nil)
+			pids := []int{os.Getpid()}
+			if c.mode == snoop.Blacklist {
+				pids = nil
+			}
+			sc, err := syscap.OpenStats(probetest.NewTargets(c.mode, pids...), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
