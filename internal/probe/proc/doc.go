@@ -38,7 +38,8 @@
 // ~200-360 ns when it is (proc_io; all sub-items, with the file system),
 // i.e. ~0.2 µs per syscall with proc_syscall alone and ~0.7-0.8 µs with
 // every syscall sub-item (figures from a machine at load average 15,
-// BENCHMARKS.md). The gala-gopher-compatible target of >= 0.95 of the
+// BENCHMARKS.md; an empty blacklist turns the snooper filter off, which
+// saves sys_enter's ~80 ns of filter lookups per timed call). The gala-gopher-compatible target of >= 0.95 of the
 // throughput with every sub-item on is met only where a syscall costs
 // well over 10 µs of work; a tight syscall loop cannot meet it with two
 // programs per syscall. `make bench -probes proc` measures it on real
