@@ -125,7 +125,7 @@ func runDaemon(cfg *config.Config) error {
 	bpfStats := bpfrt.NewStats()
 	resolver := snoop.NewResolver(cfg.HostPath, ids, os.Getpid(), log)
 	defer resolver.Close()
-	if stop := trackProcesses(ctx, resolver, exporter, bpfStats, log); stop != nil {
+	if stop := trackProcesses(ctx, resolver, ids, exporter, bpfStats, log); stop != nil {
 		defer stop()
 	}
 	mgr := probe.NewManager(ctx, log, pipe, watcher{resolver})
@@ -257,9 +257,13 @@ func runDaemon(cfg *config.Config) error {
 
 // trackProcesses feeds process starts and exits from the sched_process_*
 // tracepoints to the snooper resolver, so a matching process is observed at
-// exec time rather than at the next /proc scan. Without BPF the resolver's
-// /proc scan (every 250 ms) still finds it; that is logged once.
-func trackProcesses(ctx context.Context, r *snoop.Resolver, exp *output.Exporter, stats *bpfrt.Stats, log *slog.Logger) func() {
+// exec time rather than at the next /proc scan, and containers' cgroups
+// made and removed (cgroup_mkdir, cgroup_rmdir) to it and to identity, so
+// a container is known and observed as it starts and forgotten as it
+// goes. Without BPF the resolver's /proc scan (every 250 ms) still finds
+// processes; that is logged once.
+func trackProcesses(ctx context.Context, r *snoop.Resolver, ids *identity.CachingResolver, exp *output.Exporter, stats *bpfrt.Stats,
+	log *slog.Logger) func() {
 	var lost atomic.Uint64
 	t, err := proctrack.Open(proctrack.Options{Log: log, OnLost: func(n uint64) { lost.Add(n) }})
 	if err != nil {
@@ -279,6 +283,13 @@ func trackProcesses(ctx context.Context, r *snoop.Resolver, exp *output.Exporter
 	}, func() float64 { return float64(r.ExitedEvicted()) })); err != nil {
 		log.Warn("snoop self-metric", "err", err)
 	}
+	if err := exp.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "galago_identity_live_containers_dropped_total",
+		Help: "Containers whose cgroups were made while " + strconv.Itoa(identity.DefaultMaxContainers) +
+			" were live: not known until a process of theirs is seen.",
+	}, func() float64 { return float64(ids.LiveDropped()) })); err != nil {
+		log.Warn("identity self-metric", "err", err)
+	}
 	if err := stats.Register("proctrack", t.Programs()); err != nil {
 		log.Warn("proctrack BPF stats", "err", err)
 	}
@@ -288,6 +299,8 @@ func trackProcesses(ctx context.Context, r *snoop.Resolver, exp *output.Exporter
 			r.Notify(e.Process())
 		case proctrack.Exit:
 			r.NotifyExit(int(e.TGID))
+		case proctrack.CgroupMkdir, proctrack.CgroupRmdir:
+			r.NotifyCgroup(e.Cgroup())
 		}
 	})
 	done := make(chan struct{})

@@ -53,6 +53,12 @@ var (
 		"l7_protocol": []string{"http", "redis", "pgsql", "mysql", "memcached", "kafka", "mongo", "dns"},
 		"support_ssl": 1,
 	}}
+	// proc with every sub-item galago builds: each syscall of every
+	// process of the host passes its sys_enter/sys_exit programs (the
+	// servers' and the load generators' alike), every context switch its
+	// sched_switch program.
+	procAll = ProbeConfig{"proc", []string{"proc_syscall", "proc_io", "proc_net", "proc_fs", "proc_ioctl",
+		"proc_offcpu", "proc_pagecache", "proc_dns"}, nil}
 )
 
 // Check compares one figure galago reports with the ground truth of a run.
@@ -113,6 +119,10 @@ var ProbeSets = []ProbeSet{
 	{Name: "tcp+socket", Probes: []ProbeConfig{tcpAll, socketAll}, Checks: networkChecks},
 	{Name: "tcp+socket+l7", Probes: []ProbeConfig{tcpAll, socketAll, l7All}, Checks: append(networkChecks[:len(networkChecks):len(networkChecks)], l7Checks...)},
 	{Name: "all", Probes: []ProbeConfig{baseinfoAll, tcpAll, socketAll, l7All}, Checks: append(networkChecks[:len(networkChecks):len(networkChecks)], l7Checks...)},
+	// proc alone: its cost on syscall-heavy servers (each request is a
+	// few syscalls at both ends), A/B interleaved with "no agent" as the
+	// others.
+	{Name: "proc", Probes: []ProbeConfig{procAll}},
 }
 
 // matchLabels resolves a check's label filter for a server port.

@@ -362,12 +362,19 @@ func TestFilterPrivileged(t *testing.T) {
 		{"whitelist child cgroup", &targets{mode: snoop.Whitelist, cgroups: []uint64{childCgroup}}, 0, calls},
 		{"blacklist child cgroup", &targets{mode: snoop.Blacklist, cgroups: []uint64{childCgroup}}, calls, 0},
 		{"whitelist nothing", &targets{mode: snoop.Whitelist}, 0, 0},
+		{"blacklist nothing", &targets{mode: snoop.Blacklist}, calls, calls}, // filter off: no lookups
 		{"off", nil, calls, calls},
 		{"whitelist both", &targets{mode: snoop.Whitelist, pids: []int{self}, cgroups: []uint64{childCgroup}}, calls, calls},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := fs.Sync(tc.targets); err != nil {
 				t.Fatal(err)
+			}
+			if tc.name == "blacklist nothing" {
+				var mode uint32
+				if err := objs.GalagoFilterCfg.Get(&mode); err != nil || mode != 0 {
+					t.Errorf("filter mode %d (%v), want 0 (off) for an empty blacklist", mode, err)
+				}
 			}
 			var c collector
 			rd := newReader(t, objs, &c, 10*time.Millisecond)

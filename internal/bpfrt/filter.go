@@ -220,6 +220,12 @@ func (f *FilterSync) sync(t snoop.Targets, follow bool) error {
 	for _, c := range cgroups {
 		wantC[c] = struct{}{}
 	}
+	// An empty blacklist observes every process, as no filter does, and
+	// costs the programs nothing: the filter check then returns at once
+	// instead of looking the tgid and the cgroup up on every event.
+	if mode == FilterBlacklist && len(wantT) == 0 && len(wantC) == 0 {
+		mode = FilterOff
+	}
 	if err := syncSet(f.o.TGIDs, f.curTGIDs, wantT); err != nil {
 		return fmt.Errorf("sync %s: %w", FilterTGIDsMap, err)
 	}

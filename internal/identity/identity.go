@@ -27,6 +27,21 @@
 // runtime that comes or goes; galago_identity_runtime_up says which
 // answer.
 //
+// Containers as they come and go (CgroupChanged, fed by the daemon from
+// the cgroup_mkdir and cgroup_rmdir tracepoints through proctrack): a
+// container is live from the first of its cgroup directories a runtime
+// makes (in any hierarchy: cgroup v1, v2 and hybrid hosts) to the removal
+// of its last, so it is known, with its cgroup2 id and pod, before its
+// first process runs, and the snoopers' sets (so the probes' kernel
+// filters) hold its cgroups from then (LiveContainers). A just-made
+// container is asked for again every 100 ms for 10 s (its state file and
+// runtime listing follow its cgroups by milliseconds), and its making
+// asks the runtime APIs for a listing at once. A gone container leaves the
+// live set; its last answer stays cached for the rows its processes left.
+// Containers that existed before galago started are known from their
+// processes, as before. At most the container cache's size are live; the
+// others are counted in galago_identity_live_containers_dropped_total.
+//
 // Limits: container ids are recognised only as 64-hex cgroup path segments
 // (docker, containerd, CRI-O, podman, Kubernetes; a containerd `ctr`
 // container named by hand is not one). Without a reachable runtime API,

@@ -57,6 +57,11 @@ type CachingResolver struct {
 	seen     lru[string, seenContainer]
 	byCgroup lru[uint64, string]
 
+	// live are the containers whose cgroups exist (CgroupChanged).
+	live        map[string]*liveContainer
+	liveSnap    []LiveContainer // LiveContainers' answer until live changes; nil: none
+	liveDropped uint64
+
 	// rt is what the runtimes' APIs say, nil until EnableRuntimes.
 	rt *runtimeAPI
 }
@@ -136,6 +141,7 @@ func NewResolver(root string, opts ...Option) *CachingResolver {
 	r.conts.init(r.maxConts)
 	r.seen.init(r.maxConts)
 	r.byCgroup.init(r.maxConts)
+	r.live = map[string]*liveContainer{}
 	return r
 }
 
@@ -353,6 +359,12 @@ func (r *CachingResolver) Container(id string) (Container, bool) {
 	if len(full) != 64 {
 		full = r.rt.expand(id)
 	}
+	r.mu.Lock()
+	pending := r.pendingLocked(full, r.now())
+	r.mu.Unlock()
+	if pending && c.Name == "" {
+		r.rt.expect(full) // a miss asks for a listing again
+	}
 	rc, found := r.rt.lookup(full)
 	if !found {
 		return c, ok
@@ -368,7 +380,10 @@ func (r *CachingResolver) containerFromFiles(id string) (Container, bool) {
 	r.mu.Lock()
 	if e, ok := r.conts.get(id); ok {
 		ttl := r.containerTTL
-		if !e.ok {
+		switch {
+		case e.c.Name == "" && r.pendingLocked(id, now):
+			ttl = pendingRetry // just made: its state may come any moment
+		case !e.ok:
 			ttl = r.missTTL
 		}
 		if now.Sub(e.loaded) < ttl {

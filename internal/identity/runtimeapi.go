@@ -179,6 +179,23 @@ func (a *runtimeAPI) lookup(id string) (Container, bool) {
 	return Container{}, false
 }
 
+// expect says that container id has just come (its cgroups were made):
+// the runtimes are listed again (a CRI runtime lists a container before
+// starting it), and the next lookup that misses it asks for a listing
+// again, whenever the last miss was.
+func (a *runtimeAPI) expect(id string) {
+	a.mu.Lock()
+	a.missedAt.remove(id)
+	a.mu.Unlock()
+	if len(a.sources) == 0 {
+		return
+	}
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
 // run lists the runtimes at start, on kicks and every period, until ctx
 // ends; then it closes the connections.
 func (a *runtimeAPI) run(ctx context.Context) {

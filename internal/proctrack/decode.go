@@ -16,6 +16,10 @@ const (
 	Fork EventType = EventType(proctrackProctrackEventTypePROCTRACK_FORK)
 	Exec EventType = EventType(proctrackProctrackEventTypePROCTRACK_EXEC)
 	Exit EventType = EventType(proctrackProctrackEventTypePROCTRACK_EXIT)
+	// CgroupMkdir and CgroupRmdir: a cgroup directory was made or removed
+	// (Event.CgroupID, Hierarchy, CgroupPath).
+	CgroupMkdir EventType = EventType(proctrackProctrackEventTypePROCTRACK_CGROUP_MKDIR)
+	CgroupRmdir EventType = EventType(proctrackProctrackEventTypePROCTRACK_CGROUP_RMDIR)
 )
 
 func (t EventType) String() string {
@@ -26,6 +30,10 @@ func (t EventType) String() string {
 		return "exec"
 	case Exit:
 		return "exit"
+	case CgroupMkdir:
+		return "cgroup_mkdir"
+	case CgroupRmdir:
+		return "cgroup_rmdir"
 	}
 	return fmt.Sprintf("EventType(%d)", uint32(t))
 }
@@ -39,8 +47,16 @@ type Event struct {
 	TGID uint32
 	// PPID is the parent process (real_parent's tgid).
 	PPID uint32
-	// CgroupID is the process's cgroup2 id (inode of its cgroup2 directory).
+	// CgroupID is the process's cgroup2 id (inode of its cgroup2 directory);
+	// for CgroupMkdir and CgroupRmdir the cgroup's own id in its hierarchy
+	// (the inode of its directory; a cgroup2 id only when Hierarchy is 0).
 	CgroupID uint64
+	// Hierarchy (cgroup events) is the cgroup's hierarchy id: 0 for
+	// cgroup2, a v1 hierarchy's number in /proc/<pid>/cgroup otherwise.
+	Hierarchy uint32
+	// CgroupPath (cgroup events) is the cgroup's path in its hierarchy, as
+	// /proc/<pid>/cgroup gives it ("/kubepods/burstable/pod.../<id>").
+	CgroupPath string
 	// TimestampNs is CLOCK_MONOTONIC at the event.
 	TimestampNs uint64
 	// ExitCode is the wait status (code<<8 | signal) for Exit, else 0.
@@ -78,6 +94,7 @@ var (
 	offType, offPid, offTgid, offPpid = unsafe.Offsetof(r0.Type), unsafe.Offsetof(r0.Pid), unsafe.Offsetof(r0.Tgid), unsafe.Offsetof(r0.Ppid)
 	offCgroup, offTS, offStart        = unsafe.Offsetof(r0.CgroupId), unsafe.Offsetof(r0.TimestampNs), unsafe.Offsetof(r0.StartBoottimeNs)
 	offExit, offLen, offSize, offComm = unsafe.Offsetof(r0.ExitCode), unsafe.Offsetof(r0.CmdlineLen), unsafe.Offsetof(r0.CmdlineSize), unsafe.Offsetof(r0.Comm)
+	offHierarchy                      = unsafe.Offsetof(r0.HierarchyId)
 )
 
 // Decode turns one ring buffer record into an Event. It is pure and never
@@ -90,7 +107,7 @@ func Decode(raw []byte) (Event, error) {
 	u32 := func(off uintptr) uint32 { return le.Uint32(raw[off:]) }
 	u64 := func(off uintptr) uint64 { return le.Uint64(raw[off:]) }
 	t := EventType(u32(offType))
-	if t != Fork && t != Exec && t != Exit {
+	if t < Fork || t > CgroupRmdir {
 		return Event{}, fmt.Errorf("proctrack: unknown event type %d", uint32(t))
 	}
 	n := int(u32(offLen))
@@ -100,6 +117,12 @@ func Decode(raw []byte) (Event, error) {
 	comm := raw[offComm : offComm+16]
 	if i := bytes.IndexByte(comm, 0); i >= 0 {
 		comm = comm[:i]
+	}
+	if t == CgroupMkdir || t == CgroupRmdir {
+		return Event{
+			Type: t, PID: u32(offPid), TGID: u32(offTgid), CgroupID: u64(offCgroup), TimestampNs: u64(offTS),
+			Comm: string(comm), Hierarchy: u32(offHierarchy), CgroupPath: string(raw[HeaderSize:]),
+		}, nil
 	}
 	return Event{
 		Type:            t,
@@ -138,3 +161,9 @@ func (e Event) Process() identity.Process {
 // nsPerClockTick converts ns to the clock ticks of /proc (USER_HZ = 100 on
 // every Linux architecture: the ABI's clock_t, not the kernel's HZ).
 const nsPerClockTick = 1_000_000_000 / 100
+
+// Cgroup is what a CgroupMkdir or CgroupRmdir event says, for the identity
+// and snoop resolvers.
+func (e Event) Cgroup() identity.CgroupEvent {
+	return identity.CgroupEvent{Removed: e.Type == CgroupRmdir, Hierarchy: e.Hierarchy, ID: e.CgroupID, Path: e.CgroupPath}
+}

@@ -17,6 +17,7 @@ type rec struct {
 	cmdline              string // captured bytes
 	cmdlineSize          uint32
 	cmdlineLen           int // -1: len(cmdline)
+	hierarchy            uint32
 }
 
 func (r rec) bytes() []byte {
@@ -36,6 +37,7 @@ func (r rec) bytes() []byte {
 	}
 	le.PutUint32(b[44:], uint32(n))
 	le.PutUint32(b[48:], r.cmdlineSize)
+	le.PutUint32(b[52:], r.hierarchy)
 	copy(b[56:72], r.comm)
 	copy(b[72:], r.cmdline)
 	return b
@@ -70,6 +72,10 @@ func TestDecode(t *testing.T) {
 			Event{Type: Fork, PID: 10, TGID: 10, PPID: 1, CgroupID: 0xfffffffffff, TimestampNs: 5, Comm: "bash", Cmdline: "-bash\x00", CmdlineSize: 6}},
 		{"exit killed", rec{typ: 3, pid: 7, tgid: 5, ppid: 1, cg: 42, ts: 9, exit: 9, comm: "sleep"}.bytes(),
 			Event{Type: Exit, PID: 7, TGID: 5, PPID: 1, CgroupID: 42, TimestampNs: 9, ExitCode: 9, Comm: "sleep"}},
+		{"cgroup mkdir", rec{typ: 4, pid: 8, tgid: 7, cg: 4242, ts: 11, hierarchy: 0, comm: "runc:[2:INIT]", cmdline: "/kubepods/pod1/abc", cmdlineLen: -1}.bytes(),
+			Event{Type: CgroupMkdir, PID: 8, TGID: 7, CgroupID: 4242, TimestampNs: 11, Comm: "runc:[2:INIT]", CgroupPath: "/kubepods/pod1/abc"}},
+		{"cgroup rmdir v1", rec{typ: 5, pid: 9, tgid: 9, cg: 77, ts: 12, hierarchy: 4, comm: "runc", cmdline: "/docker/x", cmdlineLen: -1}.bytes(),
+			Event{Type: CgroupRmdir, PID: 9, TGID: 9, CgroupID: 77, TimestampNs: 12, Hierarchy: 4, Comm: "runc", CgroupPath: "/docker/x"}},
 		{"comm fills 16 bytes", rec{typ: 2, pid: 1, tgid: 1, comm: "0123456789abcdef"}.bytes(), Event{Type: Exec, PID: 1, TGID: 1, Comm: "0123456789abcdef"}},
 		{"comm high bytes", rec{typ: 2, pid: 1, tgid: 1, comm: "\xc3\xa9t\xe9"}.bytes(), Event{Type: Exec, PID: 1, TGID: 1, Comm: "\xc3\xa9t\xe9"}},
 		{"cmdline cut", rec{typ: 2, pid: 1, tgid: 1, comm: "x", cmdline: strings.Repeat("a", 4096), cmdlineSize: 5000, cmdlineLen: -1}.bytes(),
@@ -95,7 +101,7 @@ func TestDecodeErrors(t *testing.T) {
 		"short cmdline":     good[:74],
 		"long":              append(append([]byte{}, good...), 0),
 		"type 0":            rec{typ: 0, pid: 1, tgid: 1, comm: "x"}.bytes(),
-		"type unknown":      rec{typ: 4, pid: 1, tgid: 1, comm: "x"}.bytes(),
+		"type unknown":      rec{typ: 6, pid: 1, tgid: 1, comm: "x"}.bytes(),
 		"cmdline over max":  withLen(rec{typ: 2, pid: 1, tgid: 1, comm: "x", cmdline: strings.Repeat("a", 4097)}.bytes(), 4097),
 		"cmdline len wraps": withLen(rec{typ: 2, pid: 1, tgid: 1, comm: "x"}.bytes(), 0xffffffff),
 	} {

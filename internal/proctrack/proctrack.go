@@ -1,7 +1,9 @@
 // Package proctrack reports process lifecycle (fork of a new process, exec,
-// exit of its last thread) from the kernel's sched_process_* tracepoints, so
-// that the snoop resolver and identity caches react to processes as they
-// come and go instead of rescanning /proc.
+// exit of its last thread) from the kernel's sched_process_* tracepoints,
+// and cgroup directories made and removed (cgroup_mkdir, cgroup_rmdir, in
+// every hierarchy: v1, v2 and hybrid hosts), so that the snoop resolver and
+// identity caches react to processes and containers as they come and go
+// instead of rescanning /proc or waiting for a runtime listing.
 //
 // Limits: thread creation and the exit of non-last threads are not
 // reported; a process that forks and exits between two reads is reported
@@ -15,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,8 +28,19 @@ import (
 	"github.com/galago-project/galago/internal/bpfrt"
 )
 
-// hooks are the tracepoints, in attach order.
-var hooks = []string{"sched_process_fork", "sched_process_exec", "sched_process_exit"}
+// hooks are the tracepoints, in attach order; cgroupHooks are attached
+// after them when the kernel has them (without, containers are known from
+// their processes only, which is logged once).
+var (
+	hooks       = []string{"sched_process_fork", "sched_process_exec", "sched_process_exit"}
+	cgroupHooks = []string{"cgroup_mkdir", "cgroup_rmdir"}
+)
+
+// progName is the program of hook for a hook kind ("tp_btf_fork",
+// "raw_tp_cgroup_mkdir").
+func progName(kind, hook string) string {
+	return kind + "_" + strings.TrimPrefix(hook, "sched_process_")
+}
 
 // Options configure a Tracker.
 type Options struct {
@@ -83,10 +97,16 @@ func Open(opts Options) (*Tracker, error) {
 			}
 		}
 	}
-	// Load only the chosen set: tp_btf programs fail to load without BTF.
+	// Load only the chosen set: tp_btf programs fail to load without BTF
+	// (the cgroup hooks' too, when only they are missing).
 	for name := range spec.Programs {
 		if !strings.HasPrefix(name, kind+"_") {
 			delete(spec.Programs, name)
+		}
+	}
+	for _, h := range cgroupHooks {
+		if kind == "tp_btf" && bpfrt.HaveTPBTF(h) != nil {
+			delete(spec.Programs, progName(kind, h))
 		}
 	}
 	coll, err := ebpf.NewCollection(spec)
@@ -94,21 +114,18 @@ func Open(opts Options) (*Tracker, error) {
 		return nil, fmt.Errorf("proctrack: load: %w", err)
 	}
 	t := &Tracker{opts: opts, objs: coll, progs: map[string]*ebpf.Program{}, hookKind: kind, subs: map[int]func(Event){}}
-	for _, h := range hooks {
-		name := kind + "_" + h[len("sched_process_"):]
-		prog := coll.Programs[name]
-		var l link.Link
-		if kind == "tp_btf" {
-			l, err = link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
-		} else {
-			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: h, Program: prog})
+	for _, h := range append(slices.Clone(hooks), cgroupHooks...) {
+		l, err := t.attach(kind, h)
+		if err != nil && slices.Contains(cgroupHooks, h) {
+			opts.Log.Warn("proctrack: cgroup_mkdir/cgroup_rmdir unavailable: containers are known from their processes only, not as their cgroups come and go",
+				"err", err)
+			break
 		}
 		if err != nil {
 			t.Close()
-			return nil, fmt.Errorf("proctrack: attach %s/%s: %w", kind, h, err)
+			return nil, err
 		}
 		t.links = append(t.links, l)
-		t.progs[name] = prog
 	}
 	t.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
 		Ring:          coll.Maps["events"],
@@ -124,6 +141,31 @@ func Open(opts Options) (*Tracker, error) {
 	}
 	return t, nil
 }
+
+// attach attaches the program of hook.
+func (t *Tracker) attach(kind, hook string) (link.Link, error) {
+	name := progName(kind, hook)
+	prog := t.objs.Programs[name]
+	var (
+		l   link.Link
+		err error
+	)
+	if kind == "tp_btf" {
+		if err = bpfrt.HaveTPBTF(hook); err == nil && prog != nil {
+			l, err = link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+		}
+	} else {
+		l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: hook, Program: prog})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("proctrack: attach %s/%s: %w", kind, hook, err)
+	}
+	t.progs[name] = prog
+	return l, nil
+}
+
+// Cgroups says whether cgroup_mkdir and cgroup_rmdir are attached.
+func (t *Tracker) Cgroups() bool { return len(t.links) > len(hooks) }
 
 // HookKind says which hooks are attached: "tp_btf" or "raw_tp".
 func (t *Tracker) HookKind() string { return t.hookKind }

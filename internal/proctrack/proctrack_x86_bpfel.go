@@ -25,7 +25,7 @@ type proctrackProctrackEvent struct {
 	ExitCode        uint32
 	CmdlineLen      uint32
 	CmdlineSize     uint32
-	Pad             uint32
+	HierarchyId     uint32
 	Comm            [16]int8
 	Cmdline         [4096]int8
 }
@@ -33,9 +33,11 @@ type proctrackProctrackEvent struct {
 type proctrackProctrackEventType uint32
 
 const (
-	proctrackProctrackEventTypePROCTRACK_FORK proctrackProctrackEventType = 1
-	proctrackProctrackEventTypePROCTRACK_EXEC proctrackProctrackEventType = 2
-	proctrackProctrackEventTypePROCTRACK_EXIT proctrackProctrackEventType = 3
+	proctrackProctrackEventTypePROCTRACK_FORK         proctrackProctrackEventType = 1
+	proctrackProctrackEventTypePROCTRACK_EXEC         proctrackProctrackEventType = 2
+	proctrackProctrackEventTypePROCTRACK_EXIT         proctrackProctrackEventType = 3
+	proctrackProctrackEventTypePROCTRACK_CGROUP_MKDIR proctrackProctrackEventType = 4
+	proctrackProctrackEventTypePROCTRACK_CGROUP_RMDIR proctrackProctrackEventType = 5
 )
 
 // Names of all BPF objects in the ELF.
@@ -45,9 +47,13 @@ const (
 	proctrackMapEvents                    = "events"
 	proctrackMapLostEvents                = "lost_events"
 	proctrackMapScratch                   = "scratch"
+	proctrackProgRawTpCgroupMkdir         = "raw_tp_cgroup_mkdir"
+	proctrackProgRawTpCgroupRmdir         = "raw_tp_cgroup_rmdir"
 	proctrackProgRawTpExec                = "raw_tp_exec"
 	proctrackProgRawTpExit                = "raw_tp_exit"
 	proctrackProgRawTpFork                = "raw_tp_fork"
+	proctrackProgTpBtfCgroupMkdir         = "tp_btf_cgroup_mkdir"
+	proctrackProgTpBtfCgroupRmdir         = "tp_btf_cgroup_rmdir"
 	proctrackProgTpBtfExec                = "tp_btf_exec"
 	proctrackProgTpBtfExit                = "tp_btf_exit"
 	proctrackProgTpBtfFork                = "tp_btf_fork"
@@ -98,12 +104,16 @@ type proctrackSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type proctrackProgramSpecs struct {
-	RawTpExec *ebpf.ProgramSpec `ebpf:"raw_tp_exec"`
-	RawTpExit *ebpf.ProgramSpec `ebpf:"raw_tp_exit"`
-	RawTpFork *ebpf.ProgramSpec `ebpf:"raw_tp_fork"`
-	TpBtfExec *ebpf.ProgramSpec `ebpf:"tp_btf_exec"`
-	TpBtfExit *ebpf.ProgramSpec `ebpf:"tp_btf_exit"`
-	TpBtfFork *ebpf.ProgramSpec `ebpf:"tp_btf_fork"`
+	RawTpCgroupMkdir *ebpf.ProgramSpec `ebpf:"raw_tp_cgroup_mkdir"`
+	RawTpCgroupRmdir *ebpf.ProgramSpec `ebpf:"raw_tp_cgroup_rmdir"`
+	RawTpExec        *ebpf.ProgramSpec `ebpf:"raw_tp_exec"`
+	RawTpExit        *ebpf.ProgramSpec `ebpf:"raw_tp_exit"`
+	RawTpFork        *ebpf.ProgramSpec `ebpf:"raw_tp_fork"`
+	TpBtfCgroupMkdir *ebpf.ProgramSpec `ebpf:"tp_btf_cgroup_mkdir"`
+	TpBtfCgroupRmdir *ebpf.ProgramSpec `ebpf:"tp_btf_cgroup_rmdir"`
+	TpBtfExec        *ebpf.ProgramSpec `ebpf:"tp_btf_exec"`
+	TpBtfExit        *ebpf.ProgramSpec `ebpf:"tp_btf_exit"`
+	TpBtfFork        *ebpf.ProgramSpec `ebpf:"tp_btf_fork"`
 }
 
 // proctrackMapSpecs contains maps before they are loaded into the kernel.
@@ -170,19 +180,27 @@ type proctrackVariables struct {
 //
 // It can be passed to loadProctrackObjects or ebpf.CollectionSpec.LoadAndAssign.
 type proctrackPrograms struct {
-	RawTpExec *ebpf.Program `ebpf:"raw_tp_exec"`
-	RawTpExit *ebpf.Program `ebpf:"raw_tp_exit"`
-	RawTpFork *ebpf.Program `ebpf:"raw_tp_fork"`
-	TpBtfExec *ebpf.Program `ebpf:"tp_btf_exec"`
-	TpBtfExit *ebpf.Program `ebpf:"tp_btf_exit"`
-	TpBtfFork *ebpf.Program `ebpf:"tp_btf_fork"`
+	RawTpCgroupMkdir *ebpf.Program `ebpf:"raw_tp_cgroup_mkdir"`
+	RawTpCgroupRmdir *ebpf.Program `ebpf:"raw_tp_cgroup_rmdir"`
+	RawTpExec        *ebpf.Program `ebpf:"raw_tp_exec"`
+	RawTpExit        *ebpf.Program `ebpf:"raw_tp_exit"`
+	RawTpFork        *ebpf.Program `ebpf:"raw_tp_fork"`
+	TpBtfCgroupMkdir *ebpf.Program `ebpf:"tp_btf_cgroup_mkdir"`
+	TpBtfCgroupRmdir *ebpf.Program `ebpf:"tp_btf_cgroup_rmdir"`
+	TpBtfExec        *ebpf.Program `ebpf:"tp_btf_exec"`
+	TpBtfExit        *ebpf.Program `ebpf:"tp_btf_exit"`
+	TpBtfFork        *ebpf.Program `ebpf:"tp_btf_fork"`
 }
 
 func (p *proctrackPrograms) Close() error {
 	return _ProctrackClose(
+		p.RawTpCgroupMkdir,
+		p.RawTpCgroupRmdir,
 		p.RawTpExec,
 		p.RawTpExit,
 		p.RawTpFork,
+		p.TpBtfCgroupMkdir,
+		p.TpBtfCgroupRmdir,
 		p.TpBtfExec,
 		p.TpBtfExit,
 		p.TpBtfFork,

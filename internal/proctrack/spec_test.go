@@ -15,12 +15,16 @@ import (
 func TestSpec(t *testing.T) {
 	bpfspec.Objects(t, _ProctrackBytes, []string{"proctrack_x86_bpfel.o", "proctrack_arm64_bpfel.o"}, func(t *testing.T, spec *ebpf.CollectionSpec) {
 		bpfspec.Programs(t, spec, map[string]bpfspec.Program{
-			"tp_btf_fork": {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_process_fork", License: "Dual BSD/GPL"},
-			"tp_btf_exec": {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_process_exec", License: "Dual BSD/GPL"},
-			"tp_btf_exit": {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_process_exit", License: "Dual BSD/GPL"},
-			"raw_tp_fork": {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sched_process_fork", License: "Dual BSD/GPL"},
-			"raw_tp_exec": {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sched_process_exec", License: "Dual BSD/GPL"},
-			"raw_tp_exit": {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sched_process_exit", License: "Dual BSD/GPL"},
+			"tp_btf_fork":         {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_process_fork", License: "Dual BSD/GPL"},
+			"tp_btf_exec":         {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_process_exec", License: "Dual BSD/GPL"},
+			"tp_btf_exit":         {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sched_process_exit", License: "Dual BSD/GPL"},
+			"raw_tp_fork":         {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sched_process_fork", License: "Dual BSD/GPL"},
+			"raw_tp_exec":         {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sched_process_exec", License: "Dual BSD/GPL"},
+			"raw_tp_exit":         {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "sched_process_exit", License: "Dual BSD/GPL"},
+			"tp_btf_cgroup_mkdir": {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "cgroup_mkdir", License: "Dual BSD/GPL"},
+			"tp_btf_cgroup_rmdir": {Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "cgroup_rmdir", License: "Dual BSD/GPL"},
+			"raw_tp_cgroup_mkdir": {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "cgroup_mkdir", License: "Dual BSD/GPL"},
+			"raw_tp_cgroup_rmdir": {Type: ebpf.RawTracepoint, AttachType: ebpf.AttachNone, AttachTo: "cgroup_rmdir", License: "Dual BSD/GPL"},
 		})
 		bpfspec.Maps(t, spec, map[string]bpfspec.Map{
 			"events":      {Type: ebpf.RingBuf, MaxEntries: 1024 * 1024},
@@ -46,7 +50,7 @@ func TestSpec(t *testing.T) {
 		"cgroup_id": {unsafe.Offsetof(r.CgroupId), 16}, "timestamp_ns": {unsafe.Offsetof(r.TimestampNs), 24},
 		"start_boottime_ns": {unsafe.Offsetof(r.StartBoottimeNs), 32},
 		"exit_code":         {unsafe.Offsetof(r.ExitCode), 40}, "cmdline_len": {unsafe.Offsetof(r.CmdlineLen), 44},
-		"cmdline_size": {unsafe.Offsetof(r.CmdlineSize), 48}, "comm": {unsafe.Offsetof(r.Comm), 56},
+		"cmdline_size": {unsafe.Offsetof(r.CmdlineSize), 48}, "hierarchy_id": {unsafe.Offsetof(r.HierarchyId), 52}, "comm": {unsafe.Offsetof(r.Comm), 56},
 		"cmdline": {unsafe.Offsetof(r.Cmdline), 72},
 	}
 	for f, o := range offs {

@@ -177,6 +177,36 @@ func (r *Resolver) Notify(ev identity.Process) {
 	}
 }
 
+// CgroupTracker is implemented by identity resolvers that follow
+// containers' cgroups as they are made and removed
+// (identity.CachingResolver).
+type CgroupTracker interface {
+	CgroupChanged(ev identity.CgroupEvent) (containerID string, changed bool)
+	LiveContainers() []identity.LiveContainer
+}
+
+// NotifyCgroup tells the resolver that a cgroup directory was made or
+// removed (from the cgroup_mkdir and cgroup_rmdir tracepoints): a
+// container that container or pod selectors select is in their sets (its
+// cgroup ids, so the probes' kernel filters) from its first cgroup, before
+// its first process runs, and leaves them when its last cgroup goes.
+func (r *Resolver) NotifyCgroup(ev identity.CgroupEvent) {
+	ct, ok := r.ids.(CgroupTracker)
+	if !ok {
+		return
+	}
+	if cid, _ := ct.CgroupChanged(ev); cid == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for s := range r.sets {
+		if s.sel.wantsContainers() {
+			s.updateLocked(r)
+		}
+	}
+}
+
 // NotifyExit tells the resolver that pid exited.
 func (r *Resolver) NotifyExit(pid int) {
 	if l, ok := r.ids.(Learner); ok {

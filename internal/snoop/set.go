@@ -157,11 +157,7 @@ func (s *Set) updateLocked(r *Resolver) {
 
 	type match struct{ pid, label int }
 	var matched []match
-	type container struct {
-		selected bool
-		cgroups  []uint64
-	}
-	containers := map[string]*container{}
+	containers := map[string]*selContainer{}
 	if sel.dynamic() {
 		for pid, p := range r.procs {
 			if p.excluded {
@@ -179,7 +175,7 @@ func (s *Set) updateLocked(r *Resolver) {
 					if !ok {
 						ct = identity.Container{ID: p.ContainerID}
 					}
-					c = &container{selected: sel.matchContainer(ct, p.PodID)}
+					c = &selContainer{selected: sel.matchContainer(ct, p.PodID)}
 					if c.selected && ct.CgroupID != 0 {
 						c.cgroups = append(c.cgroups, ct.CgroupID)
 					}
@@ -199,6 +195,9 @@ func (s *Set) updateLocked(r *Resolver) {
 			}
 			matched = append(matched, match{pid, label})
 		}
+	}
+	if sel.wantsContainers() {
+		s.addLiveContainers(r, containers)
 	}
 	cids := make([]string, 0, len(containers))
 	for id, c := range containers {
@@ -243,6 +242,42 @@ func (s *Set) updateLocked(r *Resolver) {
 	select {
 	case s.ch <- struct{}{}:
 	default:
+	}
+}
+
+// selContainer is a container of a set being computed: whether the
+// selectors select it, and its cgroups.
+type selContainer struct {
+	selected bool
+	cgroups  []uint64
+}
+
+// addLiveContainers adds to containers those whose cgroups exist (from
+// the cgroup tracepoints, when the identity resolver follows them), with
+// no process yet or not: a selected one's cgroups are all observed.
+func (s *Set) addLiveContainers(r *Resolver, containers map[string]*selContainer) {
+	ct, ok := r.ids.(CgroupTracker)
+	if !ok {
+		return
+	}
+	for _, lc := range ct.LiveContainers() {
+		c, seen := containers[lc.ID]
+		if !seen {
+			cont, ok := r.ids.Container(lc.ID)
+			if !ok {
+				cont = identity.Container{ID: lc.ID}
+			}
+			c = &selContainer{selected: s.sel.matchContainer(cont, lc.PodID)}
+			containers[lc.ID] = c
+		}
+		if !c.selected {
+			continue
+		}
+		for _, id := range lc.CgroupIDs {
+			if !slices.Contains(c.cgroups, id) {
+				c.cgroups = append(c.cgroups, id)
+			}
+		}
 	}
 }
 

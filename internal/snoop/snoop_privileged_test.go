@@ -12,7 +12,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/identity"
+	"github.com/galago-project/galago/internal/identity/identitytest"
 )
 
 func privileged(t *testing.T) {
@@ -141,58 +141,7 @@ func TestPrivilegedRuncContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cid := randHex(t, 64)
-	uid := fmt.Sprintf("%s-%s-%s-%s-%s", randHex(t, 8), randHex(t, 4), randHex(t, 4), randHex(t, 4), randHex(t, 12))
-	cgPath := "/kubepods/burstable/pod" + uid + "/" + cid
-
-	bundle := t.TempDir()
-	rootfs := filepath.Join(bundle, "rootfs")
-	if err := os.MkdirAll(filepath.Join(rootfs, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(busybox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(rootfs, "bin/busybox"), b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, applet := range []string{"sh", "sleep"} {
-		if err := os.Symlink("busybox", filepath.Join(rootfs, "bin", applet)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if out, err := exec.Command(runc, "spec", "--bundle", bundle).CombinedOutput(); err != nil {
-		t.Fatalf("runc spec: %v\n%s", err, out)
-	}
-	specPath := filepath.Join(bundle, "config.json")
-	var spec map[string]any
-	b, err = os.ReadFile(specPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &spec); err != nil {
-		t.Fatal(err)
-	}
-	proc := spec["process"].(map[string]any)
-	proc["terminal"] = false
-	proc["args"] = []string{"/bin/sleep", "60"}
-	spec["linux"].(map[string]any)["cgroupsPath"] = cgPath
-	spec["annotations"] = map[string]string{
-		"io.kubernetes.cri.container-type":    "container",
-		"io.kubernetes.cri.container-name":    "galago-test",
-		"io.kubernetes.cri.image-name":        "docker.io/library/busybox:test",
-		"io.kubernetes.cri.sandbox-name":      "galago-pod",
-		"io.kubernetes.cri.sandbox-namespace": "galago-ns",
-		"io.kubernetes.cri.sandbox-uid":       uid,
-	}
-	if b, err = json.Marshal(spec); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(specPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-
+	cid, uid, cgPath, bundle := identitytest.RuncBundle(t, runc, busybox, "/bin/sleep", "60")
 	t.Cleanup(func() {
 		_ = exec.Command(runc, "kill", cid, "KILL").Run()
 		for i := 0; i < 50; i++ {
@@ -201,7 +150,7 @@ func TestPrivilegedRuncContainer(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		removeCgroupDirs(t, cgPath)
+		identitytest.RemoveCgroupDirs(t, cgPath)
 	})
 	// The container inherits runc's stdio: a file, not a pipe that would
 	// keep runc's caller waiting for the container's end.
@@ -280,20 +229,4 @@ func TestPrivilegedRuncContainer(t *testing.T) {
 		t.Fatalf("runc exec: %v", err)
 	}
 	waitFor(t, "exec'd container process observed", func() bool { return len(s.PIDs()) == 2 })
-}
-
-// removeCgroupDirs removes a container's cgroup and the parents runc
-// leaves behind, in every hierarchy; a parent still used by someone else
-// is not empty and stays.
-func removeCgroupDirs(t *testing.T, cgPath string) {
-	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
-	hier = append(hier, "/sys/fs/cgroup")
-	for _, h := range hier {
-		for p := cgPath; p != "/" && p != "."; p = filepath.Dir(p) {
-			dir := filepath.Join(h, p)
-			if err := syscall.Rmdir(dir); err != nil && err != syscall.ENOENT && err != syscall.ENOTDIR && err != syscall.EBUSY && err != syscall.ENOTEMPTY {
-				t.Logf("rmdir %s: %v", dir, err)
-			}
-		}
-	}
 }

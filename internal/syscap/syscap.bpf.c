@@ -1778,6 +1778,7 @@ static __always_inline int sc_fs_op(__u32 class)
 static __always_inline __u32 sc_fs_class(int op, long fd)
 {
 	struct file *f;
+	struct inode *ino;
 	unsigned long magic;
 	__u32 fs;
 
@@ -1786,11 +1787,12 @@ static __always_inline __u32 sc_fs_class(int op, long fd)
 	f = fd_file(bpf_get_current_task_btf(), fd);
 	if (!f)
 		return 0;
+	ino = BPF_CORE_READ(f, f_inode);
 	/* Regular files only: a device node or a pipe on devtmpfs or tmpfs
 	 * is not a tmpfs file operation. */
-	if ((BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) != S_IFREG)
+	if ((BPF_CORE_READ(ino, i_mode) & S_IFMT) != S_IFREG)
 		return 0;
-	magic = BPF_CORE_READ(f, f_inode, i_sb, s_magic);
+	magic = BPF_CORE_READ(ino, i_sb, s_magic);
 	switch (magic) {
 	case EXT4_SUPER_MAGIC:
 		fs = 0;

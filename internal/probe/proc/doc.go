@@ -30,7 +30,20 @@
 // 1.9 s with proc_io (read and write timed: ~0.7 µs), 2.5 s with every
 // syscall sub-item (~1 µs: plus the fd's file system for proc_fs). A
 // 1-byte read/write loop is the worst case; a process doing real work
-// between syscalls pays the same per call.
+// between syscalls pays the same per call. BenchmarkSyscallCost
+// (privileged; `go test -bench SyscallCost`) gives the kernel's run time
+// of each program per syscall of a 1-byte read loop: ~85-105 ns for
+// sys_enter and ~110-125 ns for sys_exit when the syscall is not timed
+// (the floor of a tp_btf program with statistics on), ~260-330 ns and
+// ~200-360 ns when it is (proc_io; all sub-items, with the file system),
+// i.e. ~0.2 µs per syscall with proc_syscall alone and ~0.7-0.8 µs with
+// every syscall sub-item (figures from a machine at load average 15,
+// BENCHMARKS.md; an empty blacklist turns the snooper filter off, which
+// saves sys_enter's ~80 ns of filter lookups per timed call). The gala-gopher-compatible target of >= 0.95 of the
+// throughput with every sub-item on is met only where a syscall costs
+// well over 10 µs of work; a tight syscall loop cannot meet it with two
+// programs per syscall. `make bench -probes proc` measures it on real
+// servers.
 //
 // # Sub-items and tables (entity proc, key tgid)
 //
@@ -58,7 +71,8 @@
 //     programs are detached when proc_io is off. hang_count
 //     (sched_process_hang) is NOT reported: the hook exists, but a test
 //     would need a task blocked past kernel.hung_task_timeout_secs, a
-//     machine-wide setting (120 s by default).
+//     machine-wide setting (120 s by default); gala-gopher counts the
+//     hung-task detector's reports, which no bounded test can cause.
 //   - proc_net → proc_syscall_net (ns_sendmsg, ns_recvmsg).
 //   - proc_fs → proc_ext4 (ns_ext4_read, _write, _open, _flush),
 //     proc_overlay (ns_overlay_*, same four) and proc_tmpfs (ns_tmpfs_read,
@@ -93,10 +107,15 @@
 //     each counted for the task that caused it (the reader's readahead and
 //     faults, the writer's write or fault), per period; a row only for a
 //     process that did any. reclaim_ns and access_pagecache are NOT
-//     reported: mark_page_accessed has no tracepoint, and direct reclaim
-//     time has one (mm_vmscan_direct_reclaim_begin/end) but no ground
-//     truth a test could hold it to without memory pressure on the shared
-//     machine. Cost: one filter check per page-cache insertion or dirtying
+//     reported: mark_page_accessed has no tracepoint (gala-gopher
+//     kprobes it), and direct reclaim time has one
+//     (mm_vmscan_direct_reclaim_begin/end, gala-gopher's source) but is
+//     entered only under machine-wide memory pressure, which a test on a
+//     shared machine must not cause; a memory cgroup's limit reclaim
+//     (mm_vmscan_memcg_reclaim_*) is another measure, and the only
+//     independent figure for it (PSI memory stall time) is not exact.
+//     Enabling proc_io or proc_pagecache logs these omissions once.
+//     Cost: one filter check per page-cache insertion or dirtying
 //     on the machine while the sub-item is on.
 //   - proc_dns → proc_dns (entity dns, keys tgid and domain): uprobes on
 //     getaddrinfo, gethostbyname and gethostbyname2 and a uretprobe on each,

@@ -54,6 +54,9 @@ type Probe struct {
 	last     time.Time     // end of the last report period
 	kick     chan struct{}
 	stopOnce sync.Once
+	// omitLogged: the fields proc_io and proc_pagecache never report were
+	// logged (once per probe instance).
+	omitLogged bool
 }
 
 var (
@@ -168,6 +171,7 @@ func (p *Probe) applyLocked(cfg probe.Config) error {
 		return fmt.Errorf("proc: %s need tp_btf/sys_enter and sys_exit: %w",
 			strings.Join(probe.LookupBuiltin(Name).SubItemNames(cfg.SubItems&syscallItems), ","), probe.ErrNotSupported)
 	}
+	p.logOmittedLocked(cfg)
 	if cfg.SubItems&(bitOffCPU|bitDNS) != 0 && p.cpu == nil {
 		return fmt.Errorf("proc: proc_offcpu and proc_dns need tp_btf/sched_switch: %w", probe.ErrNotSupported)
 	}
@@ -205,6 +209,20 @@ func (p *Probe) applyLocked(cfg probe.Config) error {
 		p.scanDNSLocked(cfg)
 	}
 	return nil
+}
+
+// logOmittedLocked says once, when proc_io or proc_pagecache is first
+// enabled, which of their reference fields are never reported and why
+// (see the package documentation).
+func (p *Probe) logOmittedLocked(cfg probe.Config) {
+	if p.omitLogged || p.log == nil || !cfg.Has(bitIO) && !cfg.Has(bitPages) {
+		return
+	}
+	p.omitLogged = true
+	p.log.Info("proc: fields not measured on this kernel are omitted, not reported as 0",
+		"proc_io.hang_count", "sched_process_hang fires only for a task blocked past kernel.hung_task_timeout_secs (120 s), a machine-wide setting no test can hold",
+		"proc_page.access_pagecache", "mark_page_accessed has no tracepoint and kprobes are unavailable",
+		"proc_page.reclaim_ns", "direct reclaim (mm_vmscan_direct_reclaim_begin/end) needs machine-wide memory pressure; no ground truth holds it exactly")
 }
 
 // hasFunc tells whether a sub-item of cfg is enabled.
