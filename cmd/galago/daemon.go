@@ -37,6 +37,7 @@ import (
 	"github.com/galago-project/galago/internal/probe/flamegraph"
 	"github.com/galago-project/galago/internal/probe/hw"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
+	kafkaprobe "github.com/galago-project/galago/internal/probe/kafka"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 	"github.com/galago-project/galago/internal/probe/lvs"
 	"github.com/galago-project/galago/internal/probe/opengauss"
@@ -161,6 +162,9 @@ func runDaemon(cfg *config.Config) error {
 	})
 	mgr.Register(dbsli.PostgreSLIName, func() probe.Probe {
 		return dbsli.NewPostgreSLI(dbsli.WithShared(capture), dbsli.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(kafkaprobe.Name, func() probe.Probe {
+		return kafkaprobe.New(kafkaprobe.WithShared(capture), kafkaprobe.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(opengauss.Name, func() probe.Probe {
 		return opengauss.New(opengauss.WithConf(cfg.PgStatConf), opengauss.WithHostPath(cfg.HostPath))
