@@ -40,6 +40,7 @@ import (
 	kafkaprobe "github.com/galago-project/galago/internal/probe/kafka"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 	"github.com/galago-project/galago/internal/probe/lvs"
+	"github.com/galago-project/galago/internal/probe/nginx"
 	"github.com/galago-project/galago/internal/probe/opengauss"
 	procprobe "github.com/galago-project/galago/internal/probe/proc"
 	"github.com/galago-project/galago/internal/probe/socket"
@@ -165,6 +166,9 @@ func runDaemon(cfg *config.Config) error {
 	})
 	mgr.Register(kafkaprobe.Name, func() probe.Probe {
 		return kafkaprobe.New(kafkaprobe.WithShared(capture), kafkaprobe.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(nginx.Name, func() probe.Probe {
+		return nginx.New(nginx.WithStats(bpfStats), nginx.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(opengauss.Name, func() probe.Probe {
 		return opengauss.New(opengauss.WithConf(cfg.PgStatConf), opengauss.WithHostPath(cfg.HostPath))
