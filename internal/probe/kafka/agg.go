@@ -26,14 +26,25 @@ const (
 	atServer
 )
 
-// counts are a row's records as read at each end: when both ends of a
-// connection are traced (client and broker on this host) they read the
-// same bytes, and the row takes the larger, not the sum.
-type counts [2]uint64
+// counts are a row's records as read at each end, since the row was
+// first seen. When both ends of a connection are on this host (client
+// and broker both traced) they read the same bytes, at slightly different
+// times, possibly on either side of a period's end: the row reports the
+// growth of the larger count, so each record counts once whichever end
+// read it first.
+type counts struct {
+	end      [2]uint64
+	reported uint64
+	idle     int // flushes without growth
+}
 
-// maxRows bounds a period's rows; records of rows beyond are counted as
+// maxRows bounds the rows followed; records of rows beyond are counted as
 // lost.
 const maxRows = 4096
+
+// idleFlushes is how many periods a row without records is kept, for the
+// slower end of its connection to catch up.
+const idleFlushes = 3
 
 // agg aggregates the records of a period.
 type agg struct {
@@ -53,18 +64,25 @@ func (a *agg) add(k rowKey, s side, n uint64) bool {
 		c = &counts{}
 		a.rows[k] = c
 	}
-	c[s] += n
+	c.end[s] += n
 	return true
 }
 
-// flush returns the period's rows, each with its record count, and starts
-// a new period.
+// flush returns the records of each row that grew in the period and
+// starts a new period; rows idle for idleFlushes periods are dropped.
 func (a *agg) flush() map[rowKey]uint64 {
-	out := make(map[rowKey]uint64, len(a.rows))
+	out := map[rowKey]uint64{}
 	for k, c := range a.rows {
-		out[k] = max(c[atClient], c[atServer])
+		cur := max(c.end[atClient], c.end[atServer])
+		if cur > c.reported {
+			out[k] = cur - c.reported
+			c.reported, c.idle = cur, 0
+			continue
+		}
+		if c.idle++; c.idle >= idleFlushes {
+			delete(a.rows, k)
+		}
 	}
-	a.rows = map[rowKey]*counts{}
 	return out
 }
 

@@ -29,6 +29,27 @@ func TestAggBothEnds(t *testing.T) {
 	if rows := a.flush(); len(rows) != 0 {
 		t.Fatalf("second period %v", rows)
 	}
+	// A request the client wrote before a period's end and the broker read
+	// after it: counted in the first period only.
+	a.add(k, atClient, 2)
+	if rows := a.flush(); rows[k] != 2 || len(rows) != 1 {
+		t.Fatalf("client's end first: %v", rows)
+	}
+	a.add(k, atServer, 2)
+	if rows := a.flush(); len(rows) != 0 {
+		t.Fatalf("the broker's end later: %v", rows)
+	}
+	// Idle rows go after idleFlushes periods; a new record starts again.
+	for range idleFlushes {
+		a.flush()
+	}
+	if len(a.rows) != 0 {
+		t.Fatalf("%d idle rows kept", len(a.rows))
+	}
+	a.add(k, atServer, 1)
+	if rows := a.flush(); rows[k] != 1 {
+		t.Fatalf("after idle: %v", rows)
+	}
 }
 
 func TestAggBound(t *testing.T) {

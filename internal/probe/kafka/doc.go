@@ -19,7 +19,10 @@
 // row. Only connections whose broker port is kafka_port (default 9092)
 // count; a change of kafka_port applies at once. When both ends of a
 // connection are on this host (client and broker both traced) they read
-// the same bytes and the row takes the count once.
+// the same bytes, not always in the same period: a row keeps each end's
+// count since it was first seen and reports the growth of the larger, so
+// every record counts once (a row is forgotten after three periods
+// without records).
 //
 // gala-gopher attaches an XDP program to dev_name and reads packets; here
 // the bytes come from the processes' socket syscalls, so traffic of

@@ -221,6 +221,34 @@ stream {
 	if len(rows) != 0 {
 		t.Errorf("next period %v", rows)
 	}
+
+	// One kept-alive client connection whose requests nginx spreads over
+	// both upstreams: one link to each upstream that served one of them.
+	before := []int64{hA.accepts.Load(), hB.accepts.Load()}
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	client = &http.Client{Transport: tr}
+	for i := range 4 {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/k%d", httpPort, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	tr.CloseIdleConnections()
+	want = map[rowKey]uint64{}
+	for i, u := range []*countingListener{hA, hB} {
+		if u.accepts.Load() > before[i] {
+			want[rowKey{client: lo, virtual: netip.AddrPortFrom(lo, uint16(httpPort)), server: netip.AddrPortFrom(lo, uint16(port(u))), l7: true}] = 1
+		}
+	}
+	probetest.WaitFor(t, "the kept-alive connection closed", func() bool {
+		return p.closedLinks() == uint64(len(want)) && p.openConns() == 0
+	})
+	p.report()
+	if len(want) != 2 || !equal(rows, want) {
+		t.Errorf("kept-alive connection: links %v, want one to each of the two upstreams %v", rows, want)
+	}
 }
 
 // TestNginxElfPathPrivileged: elf_path names the binary to attach to; a
