@@ -412,11 +412,21 @@ func (p *Probe) pollSkipsLocked() {
 	}
 }
 
-// openConns is how many linked client connections are open (tests).
-func (p *Probe) openConns() int {
+// openConns is how many linked client connections to one of the
+// virtual ports are open (tests: other nginx processes may run).
+func (p *Probe) openConns(ports map[uint16]bool) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.links.open)
+	n := 0
+	for _, set := range p.links.open {
+		for k := range set {
+			if ports[k.virtual.Port()] {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // attachedFuncs lists the functions attached in every file (tests).
@@ -432,14 +442,16 @@ func (p *Probe) attachedFuncs() map[string]bool {
 	return out
 }
 
-// closedLinks is how many links of closed connections wait for the next
-// report (tests).
-func (p *Probe) closedLinks() uint64 {
+// closedLinks is how many links of closed connections to one of the
+// virtual ports wait for the next report (tests).
+func (p *Probe) closedLinks(ports map[uint16]bool) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var n uint64
-	for _, c := range p.links.closed {
-		n += c
+	for k, c := range p.links.closed {
+		if ports[k.virtual.Port()] {
+			n += c
+		}
 	}
 	return n
 }
