@@ -9,8 +9,8 @@
 //
 //	ngx_http_upstream_init (entry, return)      an HTTP request goes upstream
 //	ngx_stream_core_run_phases (entry, return)  a stream session's phases run
-//	ngx_event_connect_peer (entry, return)      nginx connects to an upstream peer
-//	                                            (or takes a kept-alive connection)
+//	ngx_event_connect_peer (entry, return)      nginx connects to an upstream peer, or
+//	                                            takes a kept-alive connection (keepalive)
 //	ngx_close_connection (entry)                a client connection closes
 //
 // gala-gopher probes ngx_http_upstream_handler and

@@ -39,6 +39,7 @@
 #define NGX_OFF_FD 24                   /* connection -> fd */
 #define NGX_OK 0
 #define NGX_AGAIN -2
+#define NGX_DONE -4 /* a kept-alive upstream connection was taken from the cache */
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -274,8 +275,8 @@ int BPF_KRETPROBE(ngx_event_connect_peer_ret, long rc)
 		return 0;
 	pc = (void *)*pcp;
 	bpf_map_delete_elem(&nginx_pc, &id);
-	if ((int)rc != NGX_OK && (int)rc != NGX_AGAIN)
-		return 0; /* no connection: nothing was linked */
+	if ((int)rc != NGX_OK && (int)rc != NGX_AGAIN && (int)rc != NGX_DONE)
+		return 0; /* no connection (busy, declined, error): nothing was linked */
 	nc = bpf_map_lookup_elem(&nginx_ctx, &id);
 	if (!nc)
 		return 0;

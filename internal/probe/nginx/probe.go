@@ -373,9 +373,15 @@ func (p *Probe) report() {
 	}
 	now, period, rt, root := p.now(), p.period(), p.rt, p.root()
 	p.pollSkipsLocked()
+	alive := map[uint32]bool{}
 	p.links.forget(func(tgid uint32) bool {
-		_, err := os.Stat(filepath.Join(root, "proc", strconv.FormatUint(uint64(tgid), 10)))
-		return err == nil
+		ok, seen := alive[tgid]
+		if !seen {
+			_, err := os.Stat(filepath.Join(root, "proc", strconv.FormatUint(uint64(tgid), 10)))
+			ok = err == nil
+			alive[tgid] = ok
+		}
+		return ok
 	})
 	rows := p.links.flush()
 	p.mu.Unlock()
