@@ -28,7 +28,11 @@
 // the bytes come from the processes' socket syscalls, so traffic of
 // processes on this host is seen on any device, loopback included, and
 // traffic that only passes through the host (forwarded) is not. dev_name
-// is accepted and not used (one log line at start says so).
+// is accepted and not used (one log line at start says so). Kafka over
+// TLS is not read: the capture's TLS plaintext comes from OpenSSL and Go
+// crypto/tls uprobes, which this feature does not attach, and Java
+// clients and brokers use neither (gala-gopher's XDP program cannot read
+// it either).
 //
 // Cost: the capture's (see internal/syscap), plus parsing the Kafka
 // connections in user space: the parser streams bodies and keeps a few

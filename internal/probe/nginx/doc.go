@@ -48,8 +48,9 @@
 // listening socket) and upstreams over unix sockets (logged once);
 // retries to the next upstream after a failure and proxy_pass targets
 // resolved at run time (the connect happens from an upstream or resolver
-// event, outside the two functions above); HTTP/2 and HTTP/3 clients are
-// untested.
+// event, outside the two functions above); HTTP/3 (QUIC) clients. HTTP/2
+// clients are observed: nginx's per-stream connections carry the client
+// connection's fd.
 //
 // Cost: one uprobe and uretprobe pair per request that goes upstream and
 // per connect, one uprobe per connection close (a hash lookup); one ring

@@ -112,6 +112,10 @@ func TestNginxLinkPrivileged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h2Port, err := realsrv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	conf := fmt.Sprintf(`load_module %[1]s;
 daemon off; worker_processes 1; pid %[2]s/nginx.pid; error_log %[2]s/error.log;
@@ -121,12 +125,13 @@ http {
   uwsgi_temp_path %[2]s; scgi_temp_path %[2]s;
   upstream up { server 127.0.0.1:%[4]d; server 127.0.0.1:%[5]d; keepalive 4; }
   server { listen 127.0.0.1:%[3]d; location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; } }
+  server { listen 127.0.0.1:%[9]d http2; location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; } }
 }
 stream {
   upstream sup { server 127.0.0.1:%[7]d; server 127.0.0.1:%[8]d; }
   server { listen 127.0.0.1:%[6]d; proxy_pass sup; }
 }
-`, streamModule, dir, httpPort, port(hA), port(hB), streamPort, port(sC), port(sD))
+`, streamModule, dir, httpPort, port(hA), port(hB), streamPort, port(sC), port(sD), h2Port)
 	if err := realsrv.WriteFile(filepath.Join(dir, "nginx.conf"), conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +187,7 @@ stream {
 	}
 	// Other nginx processes on the host are observed too: only this
 	// nginx's listening ports are looked at.
-	ours := map[uint16]bool{uint16(httpPort): true, uint16(streamPort): true}
+	ours := map[uint16]bool{uint16(httpPort): true, uint16(streamPort): true, uint16(h2Port): true}
 	probetest.WaitFor(t, "every link closed", func() bool {
 		return p.closedLinks(ours) == nHTTP+nStream && p.openConns(ours) == 0
 	})
@@ -253,32 +258,48 @@ stream {
 		t.Errorf("next period %v", rows)
 	}
 
-	// One kept-alive client connection whose requests nginx spreads over
-	// both upstreams: one link to each upstream that served one of them.
-	before := []int64{hA.requests.Load(), hB.requests.Load()}
-	tr := &http.Transport{MaxConnsPerHost: 1}
-	client = &http.Client{Transport: tr}
-	for i := range 4 {
-		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/k%d", httpPort, i))
-		if err != nil {
-			t.Fatal(err)
+	// One kept-alive client connection, HTTP/1.1 and then HTTP/2 (h2c,
+	// whose streams are connections of their own inside nginx with the
+	// client's fd), whose requests nginx spreads over both upstreams: one
+	// link to each upstream that served one of them.
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	for _, c := range []struct {
+		name  string
+		front int
+		major int
+		tr    *http.Transport
+	}{
+		{"HTTP/1.1", httpPort, 1, &http.Transport{MaxConnsPerHost: 1}},
+		{"HTTP/2", h2Port, 2, &http.Transport{MaxConnsPerHost: 1, Protocols: &h2}},
+	} {
+		before := []int64{hA.requests.Load(), hB.requests.Load()}
+		client = &http.Client{Transport: c.tr}
+		for i := range 4 {
+			resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/k%d", c.front, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.ProtoMajor != c.major {
+				t.Fatalf("%s: answered over %s", c.name, resp.Proto)
+			}
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	tr.CloseIdleConnections()
-	want = map[rowKey]uint64{}
-	for i, u := range []*countingListener{hA, hB} {
-		if u.requests.Load() > before[i] {
-			want[rowKey{client: lo, virtual: netip.AddrPortFrom(lo, uint16(httpPort)), server: netip.AddrPortFrom(lo, uint16(port(u))), l7: true}] = 1
+		c.tr.CloseIdleConnections()
+		want = map[rowKey]uint64{}
+		for i, u := range []*countingListener{hA, hB} {
+			if u.requests.Load() > before[i] {
+				want[rowKey{client: lo, virtual: netip.AddrPortFrom(lo, uint16(c.front)), server: netip.AddrPortFrom(lo, uint16(port(u))), l7: true}] = 1
+			}
 		}
-	}
-	probetest.WaitFor(t, "the kept-alive connection closed", func() bool {
-		return p.closedLinks(ours) == uint64(len(want)) && p.openConns(ours) == 0
-	})
-	p.report()
-	if len(want) != 2 || !equal(rows, want) {
-		t.Errorf("kept-alive connection: links %v, want one to each of the two upstreams %v", rows, want)
+		probetest.WaitFor(t, c.name+": the kept-alive connection closed", func() bool {
+			return p.closedLinks(ours) == uint64(len(want)) && p.openConns(ours) == 0
+		})
+		p.report()
+		if len(want) != 2 || !equal(rows, want) {
+			t.Errorf("%s kept-alive connection: links %v, want one to each of the two upstreams %v", c.name, rows, want)
+		}
 	}
 }
 
