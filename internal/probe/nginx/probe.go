@@ -158,6 +158,8 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 			rt.Logger().Warn("nginx: BPF run-time statistics unavailable", "err", err)
 		}
 	}
+	rt.Logger().Info("nginx: links are counted per client address, virtual and server; client_port is not set " +
+		"(clients' ephemeral ports would make a row per connection); UDP stream proxying and unix-socket upstreams are not observed")
 	rt.Go(p.reader.Run)
 	rt.Go(p.scanLoop)
 	rt.Go(p.loop)
