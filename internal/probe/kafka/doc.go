@@ -40,8 +40,14 @@
 //
 // Bounds and losses, counted in galago_probe_events_lost_total
 // {probe="kafka"} with the capture's own: at most 4096 rows per period
-// (records of rows beyond are lost); a topic whose batch headers a
-// capture gap hid (a large Fetch response's later chunks are captured in
-// part, see syscap.Config.ContCap) counts what it read and adds one loss;
-// bytes a parser could not frame (desyncs).
+// (records of rows beyond are lost); bytes a parser could not frame
+// (desyncs). The capture keeps a prefix of each syscall's bytes (4 KiB
+// for the first of a turn, 256 bytes for the next, see internal/syscap),
+// so a large Produce request or Fetch response is read in part: a topic
+// whose later batch headers fell in the gap counts what was read and adds
+// one loss; a message whose topic entries fell in the gap adds one loss
+// and its topics there are not counted (measured: a 28 KB Fetch response
+// of 30 records of one topic then 2000 snappy-compressed records of
+// another counted the first 30 and lost the 2000; 30-record responses are
+// exact).
 package kafkaprobe

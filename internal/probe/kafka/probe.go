@@ -45,7 +45,7 @@ type Probe struct {
 type conn struct {
 	info    syscap.Conn
 	parser  *kafka.Parser
-	desyncs uint64
+	desyncs uint64 // desyncs and hidden messages counted so far
 }
 
 type procNames struct {
@@ -254,8 +254,10 @@ func (p *Probe) topicLocked(cn *conn, t kafka.TopicRecords) {
 	}
 }
 
+// desyncsLocked counts as lost what the parser could not frame and the
+// messages whose topics a capture gap hid.
 func (p *Probe) desyncsLocked(cn *conn) {
-	if n := cn.parser.Desyncs(); n > cn.desyncs {
+	if n := cn.parser.Desyncs() + cn.parser.Hidden(); n > cn.desyncs {
 		p.rt.Lost(n - cn.desyncs)
 		cn.desyncs = n
 	}
