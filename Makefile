@@ -13,7 +13,7 @@ FUZZTIME ?= 3s
 
 # Debian packages the tests need: BPF toolchain (make generate), real
 # servers and tools for the privileged and end-to-end tiers.
-TEST_DEBS := clang llvm libbpf-dev bpftool prometheus iptables iproute2 runc busybox-static curl nginx wrk redis-server redis-tools postgresql memcached libmemcached-tools python3 kcat systemd containerd openjdk-17-jdk-headless mount gcc libc6-dev mariadb-server unbound
+TEST_DEBS := clang llvm libbpf-dev bpftool prometheus iptables iproute2 runc busybox-static curl nginx libnginx-mod-stream wrk redis-server redis-tools postgresql memcached libmemcached-tools python3 kcat systemd containerd openjdk-17-jdk-headless mount gcc libc6-dev mariadb-server unbound
 
 .PHONY: all build run test test-deps unit privileged e2e fuzz lint generate check-generated bench bench-micro package image clean
 

@@ -39,8 +39,10 @@ import (
 	"github.com/galago-project/galago/internal/probe/hw"
 	ioprobe "github.com/galago-project/galago/internal/probe/io"
 	"github.com/galago-project/galago/internal/probe/jvm"
+	kafkaprobe "github.com/galago-project/galago/internal/probe/kafka"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 	"github.com/galago-project/galago/internal/probe/lvs"
+	"github.com/galago-project/galago/internal/probe/nginx"
 	"github.com/galago-project/galago/internal/probe/opengauss"
 	procprobe "github.com/galago-project/galago/internal/probe/proc"
 	"github.com/galago-project/galago/internal/probe/sli"
@@ -175,6 +177,12 @@ func runDaemon(cfg *config.Config) error {
 	})
 	mgr.Register(dbsli.PostgreSLIName, func() probe.Probe {
 		return dbsli.NewPostgreSLI(dbsli.WithShared(capture), dbsli.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(kafkaprobe.Name, func() probe.Probe {
+		return kafkaprobe.New(kafkaprobe.WithShared(capture), kafkaprobe.WithHostPath(cfg.HostPath))
+	})
+	mgr.Register(nginx.Name, func() probe.Probe {
+		return nginx.New(nginx.WithStats(bpfStats), nginx.WithHostPath(cfg.HostPath))
 	})
 	mgr.Register(opengauss.Name, func() probe.Probe {
 		return opengauss.New(opengauss.WithConf(cfg.PgStatConf), opengauss.WithHostPath(cfg.HostPath))

@@ -171,6 +171,9 @@ type Parser struct {
 	nLastTopic int
 	lastAPI    string
 	out        []l7.Exchange
+	// hidden counts, with OnTopic set, the Produce requests and Fetch
+	// responses whose layout a capture gap hid before their end.
+	hidden uint64
 }
 
 type reqSink struct{ p *Parser }
@@ -195,6 +198,11 @@ func (p *Parser) SetTopicNames(t *TopicNames) {
 		p.names = t
 	}
 }
+
+// Hidden is how many Produce requests and Fetch responses, while OnTopic
+// is set, had a capture gap over a field other than record bytes: the
+// topics after it were not reported, their records not counted.
+func (p *Parser) Hidden() uint64 { return p.hidden }
 
 // Desyncs implements l7.Parser.
 func (p *Parser) Desyncs() uint64 { return p.reqF.Desyncs() + p.resF.Desyncs() }
@@ -291,6 +299,9 @@ func (s *reqSink) End() {
 	p := s.p
 	w := &p.reqW
 	w.feed(nil) // run what needs no bytes (array ends, topic reports)
+	if w.dead && p.OnTopic != nil && p.rKey == keyProduce {
+		p.hidden++
+	}
 	api := p.template(p.rKey, w)
 	if p.rKey == keyProduce && w.acksSeen && w.acks == 0 {
 		p.out = append(p.out, l7.Exchange{HasRequest: true, Start: p.rTS, API: api, ReqBytes: p.rSize})
@@ -345,6 +356,9 @@ func (s *respSink) End() {
 	p := s.p
 	w := &p.resW
 	w.feed(nil)
+	if w.dead && p.OnTopic != nil && p.sKey == keyFetch {
+		p.hidden++
+	}
 	i := -1
 	if p.sMatched {
 		// found again: requests read meanwhile may have moved the queue
