@@ -276,8 +276,8 @@ func TestGopherCtlWithRESTOff(t *testing.T) {
 // whitespace init_probes.sh strips), a bad line is skipped and named with its
 // line number, one log line sums up the file, and a clean stop writes the
 // running configuration back, keeping every line galago did not apply as it
-// was (the comment, a feature it does not have yet, a malformed line and a
-// refused one), which the next start re-applies.
+// was (the comment, a line naming a sub-item the feature lacks, a malformed
+// line and a refused one), which the next start re-applies.
 func TestProbesInitAppliedAndSaved(t *testing.T) {
 	requireE2E(t)
 	initFile := "# comment\n" +
@@ -285,7 +285,7 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 		"baseinfo {\"cmd\": {\"probe\": [\"mem\", \"cpu\"]}, \"blacklist\": {}, \"params\": {\"report_period\": 7}, \"state\": \"running\"}\n" +
 		"tcp {\"state\": \"running\"}\n" +
 		"virt {not json}\n" +
-		"sermant {\"cmd\":{\"probe\":[\"l7_bytes_metrics\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n"
+		"sermant {\"cmd\":{\"probe\":[\"l7_bytes_metrics\",\"l7_no_such_metrics\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n"
 	d := startDaemon(t, daemonOpts{probesInit: initFile})
 	// probes.init applies once the servers listen: wait for its summary.
 	waitFor(t, 10*time.Second, "probes.init applied", func() bool { return strings.Contains(d.stderr.String(), `msg="probes.init read"`) })
@@ -299,7 +299,7 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 	for _, line := range []string{
 		`msg="probes.init line refused" line=` + path + `:4 feature=tcp err="invalid probe ranges: at least one must be set"`,
 		`msg="probes.init line refused" line=` + path + `:5 err="virt: invalid JSON: invalid character 'n' looking for beginning of object key string"`,
-		`msg="probes.init line refused" line=` + path + `:6 feature=sermant err="not supported in the current version"`,
+		`msg="probes.init line refused" line=` + path + `:6 feature=sermant err="unsupported probe range: l7_no_such_metrics. Known:`,
 		`msg="probes.init read" source=` + path + ` applied=1 refused=3 skipped=2`,
 	} {
 		if !strings.Contains(logs, line) {
@@ -325,7 +325,7 @@ func TestProbesInitAppliedAndSaved(t *testing.T) {
 		"baseinfo " + strings.TrimSpace(running) + "\n" +
 		"tcp {\"state\": \"running\"}\n" +
 		"virt {not json}\n" +
-		"sermant {\"cmd\":{\"probe\":[\"l7_bytes_metrics\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n" +
+		"sermant {\"cmd\":{\"probe\":[\"l7_bytes_metrics\",\"l7_no_such_metrics\"]},\"snoopers\":{\"proc_name\":[{\"comm\":\"java\"}]},\"state\":\"running\"}\n" +
 		`socket {"cmd":{"bin":"","probe":["tcp_socket"]},"params":{"report_event":0,"report_period":60,"res_lower_thr":0,"res_upper_thr":0,"ringbuf_map_size":1},"snoopers":{"container_id":[],"container_name":[],"custom_labels":{"env":"e2e"},"pod_id":[],"proc_id":[1],"proc_name":[]},"state":"stopped"}` + "\n"
 	if string(saved) != wantSaved {
 		t.Fatalf("saved probes.init:\n%s\nwant:\n%s", saved, wantSaved)
