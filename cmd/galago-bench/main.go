@@ -54,6 +54,7 @@ func run() error {
 		md       = flag.String("md", "BENCHMARKS.md", "markdown file whose generated section is replaced (\"\" for none)")
 		commit   = flag.String("commit", "", "version measured (default: git describe --always --dirty)")
 		keep     = flag.Bool("keep", false, "keep the temporary directory (server and agent files)")
+		cpuprof  = flag.String("cpuprofile", "", "directory for a Go CPU profile of each galago arm over its load")
 		from     = flag.String("from", "", "render -md from this JSON result instead of measuring")
 	)
 	flag.Parse()
@@ -103,7 +104,7 @@ func run() error {
 		Peer:   bench.PeerConfig{Cmd: os.Getenv("PEER_AGENT_CMD"), MetricsURL: os.Getenv("PEER_AGENT_URL"), Warmup: warmup},
 		Commit: *commit, Quick: *quick, TempDir: tmp,
 		Log:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Progress: os.Stdout,
+		Progress: os.Stdout, ProfileDir: *cpuprof,
 	}
 	// Ctrl-C or SIGTERM cancels the run; Run stops every process it
 	// started before returning.

@@ -156,6 +156,13 @@ func (g *Galago) Scrape(ctx context.Context) (Exposition, error) {
 	return parseExposition(b)
 }
 
+// CPUProfile is a Go CPU profile of the daemon over the next secs seconds.
+func (g *Galago) CPUProfile(ctx context.Context, secs int) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+10*time.Second)
+	defer cancel()
+	return fetchWith(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", g.pprofPort, secs))
+}
+
 // HeapBytes is the Go heap in use (runtime.MemStats HeapAlloc) read from
 // the daemon's pprof heap page.
 func (g *Galago) HeapBytes(ctx context.Context) (uint64, error) {

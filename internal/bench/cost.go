@@ -45,6 +45,7 @@ type CostSample struct {
 // BPFProg is what fdinfo tells of one BPF program.
 type BPFProg struct {
 	ID        uint32
+	Name      string // from the kernel's program info when the Sampler has ProgName
 	Type      string
 	RunTimeNs uint64
 	RunCount  uint64
@@ -54,6 +55,9 @@ type BPFProg struct {
 // Sampler reads CostSamples from a /proc tree.
 type Sampler struct {
 	FS procfs.FS
+	// ProgName names a BPF program by id (fdinfo does not); nil leaves
+	// names empty.
+	ProgName func(id uint32) string
 }
 
 // Tree lists root and its descendants (by PPid), root first.
@@ -151,6 +155,9 @@ func (s Sampler) readBPFFds(pid int, cs *CostSample, maps map[uint32]uint64) err
 			p.RunTimeNs, _ = info.uint("run_time_ns")
 			p.RunCount, _ = info.uint("run_cnt")
 			p.Memlock, _ = info.uint("memlock")
+			if s.ProgName != nil {
+				p.Name = s.ProgName(p.ID)
+			}
 			cs.Programs[p.ID] = p
 		case "map":
 			id, ok := info.uint("map_id")
@@ -219,6 +226,16 @@ type Cost struct {
 	RSSBytes uint64 `json:"rss_bytes"`
 	MapBytes uint64 `json:"map_bytes"`
 	Maps     int    `json:"maps"`
+	// PerProgram is the run time and count of each non-iterator program
+	// over the window, by program name (programs of one name summed),
+	// for finding where the BPF time goes; empty without names.
+	PerProgram map[string]ProgCost `json:"per_program,omitempty"`
+}
+
+// ProgCost is one program's (or one name's) share of Cost.BPFSeconds.
+type ProgCost struct {
+	RunTimeNs uint64 `json:"run_time_ns"`
+	Runs      uint64 `json:"runs"`
 }
 
 // Diff is the cost between two samples of one agent. A program that
@@ -243,6 +260,15 @@ func Diff(before, after CostSample) Cost {
 		}
 		c.BPFSeconds += dt
 		c.BPFRuns += dn
+		if p.Name != "" && dn > 0 {
+			if c.PerProgram == nil {
+				c.PerProgram = map[string]ProgCost{}
+			}
+			pc := c.PerProgram[p.Name]
+			pc.RunTimeNs += p.RunTimeNs - min(b.RunTimeNs, p.RunTimeNs)
+			pc.Runs += dn
+			c.PerProgram[p.Name] = pc
+		}
 	}
 	return c
 }

@@ -158,3 +158,32 @@ func TestParseFdinfo(t *testing.T) {
 		t.Error("a line without colon parsed")
 	}
 }
+
+// TestDiffPerProgram: with names, each non-iterator program's run time
+// and count over the window, programs of one name summed; iterators and
+// idle programs left out.
+func TestDiffPerProgram(t *testing.T) {
+	names := map[uint32]string{7: "on_data", 8: "dump_tcp", 9: "on_data", 10: "idle"}
+	s := func(hookNs, iterNs, runs int) CostSample {
+		cs, err := Sampler{FS: procfs.FS{Root: agentTree(t, hookNs, iterNs, runs)}, ProgName: func(id uint32) string { return names[id] }}.Sample(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	before, after := s(5000, 300, 10), s(2_005_000, 1_000_300, 4010)
+	if before.Programs[7].Name != "on_data" || before.Programs[8].Name != "dump_tcp" {
+		t.Fatalf("names %+v", before.Programs)
+	}
+	after.Programs[9] = BPFProg{ID: 9, Name: "on_data", RunTimeNs: 250, RunCount: 5} // loaded in between
+	before.Programs[10] = BPFProg{ID: 10, Name: "idle", RunTimeNs: 40, RunCount: 2}  // did not run
+	after.Programs[10] = before.Programs[10]
+	c := Diff(before, after)
+	want := map[string]ProgCost{"on_data": {RunTimeNs: 2_000_000 + 250, Runs: 4000 + 5}}
+	if fmt.Sprint(c.PerProgram) != fmt.Sprint(want) {
+		t.Errorf("per program %+v, want %+v", c.PerProgram, want)
+	}
+	if c.BPFRuns != 4005 {
+		t.Errorf("runs %d, want 4005", c.BPFRuns)
+	}
+}

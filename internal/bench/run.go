@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+
+	"github.com/cilium/ebpf"
+
 	"errors"
 	"fmt"
 	"github.com/galago-project/galago/internal/realsrv"
@@ -42,6 +45,10 @@ type Config struct {
 	Log     *slog.Logger
 	// Progress receives one line per arm.
 	Progress io.Writer
+	// ProfileDir, when set, receives a Go CPU profile of each galago arm
+	// over its load (<workload>-<probe set>-r<round>.pprof), from the
+	// daemon's pprof endpoint: where the agent's CPU goes.
+	ProfileDir string
 }
 
 // Validate checks the configuration and resolves the filters.
@@ -159,7 +166,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		servers[w.Server()] = s
 	}
-	r := &runner{cfg: cfg, procs: procs, sampler: Sampler{}}
+	r := &runner{cfg: cfg, procs: procs, sampler: Sampler{ProgName: kernelProgName()}}
 	for _, w := range wls {
 		res, err := r.workload(ctx, w, servers[w.Server()], sets)
 		if err != nil {
@@ -337,7 +344,11 @@ func (r *runner) arm(ctx context.Context, w Workload, srv realsrv.Server, dir st
 		}
 	}
 	res.BPFStats = bpfStatsOn()
+	profDone := r.profile(ctx, g, w, a, round)
 	load, err := w.Run(ctx, srv, dir, r.cfg.Duration)
+	if perr := <-profDone; perr != nil && err == nil {
+		err = perr
+	}
 	if err != nil {
 		return res, err
 	}
@@ -498,4 +509,50 @@ func readLoadavg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// kernelProgName names BPF programs from the kernel's program info (the
+// name the object gave them, truncated to 15 bytes), remembering each id.
+func kernelProgName() func(uint32) string {
+	names := map[uint32]string{}
+	return func(id uint32) string {
+		if n, ok := names[id]; ok {
+			return n
+		}
+		p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+		if err != nil {
+			return "" // unloaded meanwhile: asked again next time
+		}
+		defer p.Close()
+		info, err := p.Info()
+		if err != nil {
+			return ""
+		}
+		names[id] = info.Name
+		return info.Name
+	}
+}
+
+// profile fetches a CPU profile of galago over the load into
+// cfg.ProfileDir (nothing without one, or for other arms); the channel
+// gives the outcome once the profile is written.
+func (r *runner) profile(ctx context.Context, g *Galago, w Workload, a armSpec, round int) <-chan error {
+	done := make(chan error, 1)
+	if g == nil || r.cfg.ProfileDir == "" {
+		done <- nil
+		return done
+	}
+	secs := max(1, int(r.cfg.Duration.Seconds())-1)
+	name := filepath.Join(r.cfg.ProfileDir, fmt.Sprintf("%s-%s-r%d.pprof", w.Name(), strings.ReplaceAll(a.set.Name, "+", "_"), round+1))
+	go func() {
+		b, err := g.CPUProfile(ctx, secs)
+		if err == nil {
+			err = os.WriteFile(name, b, 0o644)
+		}
+		if err != nil {
+			err = fmt.Errorf("cpu profile: %w", err)
+		}
+		done <- err
+	}()
+	return done
 }

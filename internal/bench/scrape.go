@@ -89,11 +89,16 @@ func (e Exposition) ByLabel(family, label string) map[string]float64 {
 func fetch(ctx context.Context, url string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	return fetchWith(ctx, http.DefaultClient, url)
+}
+
+// fetchWith GETs url with ctx's deadline.
+func fetchWith(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -189,6 +189,7 @@ func TestCapturePrivileged(t *testing.T) {
 	if lost != 0 {
 		t.Errorf("lost %d", lost)
 	}
+	checkPollLost(t, c, &lost)
 }
 
 // nginxTLS starts Debian's nginx serving TLS on 127.0.0.1 with a page of

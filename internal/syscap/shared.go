@@ -222,6 +222,19 @@ func (sub *Sub) Programs() map[string]*ebpf.Program {
 	return sub.s.c.Programs()
 }
 
+// PollLost reports the capture's losses counted in the kernel since the
+// last poll (Capture.PollLost) to every consumer, now rather than at the
+// next sweep: consumers call it each report period.
+func (sub *Sub) PollLost() error {
+	sub.s.mu.Lock()
+	c := sub.s.c
+	sub.s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.PollLost()
+}
+
 // AttachOpenSSL attaches the capture's TLS uprobes to an OpenSSL file
 // (see Capture.AttachOpenSSL); the uprobes stay while a consumer that
 // attached some has not detached.

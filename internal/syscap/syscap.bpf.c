@@ -32,8 +32,10 @@
  * Capture: the first chunk of each turn (a run of chunks in one direction)
  *   keeps up to syscap_cap bytes (<= SYSCAP_CAP_MAX), the following ones of
  *   the same turn up to syscap_cont_cap: enough for the parsers to step over
- *   message bodies by their declared lengths. Records come in three size
- *   classes so that a 40-byte request does not reserve 4 KiB.
+ *   message bodies by their declared lengths. Records come in six size
+ *   classes (128 bytes to 4 KiB of data, doubling) so that a 40-byte
+ *   request does not reserve 4 KiB nor a 230-byte HTTP answer 1 KiB: the
+ *   ring holds more records and the reader copies fewer bytes.
  * Maps: conns (hash, (tgid << 32 | fd) -> struct syscap_conn),
  *   events (ring buffer), lost_events, conn_lost (connections not tracked
  *   because conns was full), next_id, filter_* (common.h).
@@ -149,7 +151,10 @@ enum syscap_rec_type {
 #define SYSCAP_F_SSL 0x2  /* plaintext of a TLS connection, from the TLS uprobes */
 
 #define SYSCAP_CAP_MAX 4096
+#define SYSCAP_CAP_M2 2048
 #define SYSCAP_CAP_M 1024
+#define SYSCAP_CAP_S4 512
+#define SYSCAP_CAP_S2 256
 #define SYSCAP_CAP_S 128
 #define INFER_TRIES 4
 #define INFER_BYTES 32
@@ -226,9 +231,24 @@ struct syscap_data_s {
 	__u8 data[SYSCAP_CAP_S];
 };
 
+struct syscap_data_s2 {
+	struct syscap_data_hdr h;
+	__u8 data[SYSCAP_CAP_S2];
+};
+
+struct syscap_data_s4 {
+	struct syscap_data_hdr h;
+	__u8 data[SYSCAP_CAP_S4];
+};
+
 struct syscap_data_m {
 	struct syscap_data_hdr h;
 	__u8 data[SYSCAP_CAP_M];
+};
+
+struct syscap_data_m2 {
+	struct syscap_data_hdr h;
+	__u8 data[SYSCAP_CAP_M2];
 };
 
 struct syscap_data_l {
@@ -698,6 +718,18 @@ static __always_inline void fill_hdr(struct syscap_data_hdr *h, __u32 tgid, cons
 		h->flags |= SYSCAP_F_SSL;
 }
 
+/* EMIT_CLASS reserves a record of size class T (CAP data bytes) and sends
+ * the header and up to want bytes from src in it (inside emit_data). */
+#define EMIT_CLASS(T, CAP)                                                    \
+	do {                                                                  \
+		T *r = GALAGO_RB_RESERVE(&events, T);                         \
+		if (!r)                                                       \
+			return;                                               \
+		fill_hdr(&r->h, tgid, c, ts, size, dir, b->peer);             \
+		r->h.len = COPY_ONE(r->data, CAP, src, want);                 \
+		GALAGO_RB_SUBMIT(&events, r);                                 \
+	} while (0)
+
 /* emit_data sends one DATA record with up to cap bytes of the data. */
 static __always_inline void emit_data(__u32 tgid, const struct syscap_conn *c, const struct bufs *b, __u64 size,
 				      __u8 dir, __u64 cap, __u64 ts)
@@ -751,31 +783,18 @@ static __always_inline void emit_data(__u32 tgid, const struct syscap_conn *c, c
 		if (v.iov_len < want)
 			want = v.iov_len;
 	}
-	if (want <= SYSCAP_CAP_S) {
-		struct syscap_data_s *r = GALAGO_RB_RESERVE(&events, struct syscap_data_s);
-
-		if (!r)
-			return;
-		fill_hdr(&r->h, tgid, c, ts, size, dir, b->peer);
-		r->h.len = COPY_ONE(r->data, SYSCAP_CAP_S, src, want);
-		GALAGO_RB_SUBMIT(&events, r);
-	} else if (want <= SYSCAP_CAP_M) {
-		struct syscap_data_m *r = GALAGO_RB_RESERVE(&events, struct syscap_data_m);
-
-		if (!r)
-			return;
-		fill_hdr(&r->h, tgid, c, ts, size, dir, b->peer);
-		r->h.len = COPY_ONE(r->data, SYSCAP_CAP_M, src, want);
-		GALAGO_RB_SUBMIT(&events, r);
-	} else {
-		struct syscap_data_l *r = GALAGO_RB_RESERVE(&events, struct syscap_data_l);
-
-		if (!r)
-			return;
-		fill_hdr(&r->h, tgid, c, ts, size, dir, b->peer);
-		r->h.len = COPY_ONE(r->data, SYSCAP_CAP_MAX, src, want);
-		GALAGO_RB_SUBMIT(&events, r);
-	}
+	if (want <= SYSCAP_CAP_S)
+		EMIT_CLASS(struct syscap_data_s, SYSCAP_CAP_S);
+	else if (want <= SYSCAP_CAP_S2)
+		EMIT_CLASS(struct syscap_data_s2, SYSCAP_CAP_S2);
+	else if (want <= SYSCAP_CAP_S4)
+		EMIT_CLASS(struct syscap_data_s4, SYSCAP_CAP_S4);
+	else if (want <= SYSCAP_CAP_M)
+		EMIT_CLASS(struct syscap_data_m, SYSCAP_CAP_M);
+	else if (want <= SYSCAP_CAP_M2)
+		EMIT_CLASS(struct syscap_data_m2, SYSCAP_CAP_M2);
+	else
+		EMIT_CLASS(struct syscap_data_l, SYSCAP_CAP_MAX);
 }
 
 /* emit_pre sends the kept first read of a stream (struct syscap_conn's
@@ -1312,8 +1331,9 @@ struct go_tls_key {
 };
 
 struct go_tls_call {
-	__u64 conn;
 	__u64 buf;
+	__s64 fd; /* the socket, read at entry: a Close on another goroutine
+		   * may reset the netFD's Sysfd to -1 before the Read returns */
 	__u8 dir;
 	__u8 _pad[7];
 };
@@ -1325,6 +1345,12 @@ struct {
 	__type(value, struct go_tls_call);
 } go_tls_calls SEC(".maps");
 
+/* GO_FD_CLOSED: go_conn_fd of a closed conn (poll.FD's Sysfd is -1 once
+ * destroyed). */
+#define GO_FD_CLOSED (-2)
+
+/* go_conn_fd: the socket fd of the tls.Conn conn; GO_FD_CLOSED for a
+ * closed one, -1 when it cannot be read (not a TCPConn). */
 static __always_inline __s64 go_conn_fd(__u64 conn)
 {
 	__u64 data = 0, netfd = 0;
@@ -1336,7 +1362,7 @@ static __always_inline __s64 go_conn_fd(__u64 conn)
 		return -1;
 	if (bpf_probe_read_user(&fd, sizeof(fd), (void *)(netfd + go_netfd_sysfd_off)))
 		return -1;
-	return fd;
+	return fd == -1 ? GO_FD_CLOSED : fd;
 }
 
 /* go_tls_lost counts a TLS call whose socket was not found. */
@@ -1349,11 +1375,11 @@ static __always_inline void go_tls_lost(void)
 		*lost += 1;
 }
 
-/* go_tls_data sends n bytes of buf moved by a call on the tls.Conn conn. */
-static __always_inline void go_tls_data(__u64 conn, __u64 buf, __s64 n, __u8 dir)
+/* go_tls_data sends n bytes of buf moved by a call on the socket fd (of
+ * the call's tls.Conn, go_conn_fd). */
+static __always_inline void go_tls_data(__s64 fd, __u64 buf, __s64 n, __u8 dir)
 {
 	struct bufs b = {};
-	__s64 fd = go_conn_fd(conn);
 
 	if (fd < 0 || fd >= (1 << 30)) {
 		go_tls_lost();
@@ -1366,7 +1392,9 @@ static __always_inline void go_tls_data(__u64 conn, __u64 buf, __s64 n, __u8 dir
 /* go_tls_enter: a Write's plaintext is sent at entry, in the order the
  * program wrote it (net/http's client writes and reads on different
  * goroutines: a response may be read before the Write of its request
- * returns); a Read's is sent at return, when its bytes are there. */
+ * returns); a Read's is sent at return, when its bytes are there, on the
+ * socket read at entry (by then a Close racing the Read may have reset
+ * the netFD's Sysfd: the data was read all the same). */
 static __always_inline int go_tls_enter(struct pt_regs *ctx, __u8 dir)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -1377,14 +1405,19 @@ static __always_inline int go_tls_enter(struct pt_regs *ctx, __u8 dir)
 	if (!galago_observed(tgid))
 		return 0;
 	if (dir == SYSCAP_EGRESS) {
+		__s64 fd = go_conn_fd(GO_ARG0(ctx));
+
+		/* A Write on a closed conn fails without sending: no loss. (A
+		 * Read on one may still return plaintext tls.Conn had
+		 * decrypted: counted lost at return.) */
 		n = (__s64)GO_ARG2(ctx);
-		if (n > 0)
-			go_tls_data(GO_ARG0(ctx), GO_ARG1(ctx), n, dir);
+		if (n > 0 && fd != GO_FD_CLOSED)
+			go_tls_data(fd, GO_ARG1(ctx), n, dir);
 		return 0;
 	}
 	k.tgid = tgid;
 	k.g = GO_G(ctx);
-	call.conn = GO_ARG0(ctx);
+	call.fd = go_conn_fd(GO_ARG0(ctx));
 	call.buf = GO_ARG1(ctx);
 	call.dir = dir;
 	bpf_map_update_elem(&go_tls_calls, &k, &call, BPF_ANY);
@@ -1417,7 +1450,7 @@ int go_tls_return(struct pt_regs *ctx)
 		return 0;
 	n = (__s64)GO_RET0(ctx);
 	if (n > 0)
-		go_tls_data(call->conn, call->buf, n, call->dir);
+		go_tls_data(call->fd, call->buf, n, call->dir);
 	bpf_map_delete_elem(&go_tls_calls, &k);
 	return 0;
 }

@@ -109,12 +109,15 @@ type Capture struct {
 
 	// hmu serialises the handler's calls: records come from the reader,
 	// closes of exited processes' connections from the sweep.
-	hmu      sync.Mutex
-	mu       sync.Mutex
-	traced   map[uint64]uint64 // (tgid << 32 | fd) -> connection id, from Conn records
-	byID     map[uint64]uint64 // connection id -> key
-	goneAt   map[uint32]int    // tgid -> sweep that first found it gone
-	sweeps   int
+	hmu    sync.Mutex
+	mu     sync.Mutex
+	traced map[uint64]uint64 // (tgid << 32 | fd) -> connection id, from Conn records
+	byID   map[uint64]uint64 // connection id -> key
+	goneAt map[uint32]int    // tgid -> sweep that first found it gone
+	sweeps int
+	// lostMu guards the loss counters' last seen sums (PollLost runs from
+	// the sweep and from consumers).
+	lostMu   sync.Mutex
 	lostSeen uint64
 	sslSeen  uint64
 	data     Data // reused for every Data record
@@ -448,28 +451,33 @@ func (c *Capture) sweep() error {
 		}
 		c.hmu.Unlock()
 	}
-	var per []uint64
-	if err := c.objs.ConnLost.Lookup(uint32(0), &per); err != nil {
-		return fmt.Errorf("syscap: read conn_lost: %w", err)
+	return c.PollLost()
+}
+
+// PollLost reports (Options.OnLost) the sockets not tracked because the
+// connection table was full and the TLS calls whose socket was not found,
+// counted in the kernel since the last poll. The sweep polls; consumers
+// may poll more often (each report period) so that short runs see them.
+func (c *Capture) PollLost() error {
+	c.lostMu.Lock()
+	defer c.lostMu.Unlock()
+	for _, m := range []struct {
+		m    *ebpf.Map
+		seen *uint64
+		name string
+	}{{c.objs.ConnLost, &c.lostSeen, "conn_lost"}, {c.objs.SslLost, &c.sslSeen, "ssl_lost"}} {
+		var per []uint64
+		if err := m.m.Lookup(uint32(0), &per); err != nil {
+			return fmt.Errorf("syscap: read %s: %w", m.name, err)
+		}
+		var sum uint64
+		for _, n := range per {
+			sum += n
+		}
+		if d := sum - *m.seen; d > 0 && c.opts.OnLost != nil {
+			c.opts.OnLost(d)
+		}
+		*m.seen = sum
 	}
-	var sum uint64
-	for _, n := range per {
-		sum += n
-	}
-	if d := sum - c.lostSeen; d > 0 && c.opts.OnLost != nil {
-		c.opts.OnLost(d)
-	}
-	c.lostSeen = sum
-	if err := c.objs.SslLost.Lookup(uint32(0), &per); err != nil {
-		return fmt.Errorf("syscap: read ssl_lost: %w", err)
-	}
-	sum = 0
-	for _, n := range per {
-		sum += n
-	}
-	if d := sum - c.sslSeen; d > 0 && c.opts.OnLost != nil {
-		c.opts.OnLost(d)
-	}
-	c.sslSeen = sum
 	return nil
 }

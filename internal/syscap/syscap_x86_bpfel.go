@@ -14,11 +14,11 @@ import (
 )
 
 type syscapGoTlsCall struct {
-	_    structs.HostLayout
-	Conn uint64
-	Buf  uint64
-	Dir  uint8
-	Pad  [7]uint8
+	_   structs.HostLayout
+	Buf uint64
+	Fd  int64
+	Dir uint8
+	Pad [7]uint8
 }
 
 type syscapGoTlsKey struct {

@@ -234,11 +234,19 @@ func (p *Probe) loop(ctx context.Context) error {
 
 // report publishes the period's rows and, with report_event=1 and
 // latency_thr set, an event per row whose slowest request exceeded it.
+// The capture's kernel-side losses are read first, so that they show in
+// the period they happened (not at the capture's 10 s sweep).
 func (p *Probe) report() {
 	p.mu.Lock()
-	now, period, cfg, rt := p.now(), p.period(), p.cfg, p.rt
+	now, period, cfg, rt, sub := p.now(), p.period(), p.cfg, p.rt, p.sub
 	rows := p.agg.flush()
 	p.mu.Unlock()
+	if sub != nil {
+		if err := sub.PollLost(); err != nil {
+			rt.Error()
+			rt.Logger().Warn(p.v.name+": loss counters", "err", err)
+		}
+	}
 	if p.onFlush != nil {
 		p.onFlush(rows)
 	}

@@ -54,12 +54,35 @@
 // and what does not fit is lost and counted (below): a larger ring absorbs
 // longer bursts at the cost of its locked memory.
 //
+// Cost model (per observed request on a keep-alive connection, both ends
+// observed; BENCHMARKS.md "L7: per-request cost" has the figures): every
+// syscall of every process runs syscap's tp_btf/sys_exit program once;
+// one that moves no socket data leaves at the first switch (~80-100 ns
+// on the development VM, mostly dispatch and the kernel's run-time
+// accounting). Each read or write of a traced connection then pays the
+// snooper filter, the (process, fd) lookup and the fd table read, a clock
+// read and one ring buffer record with a prefix of the bytes (~1 us on
+// that VM, measured as traced minus ignored connection). A request is
+// ~4 such syscalls (the client's write and read, the server's read and
+// write) and ~4-6 others (epoll_wait and the like): ~5.5-6 us of BPF per
+// request under redis-benchmark and nginx+wrk. In user space each record
+// is copied out of the ring, decoded (no allocation), dispatched to its
+// connection and fed to the protocol's parser, whose exchanges are
+// aggregated into cached rows (~1 us per request for HTTP/1's parser
+// alone); the whole agent measured ~3-6 us of CPU per request, its
+// other probes and /metrics included. The target (1 us of agent
+// CPU plus BPF per request) needs one record per request/response pair
+// built in the kernel (not done: see BENCHMARKS.md). Records come in six
+// size classes (128 B to 4 KiB of data) so that an HTTP answer of 150
+// bytes reserves 328 bytes of ring, not 1 096.
+//
 // Bounds: at most DefaultMaxAPIs distinct api values per service (process,
 // server address and port, protocol, role); requests beyond fold into
 // api="__overflow__". A parser that loses the message boundaries (bytes the
 // capture did not copy hid one) reports it, and the probe counts it in
-// galago_probe_events_lost_total{probe="l7"}, with lost ring buffer records
-// and connections the kernel table had no room for.
+// galago_probe_events_lost_total{probe="l7"}, with lost ring buffer records,
+// connections the kernel table had no room for and TLS calls whose socket
+// was not found (the last two read at each report period).
 //
 // # sermant
 //

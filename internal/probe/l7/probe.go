@@ -314,12 +314,21 @@ func (p *Probe) loop(ctx context.Context) error {
 	return nil
 }
 
-// report publishes the period's rows.
+// report publishes the period's rows, after the capture's kernel-side
+// losses (TLS calls without a socket, a full connection table) so that a
+// period's loss shows with it, not at the capture's next sweep.
 func (p *Probe) report() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.rt == nil {
 		return
+	}
+	if p.capture == nil {
+		return // stopped
+	}
+	if err := p.capture.PollLost(); err != nil {
+		p.rt.Error()
+		p.rt.Logger().Warn("l7: loss counters", "err", err)
 	}
 	now := p.now()
 	period := p.period()
