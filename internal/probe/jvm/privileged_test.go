@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/hotspot"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/procfs"
@@ -176,7 +177,7 @@ func testJVM(t *testing.T, classDir string, container bool) {
 		t.Errorf("heap used %v, jcmd GC.heap_info %v (%d MiB kept)", used, h.heap.used, keptMiB)
 	}
 	// Without attach, the heap is hsperfdata's: within 5% of jcmd too.
-	pd, err := readPerfData(p.jvms[pid].perfPath)
+	pd, err := hotspot.ReadPerfData(p.jvms[pid].perfPath)
 	if err != nil {
 		t.Fatal(err)
 	}
