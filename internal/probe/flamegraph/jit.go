@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/galago-project/galago/internal/hotspot"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/symtab"
 )
 
@@ -38,6 +38,7 @@ const (
 // jitSyms names the JIT frames of the observed JVMs.
 type jitSyms struct {
 	procRoot string
+	fs       procfs.FS // the host, for /proc/<pid>/status
 	log      *slog.Logger
 	rt       probe.Runtime
 	gap      time.Duration
@@ -73,8 +74,9 @@ type jitProc struct {
 	misses   int // frames unnamed since the last request
 }
 
-func newJITSyms(procRoot string, rt probe.Runtime, now func() time.Time) *jitSyms {
-	return &jitSyms{procRoot: procRoot, log: rt.Logger(), rt: rt, gap: jitRefreshGap, now: now,
+func newJITSyms(hostRoot string, rt probe.Runtime, now func() time.Time) *jitSyms {
+	fs := procfs.FS{Root: hostRoot}
+	return &jitSyms{procRoot: fs.Path("/proc"), fs: fs, log: rt.Logger(), rt: rt, gap: jitRefreshGap, now: now,
 		reqs: make(chan jitRequest, jitQueue), procs: map[int]*jitProc{}}
 }
 
@@ -114,9 +116,13 @@ func (j *jitSyms) lookup(pid int, pc uint64) (string, bool) {
 // attached to; nil when it is one that has not finished starting.
 func (j *jitSyms) identify(pid int) *jitProc {
 	proc := filepath.Join(j.procRoot, strconv.Itoa(pid))
-	nspid, err := nsPID(filepath.Join(proc, "status"))
+	st, err := j.fs.PIDStatus(pid)
 	if err != nil {
 		return &jitProc{} // gone, or not readable: not a JVM to us
+	}
+	nspid := pid
+	if n := len(st.NStgid); n > 0 {
+		nspid = st.NStgid[n-1]
 	}
 	path := hotspot.FindPerfData(proc, nspid)
 	if path == "" {
@@ -173,6 +179,7 @@ func (j *jitSyms) run(ctx context.Context) error {
 
 // serve runs one request and keeps the map the JVM wrote.
 func (j *jitSyms) serve(ctx context.Context, r jitRequest) {
+	began := time.Now()
 	pm, dropped, err := j.fetch(ctx, r.att, r.mapPath)
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -185,6 +192,7 @@ func (j *jitSyms) serve(ctx context.Context, r jitRequest) {
 		j.log.Warn("flamegraph: JVM perf map failed", "pid", r.pid, "err", err)
 	case err == nil:
 		r.jp.pm = pm
+		j.log.Debug("flamegraph: JVM perf map loaded", "pid", r.pid, "entries", pm.Len(), "took", time.Since(began))
 		if dropped > 0 {
 			// Beyond the bound: those methods stay [unknown].
 			j.rt.Lost(uint64(dropped))
@@ -222,25 +230,6 @@ func (j *jitSyms) forget(pid int) {
 // gone says err is that of a process that exited meanwhile.
 func gone(err error) bool {
 	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) || errors.Is(err, syscall.ECONNREFUSED)
-}
-
-// nsPID reads the innermost pid of a /proc/<pid>/status file (NStgid's
-// last field: the pid in the process's own namespace).
-func nsPID(status string) (int, error) {
-	b, err := os.ReadFile(status)
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "NStgid:"); ok {
-			f := strings.Fields(v)
-			if len(f) == 0 {
-				break
-			}
-			return strconv.Atoi(f[len(f)-1])
-		}
-	}
-	return 0, fmt.Errorf("%s: no NStgid", status)
 }
 
 // loaded says whether pid's perf map is loaded (tests).

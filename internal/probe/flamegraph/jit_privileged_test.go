@@ -1,7 +1,10 @@
 package flamegraph
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +18,9 @@ const javaHot = "Burner.spinHot(long)"
 
 // TestOnCPUJavaPrivileged: a JVM spinning in Burner.spinHot (JIT-compiled,
 // run with -XX:+PreserveFramePointer) is asked for its perf map over the
-// attach protocol, and once the map is loaded the oncpu samples of the
-// process are attributed to spinHot by name, under the whole Java stack.
+// attach protocol, and once the map is loaded most oncpu samples of the
+// process are attributed to spinHot by name (the live profile), under the
+// whole Java stack (the window's folded stacks).
 func TestOnCPUJavaPrivileged(t *testing.T) {
 	probetest.RequireTools(t, "javac", "java")
 	dir := t.TempDir()
@@ -26,35 +30,52 @@ func TestOnCPUJavaPrivileged(t *testing.T) {
 	}
 	t.Logf("javac %v", time.Since(start))
 	tg := startTargetCmd(t, exec.Command("java", "-XX:+PreserveFramePointer", "-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,Burner::spinHot", "-XX:+UseSerialGC", "-Xmx64m", "-cp", dir, "Burner"))
-	t.Cleanup(func() { _ = tg.cmd.Process.Kill() })
 	pid := tg.cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = tg.cmd.Process.Kill()
+		// The JVM leaves its map behind.
+		_ = os.Remove(filepath.Join("/tmp", "perf-"+strconv.Itoa(pid)+".map"))
+	})
 
 	var p *Probe
-	var loadedAt time.Duration
+	var live map[string]uint64
+	hub := NewHub()
 	begin := time.Now()
 	_, flameDir, _ := profiledWith(t, []string{"oncpu"}, pid, 10, func() {
 		// The first unnamed frame asks for the map; the samples drained
-		// before it arrives stay [unknown].
-		deadline := time.Now().Add(10 * time.Second)
+		// before it arrives stay [unknown]. (30 s: on a loaded machine
+		// the JVM gets little CPU to answer.)
+		deadline := time.Now().Add(30 * time.Second)
 		for !p.jit.loaded(pid) {
 			if time.Now().After(deadline) {
-				t.Fatal("no perf map loaded within 10 s")
+				t.Fatal("no perf map loaded within 30 s")
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		loadedAt = time.Since(begin)
-		time.Sleep(2500 * time.Millisecond)
-	}, func(q *Probe) { p = q })
-	t.Logf("perf map loaded %v after the probe started", loadedAt)
+		t.Logf("perf map loaded %v after the probe started", time.Since(begin))
+		// From then on, the live profile (GET /flamegraph/pprof's
+		// source) until it holds 100 samples of the process.
+		live = subscribe(t, hub, pid, 100, 20*time.Second)
+	}, WithHub(hub), func(q *Probe) { p = q })
 
-	lines := readFoldedFile(t, flameDir, onCPU, pid)
-	hot, total := weight(lines, javaHot)
-	// The samples before the map arrived (loadedAt of the window) and
-	// the JVM's own threads (compiler, GC) are the rest.
-	if total == 0 || float64(hot)/float64(total) < 0.5 {
-		t.Fatalf("%s in %d of %d samples, want most:\n%v", javaHot, hot, total, lines)
+	var hot, total uint64
+	for stack, n := range live {
+		total += n
+		if indexOf(strings.Split(stack, ";"), javaHot) >= 0 {
+			hot += n
+		}
 	}
-	t.Logf("%s in %d of %d samples", javaHot, hot, total)
+	if float64(hot)/float64(total) < 0.5 {
+		t.Fatalf("%s in %d of %d samples after the map was loaded, want most:\n%v", javaHot, hot, total, live)
+	}
+	t.Logf("%s in %d of %d samples after the map was loaded", javaHot, hot, total)
+
+	// The window's folded file: spinHot by name, ...
+	lines := readFoldedFile(t, flameDir, onCPU, pid)
+	hot, _ = weight(lines, javaHot)
+	if hot == 0 {
+		t.Fatalf("no %s in the folded stacks:\n%v", javaHot, lines)
+	}
 	// Frame pointers kept: the whole stack, from the launcher's native
 	// JavaMain through the call stub and Burner.main (interpreted, so
 	// "Interpreter", or compiled) to the JIT frame.
@@ -68,6 +89,41 @@ func TestOnCPUJavaPrivileged(t *testing.T) {
 	}
 	if whole*10 < hot*9 {
 		t.Errorf("%s under JavaMain and Burner.main in %d of its %d samples:\n%v", javaHot, whole, hot, lines)
+	}
+}
+
+// subscribe collects the oncpu stacks hub receives for pid until they
+// hold n samples, at most for d.
+func subscribe(t *testing.T, hub *Hub, pid int, n uint64, d time.Duration) map[string]uint64 {
+	t.Helper()
+	s := &subscription{k: onCPU, procs: map[int]*procProfile{}}
+	hub.mu.Lock()
+	hub.subs[s] = struct{}{}
+	hub.mu.Unlock()
+	defer func() {
+		hub.mu.Lock()
+		delete(hub.subs, s)
+		hub.mu.Unlock()
+	}()
+	deadline := time.Now().Add(d)
+	for {
+		hub.mu.Lock()
+		out := map[string]uint64{}
+		var sum uint64
+		if pp := s.procs[pid]; pp != nil {
+			for k, v := range pp.stacks {
+				out[k] = v
+				sum += v
+			}
+		}
+		hub.mu.Unlock()
+		if sum >= n {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d samples of pid %d in %v, want %d", sum, pid, d, n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

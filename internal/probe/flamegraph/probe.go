@@ -64,7 +64,6 @@ type Probe struct {
 	drain     time.Duration // drainInterval unless set (tests)
 	svgPeriod time.Duration // replaces svg_period when set (tests)
 	maxAllocs uint32        // replaces glibc_allocs' size when set (tests)
-	jitGap    time.Duration // replaces jitRefreshGap when set (tests)
 	now       func() time.Time
 
 	mu          sync.Mutex
@@ -132,10 +131,6 @@ func WithIdentity(ids identity.Resolver) Option { return func(p *Probe) { p.ids 
 // withMaxAllocs bounds the live blocks mem_glibc tracks (tests).
 func withMaxAllocs(n uint32) Option { return func(p *Probe) { p.maxAllocs = n } }
 
-// withJITGap replaces the least time between two perf map requests to
-// a JVM (tests).
-func withJITGap(d time.Duration) Option { return func(p *Probe) { p.jitGap = d } }
-
 // withPush replaces the Pyroscope push interval (tests).
 func withPush(d time.Duration) Option { return func(p *Probe) { p.pushEvery = d } }
 
@@ -171,10 +166,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	p.rt, p.cfg = rt, cfg
 	p.syms = symtab.NewResolver(p.procRoot)
-	p.jit = newJITSyms(p.procRoot, rt, p.now)
-	if p.jitGap > 0 {
-		p.jit.gap = p.jitGap
-	}
+	p.jit = newJITSyms(p.hostRoot, rt, p.now)
 	p.kick = make(chan struct{}, 1)
 	now := p.now()
 	for k := range p.windows {
