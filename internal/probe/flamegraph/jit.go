@@ -33,6 +33,8 @@ const (
 	// jitMissThreshold unnamed frames of a JVM since its last request
 	// ask for a new map (code compiled since).
 	jitMissThreshold = 16
+	// jitRecheck is when a JVM found starting is looked at again.
+	jitRecheck = time.Second
 )
 
 // jitSyms names the JIT frames of the observed JVMs.
@@ -64,14 +66,14 @@ const jitQueue = 64
 
 // jitProc is one process as jitSyms knows it.
 type jitProc struct {
-	java     bool   // a JVM with hsperfdata
-	skipped  bool   // attach not possible: said once, not tried again
-	nspid    int    // its pid in its own namespace
-	perfData string // its hsperfdata file
+	java     bool // a JVM with hsperfdata
+	skipped  bool // attach not possible: said once, not tried again
+	nspid    int  // its pid in its own namespace
 	pm       *symtab.PerfMap
 	lastReq  time.Time
 	inflight bool
-	misses   int // frames unnamed since the last request
+	misses   int       // frames unnamed since the last request
+	recheck  time.Time // a JVM still starting: looked at again from then
 }
 
 func newJITSyms(hostRoot string, rt probe.Runtime, now func() time.Time) *jitSyms {
@@ -90,11 +92,8 @@ func (j *jitSyms) lookup(pid int, pc uint64) (string, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	jp := j.procs[pid]
-	if jp == nil {
+	if jp == nil || !jp.recheck.IsZero() && !j.now().Before(jp.recheck) {
 		jp = j.identify(pid)
-		if jp == nil {
-			return "", false // a JVM still starting: looked at again
-		}
 		j.procs[pid] = jp
 	}
 	if !jp.java || jp.skipped {
@@ -113,7 +112,8 @@ func (j *jitSyms) lookup(pid int, pc uint64) (string, bool) {
 }
 
 // identify tells whether pid is a JVM (it has hsperfdata) that may be
-// attached to; nil when it is one that has not finished starting.
+// attached to. One that has not finished starting is looked at again
+// after jitRecheck.
 func (j *jitSyms) identify(pid int) *jitProc {
 	proc := filepath.Join(j.procRoot, strconv.Itoa(pid))
 	st, err := j.fs.PIDStatus(pid)
@@ -128,16 +128,16 @@ func (j *jitSyms) identify(pid int) *jitProc {
 	if path == "" {
 		return &jitProc{} // not a JVM, or one run with -XX:-UsePerfData
 	}
-	jp := &jitProc{java: true, nspid: nspid, perfData: path}
+	jp := &jitProc{java: true, nspid: nspid}
 	pd, err := hotspot.ReadPerfData(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return &jitProc{}
 		}
-		return nil // being written: the next frame looks again
+		return &jitProc{recheck: j.now().Add(jitRecheck)} // being written
 	}
 	if !pd.Started() {
-		return nil
+		return &jitProc{recheck: j.now().Add(jitRecheck)}
 	}
 	if !pd.AttachEnabled() {
 		j.skip(pid, jp, fmt.Errorf("%w: attach disabled (-XX:+DisableAttachMechanism)", hotspot.ErrNoAttach))

@@ -54,8 +54,8 @@ func TestOnCPUJavaPrivileged(t *testing.T) {
 		}
 		t.Logf("perf map loaded %v after the probe started", time.Since(begin))
 		// From then on, the live profile (GET /flamegraph/pprof's
-		// source) until it holds 100 samples of the process.
-		live = subscribe(t, hub, pid, 100, 20*time.Second)
+		// source) until it holds 60 samples of the process.
+		live = subscribe(t, hub, pid, 60, 20*time.Second)
 	}, WithHub(hub), func(q *Probe) { p = q })
 
 	var hot, total uint64

@@ -150,3 +150,30 @@ func TestJITNoSignalWithoutHandler(t *testing.T) {
 		t.Errorf("%d log lines, want one naming -Xrs:\n%s", n, rt.Logs())
 	}
 }
+
+// TestJITStartingJVM: a JVM whose hsperfdata is not ready yet is looked
+// at again only after jitRecheck, then asked.
+func TestJITStartingJVM(t *testing.T) {
+	perf, err := os.ReadFile(hsperfFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starting := bytes.Clone(perf)
+	starting[7] = 0 // the prologue's "accessible" flag
+	host := t.TempDir()
+	fakeJVM(t, filepath.Join(host, "proc"), "100", starting)
+	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
+	now := time.Unix(1000, 0)
+	j := newJITSyms(host, rt, func() time.Time { return now })
+	j.lookup(100, 0x1000)
+	// Ready now, but not looked at before the recheck time.
+	fakeJVM(t, filepath.Join(host, "proc"), "100", perf)
+	j.lookup(100, 0x1000)
+	if len(j.reqs) != 0 {
+		t.Fatal("a starting JVM asked, or looked at again before jitRecheck")
+	}
+	now = now.Add(jitRecheck)
+	if j.lookup(100, 0x1000); len(j.reqs) != 1 {
+		t.Fatal("not asked once started")
+	}
+}
