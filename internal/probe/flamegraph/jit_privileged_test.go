@@ -1,14 +1,12 @@
 package flamegraph
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/hotspot/hotspottest"
 	"github.com/galago-project/galago/internal/probe/probetest"
 )
 
@@ -16,26 +14,21 @@ import (
 // flame graph names it.
 const javaHot = "Burner.spinHot(long)"
 
-// TestOnCPUJavaPrivileged: a JVM spinning in Burner.spinHot (JIT-compiled,
-// run with -XX:+PreserveFramePointer) is asked for its perf map over the
+// TestOnCPUJavaPrivileged: a JVM in a container of its own (pid and mount
+// namespaces, its own /tmp) spinning in Burner.spinHot (JIT-compiled, not
+// inlined, run with -XX:+PreserveFramePointer) is asked for its perf map over the
 // attach protocol, and once the map is loaded most oncpu samples of the
 // process are attributed to spinHot by name (the live profile), under the
 // whole Java stack (the window's folded stacks).
 func TestOnCPUJavaPrivileged(t *testing.T) {
-	probetest.RequireTools(t, "javac", "java")
-	dir := t.TempDir()
-	start := time.Now()
-	if out, err := exec.Command("javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-d", dir, "testdata/Burner.java").CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, out)
-	}
-	t.Logf("javac %v", time.Since(start))
-	tg := startTargetCmd(t, exec.Command("java", "-XX:+PreserveFramePointer", "-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,Burner::spinHot", "-XX:+UseSerialGC", "-Xmx64m", "-cp", dir, "Burner"))
-	pid := tg.cmd.Process.Pid
-	t.Cleanup(func() {
-		_ = tg.cmd.Process.Kill()
-		// The JVM leaves its map behind.
-		_ = os.Remove(filepath.Join("/tmp", "perf-"+strconv.Itoa(pid)+".map"))
-	})
+	probetest.RequireTools(t, "javac", "java", "unshare", "mount")
+	dir := hotspottest.Javac(t, "testdata/Burner.java")
+	// In a container: the attach socket and the perf map are reached
+	// through /proc/<pid>/root, named by the JVM's pid there (1).
+	tg := startTargetCmd(t, hotspottest.ContainerCommand(context.Background(), dir,
+		"exec java -XX:+PreserveFramePointer -XX:CompileCommand=quiet -XX:CompileCommand=dontinline,Burner::spinHot -XX:+UseSerialGC -Xmx64m -cp /proc/self/cwd Burner"))
+	t.Cleanup(func() { _ = tg.cmd.Process.Kill() }) // unshare --kill-child: the JVM and its /tmp go too
+	pid := hotspottest.ContainerJVM(t, tg.cmd.Process.Pid)
 
 	var p *Probe
 	var live map[string]uint64
