@@ -8,10 +8,12 @@
 // the ELF .symtab, then .dynsym (all a stripped C library keeps). Files are
 // opened through /proc/<pid>/root, so processes in containers are resolved
 // against their own files, and each file's table is cached by device and
-// inode. Limits: no DWARF (inlined frames are named after the function they
-// were inlined into), no separate debug files (/usr/lib/debug), no JIT
-// perf maps; an address with no symbol is named "<file>+0x<offset>", one in
-// an anonymous mapping "[unknown]".
+// inode. JIT code (anonymous memory) is named from a perf map
+// (ParsePerfMap, the /tmp/perf-<pid>.map format) by the caller. Limits: no
+// DWARF (inlined frames are named after the function they were inlined
+// into), no separate debug files (/usr/lib/debug); an address with no
+// symbol is named "<file>+0x<offset>", one in an anonymous mapping
+// "[unknown]".
 package symtab
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/symtab"
 )
 
 const (
@@ -241,7 +242,7 @@ func (p *Probe) frames(pid int, key flameFlameKey, sr *stackReader, retLeaf bool
 				if i > 0 || retLeaf {
 					pc-- // a return address: name the call
 				}
-				frames = append(frames, frameName(p.syms.User(pid, pc)))
+				frames = append(frames, frameName(p.userName(pid, pc)))
 			}
 		} else {
 			frames = append(frames, lostUserStack)
@@ -273,6 +274,18 @@ func (p *Probe) frames(pid int, key flameFlameKey, sr *stackReader, retLeaf bool
 		frames = append(frames, lostKernelStack)
 	}
 	return frames, n
+}
+
+// userName names a user address: from the mapped ELF file, else (JIT
+// code, in anonymous memory) from the process's perf map when it is a JVM.
+func (p *Probe) userName(pid int, pc uint64) string {
+	name := p.syms.User(pid, pc)
+	if name == symtab.Unknown {
+		if jn, ok := p.jit.lookup(pid, pc); ok {
+			return jn
+		}
+	}
+	return name
 }
 
 // isTracingFrame tells the kernel functions that run a BPF program from a
@@ -462,6 +475,7 @@ func (p *Probe) flush(now time.Time) {
 		for pid := range w.procs {
 			if _, err := os.Stat(filepath.Join(p.procRoot, strconv.Itoa(pid))); err != nil {
 				p.syms.Forget(pid)
+				p.jit.forget(pid)
 			}
 		}
 	}

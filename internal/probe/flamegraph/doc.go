@@ -126,8 +126,8 @@
 // distribution libraries) gives truncated or skewed user stacks: a frame
 // through such a function loses its callers. Go keeps frame pointers, but
 // a leaf function without a frame of its own hides its caller. No DWARF or
-// .eh_frame unwinding, no Java/Python/JIT frames (no perf maps);
-// native_stack is accepted and ignored. Short-lived processes are
+// .eh_frame unwinding, no Python or other non-Java JIT frames;
+// native_stack is accepted and ignored. Java: see below. Short-lived processes are
 // named as long as they live until the next drain; after that their
 // frames are "<file>+0x<offset>" or "[unknown]". Off-CPU time is counted
 // when the thread wakes, in the window of its wake-up; a thread that
@@ -135,6 +135,50 @@
 // sampling events are opened on the CPUs online at start (or at a change of
 // perf_sample_period): a CPU brought online later is not sampled. Symbol
 // tables stay cached per file (device and inode) while the probe runs.
+//
+// # Java (HotSpot JIT frames)
+//
+// Compiled Java methods run from the JVM's code cache, anonymous memory
+// no ELF file names. A process is taken for a HotSpot JVM when it has an
+// hsperfdata file (/proc/<pid>/root/tmp/hsperfdata_<user>/<nspid>, package
+// hotspot, as the jvm probe finds JVMs). At the first frame of a JVM that
+// no ELF mapping names, galago asks it for its perf map: the diagnostic
+// command Compiler.perfmap (OpenJDK 17 and later), sent over the HotSpot
+// attach protocol in Go (package hotspot: the .attach_pid trigger and
+// SIGQUIT, then the Unix socket), makes the JVM write
+// /tmp/perf-<nspid>.map in its own mount namespace, read through
+// /proc/<pid>/root. No agent is loaded. The map ("START SIZE name" per
+// code blob: compiled methods, "Interpreter", stubs) is parsed into a
+// sorted table (symtab.ParsePerfMap, binary search), at most 262144
+// entries per JVM (the rest are counted as lost events and logged; their
+// frames stay "[unknown]"). Method names are shortened to
+// "Class.method(params)" ("Burner.spinHot(long)"). When 16 frames of a
+// JVM went unnamed since its last request (code compiled since), it is
+// asked again, at most every 30 s; requests run one at a time in the
+// background, and frames drained before a map arrives stay "[unknown]".
+// Safety, as the jvm probe: a JVM that does not catch SIGQUIT (-Xrs: the
+// signal would kill it) is never signalled, one with attach disabled
+// (-XX:+DisableAttachMechanism, from hsperfdata) is not asked, and one
+// run with -XX:-UsePerfData is not recognised; each is said in one log
+// line per JVM and keeps "[unknown]" JIT frames. Limits: interpreted
+// methods are all "Interpreter" (the interpreter is one code blob);
+// methods inlined into a compiled caller are named after that caller;
+// the JIT does not keep frame pointers unless the JVM runs with
+// -XX:+PreserveFramePointer, without which a stack stops at the first
+// compiled frame (its callers lost or skewed): with it the whole stack,
+// from the launcher's JavaMain through the call stub, the interpreter
+// and the compiled methods, is walked (tested). The map file is the
+// JVM's and stays in its /tmp after it exits (as with perf's JVMTI
+// agents). Cost: Compiler.perfmap walks the code cache at a safepoint,
+// once at the JVM's first sample and then at most every 30 s while new
+// code keeps appearing; the first attach starts the JVM's Attach
+// Listener thread. Measured on the test's small JVM (290 code blobs, a
+// 2-core machine at a load of 10): starting the attach listener and a
+// first command 22 ms, Compiler.perfmap and the parse 27 ms. The first
+// request waits for the JVM's first unnamed frame, at a drain (every 2 s):
+// samples drained before the map arrives keep "[unknown]" JIT frames.
+// Telling JVMs apart costs one /proc/<pid>/status read and one glob of
+// its /tmp per process, once, at its first frame no ELF file names.
 //
 // # Costs
 //

@@ -79,6 +79,7 @@ type Probe struct {
 	glibc       *glibcHooks          // mem_glibc: uprobes per libc file
 	live        map[int]*procProfile // mem_glibc: live blocks at the last drain
 	syms        *symtab.Resolver
+	jit         *jitSyms // JVMs' JIT frames, from their perf maps
 	windows     [nKinds]*window
 	pushWin     [nKinds]*window // since the last Pyroscope push
 	uuid        string          // system-uuid for Pyroscope names
@@ -165,6 +166,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	p.rt, p.cfg = rt, cfg
 	p.syms = symtab.NewResolver(p.procRoot)
+	p.jit = newJITSyms(p.hostRoot, rt, p.now)
 	p.kick = make(chan struct{}, 1)
 	now := p.now()
 	for k := range p.windows {
@@ -188,6 +190,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	rt.Go(p.filter.Run)
 	rt.Go(p.run)
+	rt.Go(p.jit.run)
 	return nil
 }
 

@@ -3,6 +3,8 @@ package jvm
 import (
 	"os"
 	"testing"
+
+	"github.com/galago-project/galago/internal/hotspot"
 )
 
 // FuzzParsePerfData: any bytes parse or fail with an error, never panic;
@@ -13,7 +15,7 @@ func FuzzParsePerfData(f *testing.F) {
 	}
 	f.Add([]byte{0xca, 0xfe, 0xc0, 0xc0, 1, 2, 0, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		pd, err := ParsePerfData(b)
+		pd, err := hotspot.ParsePerfData(b)
 		if err == nil && (pd.Longs == nil || pd.Strings == nil) {
 			t.Fatal("nil maps without an error")
 		}

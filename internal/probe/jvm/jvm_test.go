@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/hotspot"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -19,9 +20,9 @@ func readFixture(t testing.TB, name string) string {
 	return string(b)
 }
 
-func fixturePerfData(t testing.TB) *PerfData {
+func fixturePerfData(t testing.TB) *hotspot.PerfData {
 	t.Helper()
-	pd, err := ParsePerfData([]byte(readFixture(t, "hsperfdata-g1-jdk17")))
+	pd, err := hotspot.ParsePerfData([]byte(readFixture(t, "hsperfdata-g1-jdk17")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestParsePerfDataErrors(t *testing.T) {
 		},
 	} {
 		b := mutate(append([]byte(nil), good...))
-		if _, err := ParsePerfData(b); err == nil || !strings.Contains(err.Error(), "hsperfdata") {
+		if _, err := hotspot.ParsePerfData(b); err == nil || !strings.Contains(err.Error(), "hsperfdata") {
 			t.Errorf("%s: err %v", name, err)
 		}
 	}
@@ -118,21 +119,6 @@ func TestJcmdParsers(t *testing.T) {
 	}
 	if n := deadlocked(`"main" #1 prio=5` + "\n"); n != 0 {
 		t.Errorf("deadlocked %d without a deadlock report", n)
-	}
-}
-
-func TestReadReply(t *testing.T) {
-	if out, err := readReply(strings.NewReader("0\nhello\n")); err != nil || out != "hello\n" {
-		t.Errorf("%q %v", out, err)
-	}
-	if _, err := readReply(strings.NewReader("101\nNo such command\n")); err == nil || !strings.Contains(err.Error(), "No such command") {
-		t.Errorf("error reply: %v", err)
-	}
-	if _, err := readReply(strings.NewReader("junk")); err == nil {
-		t.Error("no result code accepted")
-	}
-	if got := string(request("jcmd", "GC.heap_info")); got != "1\x00jcmd\x00GC.heap_info\x00\x00\x00" {
-		t.Errorf("request %q", got)
 	}
 }
 

@@ -7,12 +7,13 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/hotspot"
+	"github.com/galago-project/galago/internal/hotspot/hotspottest"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/procfs"
@@ -34,12 +35,7 @@ const (
 // (GC counts) and jcmd GC.heap_info (heap used, within 5%).
 func TestJVMPrivileged(t *testing.T) {
 	probetest.RequireTools(t, "javac", "java", "jcmd", "jstat", "unshare", "mount")
-	dir := t.TempDir()
-	start := time.Now()
-	if out, err := exec.Command("javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-d", dir, "testdata/JvmLoad.java").CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, out)
-	}
-	t.Logf("javac %v", time.Since(start))
+	dir := hotspottest.Javac(t, "testdata/JvmLoad.java")
 	t.Run("host", func(t *testing.T) { testJVM(t, dir, false) })
 	t.Run("container", func(t *testing.T) { testJVM(t, dir, true) })
 }
@@ -50,13 +46,9 @@ func testJVM(t *testing.T, classDir string, container bool) {
 	// The class path is the working directory through /proc: in the
 	// container the tmpfs hides its path.
 	java := fmt.Sprintf("exec java -XX:+UseG1GC -Xms64m -Xmx256m -cp /proc/self/cwd JvmLoad %d %d %d %d", workers, daemons, gcs, keptMiB)
-	var cmd *exec.Cmd
+	cmd := exec.CommandContext(ctx, "sh", "-c", java)
 	if container {
-		// The working directory stays on the real /tmp the tmpfs hides.
-		cmd = exec.CommandContext(ctx, "unshare", "--pid", "--fork", "--mount", "--propagation", "private", "--kill-child",
-			"sh", "-c", "mount -t tmpfs galago-jvm-test /tmp && "+java)
-	} else {
-		cmd = exec.CommandContext(ctx, "sh", "-c", java)
+		cmd = hotspottest.ContainerCommand(ctx, classDir, java)
 	}
 	cmd.Dir = classDir
 	cmd.Stderr = os.Stderr
@@ -176,7 +168,7 @@ func testJVM(t *testing.T, classDir string, container bool) {
 		t.Errorf("heap used %v, jcmd GC.heap_info %v (%d MiB kept)", used, h.heap.used, keptMiB)
 	}
 	// Without attach, the heap is hsperfdata's: within 5% of jcmd too.
-	pd, err := readPerfData(p.jvms[pid].perfPath)
+	pd, err := hotspot.ReadPerfData(p.jvms[pid].perfPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,23 +205,7 @@ func javaPID(t *testing.T, pid int, container bool) int {
 	if !container {
 		return pid
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 1 {
-		t.Fatalf("unshare's children: %q", f)
-	}
-	child, _ := strconv.Atoi(f[0])
-	st, err := procfs.FS{}.PIDStatus(child)
-	if err != nil || len(st.NStgid) != 2 || st.NStgid[1] != 1 {
-		t.Fatalf("the container's JVM %d: nspids %v, %v", child, st.NStgid, err)
-	}
-	if _, err := os.Stat(filepath.Join("/proc", f[0], "root", "tmp", "hsperfdata_root", "1")); err != nil {
-		t.Fatalf("the container's hsperfdata: %v", err)
-	}
-	return child
+	return hotspottest.ContainerJVM(t, pid)
 }
 
 // jstat runs jstat -gc and returns its columns.

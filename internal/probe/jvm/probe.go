@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/galago-project/galago/internal/hotspot"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/periodic"
 	"github.com/galago-project/galago/internal/procfs"
@@ -87,7 +86,7 @@ func (p *Probe) Stop() error { return nil }
 type jvmState struct {
 	startTicks uint64 // /proc/<pid>/stat start time: tells a reused pid
 	perfPath   string
-	att        *attacher
+	att        *hotspot.Attacher
 	attachErr  error // set once attach failed: not retried for this JVM
 	props      map[string]string
 	flags      map[string]int64
@@ -147,14 +146,12 @@ func (p *Probe) jvm(pid int) (*jvmState, error) {
 		nspid = status.NStgid[n-1]
 	}
 	proc := p.fs.Path(fmt.Sprintf("/proc/%d", pid))
-	// /tmp/hsperfdata_<user>/<nspid> in the process's mount namespace;
-	// the user is the JVM's, named in its own /etc/passwd: any will do.
-	matches, _ := filepath.Glob(filepath.Join(proc, "root", "tmp", "hsperfdata_*", strconv.Itoa(nspid)))
-	if len(matches) == 0 {
+	perfPath := hotspot.FindPerfData(proc, nspid)
+	if perfPath == "" {
 		return nil, nil
 	}
-	j := &jvmState{startTicks: st.StartTime, perfPath: matches[0],
-		att: &attacher{proc: proc, pid: pid, nspid: nspid, timeout: p.attachTimeout}}
+	j := &jvmState{startTicks: st.StartTime, perfPath: perfPath,
+		att: &hotspot.Attacher{Proc: proc, PID: pid, NSPID: nspid, Timeout: p.attachTimeout}}
 	p.jvms[pid] = j
 	return j, nil
 }
@@ -164,39 +161,18 @@ func gone(err error) bool {
 	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }
 
-// readPerfData reads and parses an hsperfdata file.
-func readPerfData(path string) (*PerfData, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxPerfData+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxPerfData {
-		return nil, fmt.Errorf("%s: %w: larger than %d bytes", path, errPerfData, maxPerfData)
-	}
-	pd, err := ParsePerfData(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return pd, nil
-}
-
 // jcmd runs a command on j unless attach failed before; the first
 // failure is logged.
 func (p *Probe) jcmd(c periodic.Cycle, pid int, j *jvmState, command string) (string, bool) {
 	if j.attachErr != nil {
 		return "", false
 	}
-	out, err := j.att.jcmd(p.ctx, command)
+	out, err := j.att.Jcmd(p.ctx, command)
 	if err != nil {
 		if p.ctx.Err() != nil {
 			return "", false
 		}
-		if errors.Is(err, errNoAttach) { // a JVM's setting, not a failure
+		if errors.Is(err, hotspot.ErrNoAttach) { // a JVM's setting, not a failure
 			noAttach(c, pid, j, err)
 			return "", false
 		}
@@ -217,7 +193,7 @@ func noAttach(c periodic.Cycle, pid int, j *jvmState, err error) {
 
 // report publishes one JVM's records.
 func (p *Probe) report(c periodic.Cycle, pid int, j *jvmState) {
-	pd, err := readPerfData(j.perfPath)
+	pd, err := hotspot.ReadPerfData(j.perfPath)
 	if err != nil {
 		if !gone(err) {
 			c.RT.Error()
@@ -225,13 +201,11 @@ func (p *Probe) report(c periodic.Cycle, pid int, j *jvmState) {
 		}
 		return
 	}
-	if pd.Longs["sun.rt.vmInitDoneTime"] == 0 {
+	if !pd.Started() {
 		return // still starting: not attached to before it can answer
 	}
-	if j.attachErr == nil && !strings.HasPrefix(pd.Strings["sun.rt.jvmCapabilities"], "1") {
-		// -XX:+DisableAttachMechanism: SIGQUIT would only print a thread
-		// dump on the JVM's stdout.
-		noAttach(c, pid, j, fmt.Errorf("%w: pid %d has attach disabled (hsperfdata sun.rt.jvmCapabilities)", errNoAttach, pid))
+	if j.attachErr == nil && !pd.AttachEnabled() {
+		noAttach(c, pid, j, fmt.Errorf("%w: pid %d has attach disabled (hsperfdata sun.rt.jvmCapabilities)", hotspot.ErrNoAttach, pid))
 	}
 	if j.props == nil {
 		if out, ok := p.jcmd(c, pid, j, "VM.system_properties"); ok {
@@ -265,7 +239,7 @@ func (p *Probe) report(c periodic.Cycle, pid int, j *jvmState) {
 }
 
 // mainClass is the name label: the main class (or jar) of the command.
-func mainClass(pd *PerfData) string {
+func mainClass(pd *hotspot.PerfData) string {
 	cmd := strings.Fields(pd.Strings["sun.rt.javaCommand"])
 	if len(cmd) == 0 {
 		return ""

@@ -5,13 +5,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/galago-project/galago/internal/hotspot"
 	"github.com/galago-project/galago/internal/table"
 )
 
 // snapshot is one period's reading of a JVM: hsperfdata and, when attach
 // works, the diagnostic commands' answers.
 type snapshot struct {
-	pd         *PerfData
+	pd         *hotspot.PerfData
 	props      map[string]string // VM.system_properties; nil without attach
 	flags      map[string]int64  // VM.flags; nil without attach
 	heapInfo   *heapInfo         // GC.heap_info; nil without attach

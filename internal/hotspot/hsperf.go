@@ -1,10 +1,15 @@
-package jvm
+package hotspot
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // The hsperfdata layout (HotSpot perfMemory.hpp, PerfDataPrologue and
@@ -99,4 +104,49 @@ func ParsePerfData(b []byte) (*PerfData, error) {
 		off += length
 	}
 	return pd, nil
+}
+
+// FindPerfData returns the hsperfdata file of the JVM whose /proc/<pid>
+// directory is proc and whose pid in its own namespace is nspid:
+// /tmp/hsperfdata_<user>/<nspid> in its mount namespace (the user is the
+// JVM's, named in its own /etc/passwd: any will do); "" when there is
+// none (not a JVM, or run with -XX:-UsePerfData).
+func FindPerfData(proc string, nspid int) string {
+	matches, _ := filepath.Glob(filepath.Join(proc, "root", "tmp", "hsperfdata_*", strconv.Itoa(nspid)))
+	if len(matches) == 0 {
+		return ""
+	}
+	return matches[0]
+}
+
+// ReadPerfData reads and parses an hsperfdata file.
+func ReadPerfData(path string) (*PerfData, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPerfData+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPerfData {
+		return nil, fmt.Errorf("%s: %w: larger than %d bytes", path, errPerfData, maxPerfData)
+	}
+	pd, err := ParsePerfData(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return pd, nil
+}
+
+// Started says the JVM finished initialising (it answers attach only
+// then).
+func (pd *PerfData) Started() bool { return pd.Longs["sun.rt.vmInitDoneTime"] != 0 }
+
+// AttachEnabled says the JVM's attach mechanism is on: with
+// -XX:+DisableAttachMechanism SIGQUIT would only print a thread dump on
+// the JVM's stdout.
+func (pd *PerfData) AttachEnabled() bool {
+	return strings.HasPrefix(pd.Strings["sun.rt.jvmCapabilities"], "1")
 }

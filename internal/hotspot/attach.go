@@ -1,4 +1,9 @@
-package jvm
+// Package hotspot speaks to HotSpot JVMs without an agent: their
+// hsperfdata counters (ReadPerfData) and the attach protocol (Attacher),
+// both reached through /proc/<pid>/root so a JVM in a container is served
+// from the host. Shared by the jvm probe (its tables) and the flamegraph
+// probe (Compiler.perfmap, for JIT frames).
+package hotspot
 
 import (
 	"bufio"
@@ -31,59 +36,59 @@ const (
 )
 
 var (
-	// errNoAttach: the JVM cannot be attached to without risk (SIGQUIT
+	// ErrNoAttach: the JVM cannot be attached to without risk (SIGQUIT
 	// not caught: -Xrs, or attach disabled), or did not answer.
-	errNoAttach = errors.New("jvm: attach unavailable")
+	ErrNoAttach = errors.New("jvm: attach unavailable")
 	// errReplyTooLong: a command's output beyond maxReply.
 	errReplyTooLong = errors.New("jvm: attach reply too long")
 )
 
-// attacher reaches one JVM by the attach protocol.
-type attacher struct {
-	proc    string // /proc/<pid> (under the host root)
-	pid     int    // in galago's pid namespace
-	nspid   int    // in the JVM's own
-	timeout time.Duration
+// Attacher reaches one JVM by the attach protocol.
+type Attacher struct {
+	Proc    string // /proc/<pid> (under the host root)
+	PID     int    // in galago's pid namespace
+	NSPID   int    // in the JVM's own
+	Timeout time.Duration
 }
 
-func (a *attacher) socket() string {
-	return filepath.Join(a.proc, "root", "tmp", ".java_pid"+strconv.Itoa(a.nspid))
+func (a *Attacher) socket() string {
+	return filepath.Join(a.Proc, "root", "tmp", ".java_pid"+strconv.Itoa(a.NSPID))
 }
 
 // start asks the JVM to start its attach listener, unless it listens
 // already: the trigger file, then SIGQUIT, once the JVM is seen catching
 // SIGQUIT (a JVM run with -Xrs would die of it). It waits for the socket
-// until ctx ends or a.timeout passes.
-func (a *attacher) start(ctx context.Context) error {
+// until ctx ends or a.Timeout passes.
+func (a *Attacher) start(ctx context.Context) error {
 	if isSocket(a.socket()) {
 		return nil
 	}
-	caught, err := catchesSIGQUIT(filepath.Join(a.proc, "status"))
+	caught, err := catchesSIGQUIT(filepath.Join(a.Proc, "status"))
 	if err != nil {
 		return err
 	}
 	if !caught {
-		return fmt.Errorf("%w: pid %d does not catch SIGQUIT (-Xrs): not signalled", errNoAttach, a.pid)
+		return fmt.Errorf("%w: pid %d does not catch SIGQUIT (-Xrs): not signalled", ErrNoAttach, a.PID)
 	}
-	name := ".attach_pid" + strconv.Itoa(a.nspid)
-	trigger := filepath.Join(a.proc, "cwd", name)
+	name := ".attach_pid" + strconv.Itoa(a.NSPID)
+	trigger := filepath.Join(a.Proc, "cwd", name)
 	f, err := os.OpenFile(trigger, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		trigger = filepath.Join(a.proc, "root", "tmp", name)
+		trigger = filepath.Join(a.Proc, "root", "tmp", name)
 		if f, err = os.OpenFile(trigger, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
-			return fmt.Errorf("jvm: attach trigger for pid %d: %w", a.pid, err)
+			return fmt.Errorf("jvm: attach trigger for pid %d: %w", a.PID, err)
 		}
 	}
 	f.Close()
 	defer os.Remove(trigger)
-	if err := syscall.Kill(a.pid, syscall.SIGQUIT); err != nil {
+	if err := syscall.Kill(a.PID, syscall.SIGQUIT); err != nil {
 		if errors.Is(err, syscall.EPERM) {
 			// Another user's JVM and no CAP_KILL: so it stays.
-			return fmt.Errorf("%w: SIGQUIT to pid %d needs CAP_KILL: %w", errNoAttach, a.pid, err)
+			return fmt.Errorf("%w: SIGQUIT to pid %d needs CAP_KILL: %w", ErrNoAttach, a.PID, err)
 		}
-		return fmt.Errorf("jvm: SIGQUIT to pid %d: %w", a.pid, err)
+		return fmt.Errorf("jvm: SIGQUIT to pid %d: %w", a.PID, err)
 	}
-	deadline := time.NewTimer(a.timeout)
+	deadline := time.NewTimer(a.Timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -92,32 +97,32 @@ func (a *attacher) start(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			return fmt.Errorf("%w: pid %d did not open %s within %v", errNoAttach, a.pid, a.socket(), a.timeout)
+			return fmt.Errorf("%w: pid %d did not open %s within %v", ErrNoAttach, a.PID, a.socket(), a.Timeout)
 		case <-tick.C:
 		}
 	}
 	return nil
 }
 
-// jcmd runs one diagnostic command (e.g. "GC.heap_info") and returns its
+// Jcmd runs one diagnostic command (e.g. "GC.heap_info") and returns its
 // output.
-func (a *attacher) jcmd(ctx context.Context, command string) (string, error) {
+func (a *Attacher) Jcmd(ctx context.Context, command string) (string, error) {
 	if err := a.start(ctx); err != nil {
 		return "", err
 	}
-	d := net.Dialer{Timeout: a.timeout}
+	d := net.Dialer{Timeout: a.Timeout}
 	c, err := d.DialContext(ctx, "unix", a.socket())
 	if err != nil {
-		return "", fmt.Errorf("jvm: attach to pid %d: %w", a.pid, err)
+		return "", fmt.Errorf("jvm: attach to pid %d: %w", a.PID, err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(a.timeout))
+	_ = c.SetDeadline(time.Now().Add(a.Timeout))
 	if _, err := c.Write(request("jcmd", command)); err != nil {
-		return "", fmt.Errorf("jvm: attach to pid %d: %w", a.pid, err)
+		return "", fmt.Errorf("jvm: attach to pid %d: %w", a.PID, err)
 	}
 	out, err := readReply(c)
 	if err != nil {
-		return "", fmt.Errorf("jvm: %s on pid %d: %w", command, a.pid, err)
+		return "", fmt.Errorf("jvm: %s on pid %d: %w", command, a.PID, err)
 	}
 	return out, nil
 }
