@@ -37,6 +37,7 @@ import (
 
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/l7"
+	l7http "github.com/galago-project/galago/internal/l7/http"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 )
 
@@ -168,6 +169,17 @@ func (e *Exporter) run() {
 	}
 }
 
+// httpAPI splits an HTTP API template ("GET /users/{id}", "CONNECT")
+// into method and route; ok is false for none ("") and for gRPC's
+// ("/pkg.Service/Method").
+func httpAPI(api string) (method, route string, ok bool) {
+	if api == "" || api[0] == '/' {
+		return "", "", false
+	}
+	method, route, _ = strings.Cut(api, " ")
+	return method, route, true
+}
+
 // dbSystems names the database protocols as db.system.name does.
 var dbSystems = map[string]string{"redis": "redis", "mysql": "mysql", "pgsql": "postgresql", "mongo": "mongodb", "memcached": "memcached"}
 
@@ -202,8 +214,21 @@ func (e *Exporter) emit(s l7probe.Span) {
 	}
 	switch {
 	case s.Protocol == "http" || s.Protocol == "http2":
-		if method, route, ok := strings.Cut(s.API, " "); ok {
-			attrs = append(attrs, attribute.String("http.request.method", method), attribute.String("http.route", route))
+		if method, route, ok := httpAPI(s.API); ok {
+			attrs = append(attrs, attribute.String("http.request.method", method))
+			// The HTTP conventions' span name: "{method} {http.route}",
+			// "HTTP" for a method outside the known set.
+			name = method
+			if method == l7http.OtherMethod {
+				name = "HTTP"
+			}
+			if route != "" {
+				attrs = append(attrs, attribute.String("http.route", route))
+				name += " " + route
+			}
+			if s.Path != "" {
+				attrs = append(attrs, attribute.String("url.path", s.Path))
+			}
 		}
 	case dbSystems[s.Protocol] != "":
 		attrs = append(attrs, attribute.String("db.system.name", dbSystems[s.Protocol]), attribute.String("db.operation.name", s.API))
