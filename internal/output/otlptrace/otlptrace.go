@@ -7,9 +7,16 @@
 // bounded queue, and what does not fit is counted
 // (galago_otlp_spans_dropped_total). Sampling keeps a share of traces by
 // trace id (the SDK's TraceIDRatioBased sampler). What the capture cannot
-// give is left out, never made up: the l7 parsers keep a request's
-// template ("GET /users/{id}"), so spans carry http.route and
-// db.operation.name, never url.path; http.response.status_code and
+// give is left out, never made up. HTTP spans (HTTP/1 and HTTP/2, not
+// gRPC) are named "{method} {http.route}" ("HTTP" for a method outside the
+// known set, the method alone without a route), http.route being the
+// request's template ("GET /users/{id}" gives /users/{id}), and carry
+// url.path, the raw path the request named: the l7 parsers keep it only
+// while spans are exported (l7.Path: at most 256 bytes, bytes outside
+// visible ASCII percent-encoded, a longer path or one the capture cut
+// ends in "..."). url.query is never sent (a query may hold secrets), nor
+// url.full (it includes the query). Database spans carry
+// db.operation.name, the command's template; http.response.status_code and
 // rpc.grpc.status_code only when the response's status was seen.
 // error.type is the HTTP status code as a string where there is one (as
 // the HTTP conventions ask), otherwise the outcome class (client_error,

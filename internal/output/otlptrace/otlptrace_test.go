@@ -133,7 +133,7 @@ func TestHTTPNameAndPath(t *testing.T) {
 		}
 		for _, k := range c.absent {
 			if _, ok := attrs[k]; ok {
-				t.Errorf("%q: %s = %q, want none", c.api, k, attrs[k].Emit())
+				t.Errorf("%q: %s = %q, want none", c.api, k, attrs[k].String())
 			}
 		}
 	}
