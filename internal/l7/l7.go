@@ -166,6 +166,11 @@ type Exchange struct {
 	// ReqBytes and RespBytes are the sizes of the two messages, where the
 	// protocol frames them (0 when unknown).
 	ReqBytes, RespBytes int
+	// Path is the request's raw path (HTTP/1 and HTTP/2), only from a
+	// parser asked to keep paths (spans are exported), nil otherwise or
+	// when the request has none. It is only valid until the parser's next
+	// Feed or Flush (see PathPool): a consumer copies what it keeps.
+	Path *Path
 }
 
 // Latency is the exchange's latency in ns, or 0 when a half is missing.

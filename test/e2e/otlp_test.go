@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -187,6 +188,19 @@ func (c *collectorLog) spansWhere(match func(*otlpSpan) bool) int {
 	return n
 }
 
+// spansOf returns copies of the spans that match.
+func (c *collectorLog) spansOf(match func(*otlpSpan) bool) []otlpSpan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []otlpSpan
+	for _, s := range c.spans {
+		if match(s) {
+			out = append(out, otlpSpan{name: s.name, kind: s.kind, status: s.status, attrs: maps.Clone(s.attrs)})
+		}
+	}
+	return out
+}
+
 func (c *collectorLog) add(p otlpPoint) {
 	c.mu.Lock()
 	c.points = append(c.points, p)
@@ -358,12 +372,32 @@ func findSeries(fam *dto.MetricFamily, key, name string) *dto.Metric {
 // server spans on that port, the 5 answered 404 have
 // http.response.status_code 404 and error.type "404" (the other 15
 // status code 200), and only the client's are errors (semantic
-// conventions).
+// conventions). Each request has a path of its own with an id and a
+// query holding a secret: on each side the spans' url.path are exactly
+// the paths curl requested, query left out, http.route their template,
+// the name "GET {http.route}", and the secret is in no attribute.
 func TestOTLPTracesToCollector(t *testing.T) {
 	requireE2E(t)
 	_, httpPort, got := startCollector(t)
 	port := freePort(t)
-	srv := exec.Command("python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", t.TempDir(), strconv.Itoa(port))
+	const total, missing = 20, 5
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "items"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Request i's path: /missing/<id> (404) for the first ones, then
+	// /items/<id> (200, a file python serves).
+	paths := make([]string, total)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("/missing/%d", 1000+i)
+		if i >= missing {
+			paths[i] = fmt.Sprintf("/items/%d", 17+i)
+			if err := os.WriteFile(filepath.Join(root, paths[i]), []byte("item\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	srv := exec.Command("python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", root, strconv.Itoa(port))
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -381,13 +415,9 @@ func TestOTLPTracesToCollector(t *testing.T) {
 		t.Fatalf("PUT /l7: %d %s", code, reply)
 	}
 	time.Sleep(time.Second)
-	const total, missing = 20, 5
-	for i := range total {
-		path := "/"
-		if i < missing {
-			path = "/missing"
-		}
-		out, err := exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", fmt.Sprintf("http://127.0.0.1:%d%s", port, path)).Output()
+	const secret = "s3cret"
+	for i, path := range paths {
+		out, err := exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", fmt.Sprintf("http://127.0.0.1:%d%s?token=%s%d", port, path, secret, i)).Output()
 		if err != nil {
 			t.Fatalf("curl: %v", err)
 		}
@@ -424,10 +454,32 @@ func TestOTLPTracesToCollector(t *testing.T) {
 		{"server spans with http.response.status_code 200", count("Server", status("200")), total - missing},
 		{"client spans with status Error", count("Client", isError), missing},
 		{"server spans with status Error", count("Server", isError), 0},
-		{"server spans named GET /missing or GET /", count("Server", func(s *otlpSpan) bool { return strings.HasPrefix(s.name, "GET /") }), total},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %d, want %d", c.what, c.got, c.want)
+		}
+	}
+	for _, kind := range []string{"Client", "Server"} {
+		var gotPaths []string
+		for _, s := range got.spansOf(func(s *otlpSpan) bool { return onPort(s) && s.kind == kind }) {
+			path := s.attrs["url.path"]
+			gotPaths = append(gotPaths, path)
+			route := "/items/{id}"
+			if strings.HasPrefix(path, "/missing/") {
+				route = "/missing/{id}"
+			}
+			if s.attrs["http.route"] != route || s.name != "GET "+route || s.attrs["http.request.method"] != "GET" {
+				t.Errorf("%s span of url.path %q: name %q, http.route %q, http.request.method %q; want GET %s", kind, path, s.name, s.attrs["http.route"], s.attrs["http.request.method"], route)
+			}
+			for k, v := range s.attrs {
+				if k == "url.query" || strings.Contains(v, secret) {
+					t.Errorf("%s span of url.path %q: %s = %q: the query was exported", kind, path, k, v)
+				}
+			}
+		}
+		slices.Sort(gotPaths)
+		if want := slices.Sorted(slices.Values(paths)); !slices.Equal(gotPaths, want) {
+			t.Errorf("%s spans' url.path %q, want %q", kind, gotPaths, want)
 		}
 	}
 	if t.Failed() {

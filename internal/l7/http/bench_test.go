@@ -43,8 +43,17 @@ const (
 
 // BenchmarkKeepAlive is one request and its response per op, each in its
 // own chunk, on one connection (the server's view).
-func BenchmarkKeepAlive(b *testing.B) {
+func BenchmarkKeepAlive(b *testing.B) { benchKeepAlive(b, false) }
+
+// BenchmarkKeepAlivePaths is BenchmarkKeepAlive with raw paths kept (as
+// when spans are exported).
+func BenchmarkKeepAlivePaths(b *testing.B) { benchKeepAlive(b, true) }
+
+func benchKeepAlive(b *testing.B, paths bool) {
 	p := NewParser(l7.Server)
+	if paths {
+		p.KeepPaths()
+	}
 	rq := l7.Chunk{Dir: l7.Ingress, Data: []byte(benchReq), Size: len(benchReq)}
 	rs := l7.Chunk{Dir: l7.Egress, Data: []byte(benchResp), Size: len(benchResp)}
 	out := make([]l7.Exchange, 0, 4)

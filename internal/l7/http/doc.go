@@ -130,5 +130,15 @@
 // pipelining up to MaxPending (128) entries of 56 bytes (requests beyond
 // it are counted in Desyncs and their responses come out alone); the
 // parser's own API interner of up to 64 templates (SetInterner shares one
-// across parsers instead). Nothing else grows with the traffic.
+// across parsers instead). With KeepPaths (spans exported), each request
+// in flight and each exchange of the last Feed holds an l7.Path of 260
+// bytes, from a pool that keeps at most 8 free: no allocation once warm.
+// Nothing else grows with the traffic.
+//
+// # Raw paths
+//
+// KeepPaths makes every exchange carry its request's path (RequestPath:
+// origin-form's, absolute-form's, "*"; none for CONNECT), the query and
+// fragment left out, for a span's url.path; without it (the default) the
+// parser does no more than a nil check per request.
 package http

@@ -72,6 +72,10 @@ func FuzzParser(f *testing.F) {
 		chunks := fuzzChunks(b, role)
 		got, p := run(chunks, role)
 		checkInvariants(t, chunks, got)
+		pp := NewParser(role)
+		pp.KeepPaths()
+		withPaths, paths := l7test.RunPaths(pp, chunks)
+		l7test.CheckPaths(t, got, withPaths, paths)
 		if p.Desyncs() != 0 {
 			return
 		}

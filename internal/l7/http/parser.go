@@ -46,6 +46,7 @@ const (
 type pending struct {
 	start uint64
 	api   string
+	path  *l7.Path // nil unless paths are kept
 	bytes int
 	seq   uint64
 	flags uint8
@@ -88,10 +89,12 @@ type Upgrade struct {
 	Dir    l7.Direction
 	Offset int
 	// For h2c, the upgrade request, which HTTP/2 answers on stream 1:
-	// its Start TS, API and size (no exchange is emitted for it here).
+	// its Start TS, API, size and (when paths are kept) path; no
+	// exchange is emitted for it here.
 	Start    uint64
 	API      string
 	ReqBytes int
+	Path     *l7.Path
 }
 
 // Rest is the part of chunk c (the last one fed) after the switch.
@@ -130,6 +133,7 @@ type Parser struct {
 	in      *l7.Interner
 	ownIn   l7.Interner
 	scratch [MaxAPI + 64]byte
+	paths   l7.PathPool
 }
 
 // NewParser returns a parser for a connection on which the observed
@@ -151,6 +155,10 @@ func (p *Parser) SetInterner(in *l7.Interner) {
 		p.in = in
 	}
 }
+
+// KeepPaths makes the parser keep each request's raw path (l7.Path) in
+// its Exchange, for spans.
+func (p *Parser) KeepPaths() { p.paths.Enable() }
 
 // Desyncs implements l7.Parser.
 func (p *Parser) Desyncs() uint64 { return p.desyncs }
@@ -179,6 +187,7 @@ func (h *half) resetMsg() {
 
 // Feed implements l7.Parser.
 func (p *Parser) Feed(c l7.Chunk, out []l7.Exchange) []l7.Exchange {
+	p.paths.Recycle()
 	if p.upgraded || c.Dir != l7.Egress && c.Dir != l7.Ingress {
 		return out
 	}
@@ -370,7 +379,7 @@ func (p *Parser) requestLine(h *half, l []byte, ts uint64, long bool, out []l7.E
 		flags = fConnect
 	}
 	api := p.in.Intern(appendAPI(p.scratch[:0], method, target, partial))
-	p.curSeq = p.push(pending{start: ts, api: api, flags: flags})
+	p.curSeq = p.push(pending{start: ts, api: api, flags: flags, path: KeepPath(&p.paths, method, target, partial)})
 	h.st = stHeaders
 	return out
 }
@@ -569,7 +578,7 @@ func (p *Parser) msgDone(h *half, c l7.Chunk, off int, out []l7.Exchange) []l7.E
 func (p *Parser) emit(h *half, out []l7.Exchange) []l7.Exchange {
 	x := l7.Exchange{HasResponse: true, End: p.finalTS, Class: StatusClass(h.status), Status: uint16(h.status), RespBytes: p.respBytes}
 	if e, ok := p.pop(); ok && e.flags&fHole == 0 {
-		x.HasRequest, x.Start, x.API, x.ReqBytes = true, e.start, e.api, e.bytes
+		x.HasRequest, x.Start, x.API, x.ReqBytes, x.Path = true, e.start, e.api, e.bytes, p.paths.Emit(e.path)
 	}
 	p.respBytes, p.final = 0, false
 	return append(out, x)
@@ -588,7 +597,7 @@ func (p *Parser) switchProtocols(h *half, c l7.Chunk, off int, out []l7.Exchange
 		// HTTP/2 answers the upgrade request on stream 1.
 		p.up.Protocol = l7.HTTP2
 		if e, ok := p.pop(); ok && e.flags&fHole == 0 {
-			p.up.Start, p.up.API, p.up.ReqBytes = e.start, e.api, e.bytes
+			p.up.Start, p.up.API, p.up.ReqBytes, p.up.Path = e.start, e.api, e.bytes, e.path
 		}
 		p.respBytes, p.final = 0, false
 	} else {
@@ -660,7 +669,7 @@ func (p *Parser) abandon(ts uint64, out []l7.Exchange) []l7.Exchange {
 	for p.qLen > 0 && p.q[p.qHead].start <= ts {
 		e, _ := p.pop()
 		if e.flags&fHole == 0 {
-			out = append(out, l7.Exchange{HasRequest: true, Start: e.start, API: e.api, ReqBytes: e.bytes})
+			out = append(out, l7.Exchange{HasRequest: true, Start: e.start, API: e.api, ReqBytes: e.bytes, Path: p.paths.Emit(e.path)})
 		}
 	}
 	return out
@@ -781,6 +790,7 @@ func (p *Parser) hidden(h *half, out []l7.Exchange) []l7.Exchange {
 // Flush implements l7.Parser: a response running to the connection's end
 // (or cut by it) completes, and requests without a response come out.
 func (p *Parser) Flush(out []l7.Exchange) []l7.Exchange {
+	p.paths.Recycle()
 	h := &p.resp
 	if !p.upgraded && p.final && !h.detached && h.st != stLost && h.st != stStart {
 		p.respBytes += h.msgBytes
@@ -792,7 +802,7 @@ func (p *Parser) Flush(out []l7.Exchange) []l7.Exchange {
 			break
 		}
 		if e.flags&fHole == 0 {
-			out = append(out, l7.Exchange{HasRequest: true, Start: e.start, API: e.api, ReqBytes: e.bytes})
+			out = append(out, l7.Exchange{HasRequest: true, Start: e.start, API: e.api, ReqBytes: e.bytes, Path: p.paths.Emit(e.path)})
 		}
 	}
 	p.overflow = 0

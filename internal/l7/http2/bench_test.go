@@ -103,9 +103,12 @@ func (c *calls) renumber(first uint32) {
 	put(c.rsp, c.rspIDs, 3)
 }
 
-func bench(b *testing.B, n int) {
+func bench(b *testing.B, n int, paths bool) {
 	c := grpcCalls(n)
 	p := NewParser(l7.Client)
+	if paths {
+		p.KeepPaths()
+	}
 	chunk := func(dir l7.Direction, ts uint64, data []byte) l7.Chunk {
 		return l7.Chunk{Dir: dir, TS: ts, Data: data, Size: len(data)}
 	}
@@ -136,8 +139,12 @@ func bench(b *testing.B, n int) {
 // BenchmarkGRPCUnary is one unary call per op on a warm connection: the
 // request's HEADERS and DATA in one chunk, the response's HEADERS, DATA
 // and trailers in another.
-func BenchmarkGRPCUnary(b *testing.B) { bench(b, 1) }
+func BenchmarkGRPCUnary(b *testing.B) { bench(b, 1, false) }
+
+// BenchmarkGRPCUnaryPaths is BenchmarkGRPCUnary with raw paths kept (as
+// when spans are exported).
+func BenchmarkGRPCUnaryPaths(b *testing.B) { bench(b, 1, true) }
 
 // BenchmarkGRPCMultiplexed is 16 calls per op, their requests in one
 // chunk and their responses in another.
-func BenchmarkGRPCMultiplexed(b *testing.B) { bench(b, 16) }
+func BenchmarkGRPCMultiplexed(b *testing.B) { bench(b, 16, false) }

@@ -76,6 +76,10 @@ func FuzzParser(f *testing.F) {
 		got := l7test.Run(p, chunks)
 		checkMirror(t, p)
 		checkInvariants(t, chunks, got)
+		pp := NewParser(role)
+		pp.KeepPaths()
+		withPaths, paths := l7test.RunPaths(pp, chunks)
+		l7test.CheckPaths(t, got, withPaths, paths)
 		gaps := false
 		for _, c := range chunks {
 			gaps = gaps || c.Size > len(c.Data)

@@ -147,7 +147,8 @@ type stream struct {
 	undecoded   bool // its API or outcome could not be decoded
 	start, end  uint64
 	api         string
-	apiGRPC     string // maybeGRPC: the API if it proves to be gRPC
+	apiGRPC     string   // maybeGRPC: the API if it proves to be gRPC
+	path        *l7.Path // nil unless paths are kept
 	reqBytes    int
 	respBytes   int
 	status      int
@@ -168,6 +169,7 @@ type Parser struct {
 	in         *l7.Interner
 	ownIn      l7.Interner
 	scratch    [http.MaxAPI + 64]byte
+	paths      l7.PathPool
 }
 
 // NewParser returns a parser for a connection on which the observed
@@ -210,6 +212,18 @@ func (p *Parser) SetInterner(in *l7.Interner) {
 	}
 }
 
+// KeepPaths makes the parser keep each request's raw path (l7.Path, from
+// :path) in its Exchange, for spans.
+func (p *Parser) KeepPaths() { p.paths.Enable() }
+
+// SetUpgradePath gives stream 1 of a parser made by NewUpgradedParser its
+// path (http.Upgrade's Path), when the parser keeps paths.
+func (p *Parser) SetUpgradePath(path *l7.Path) {
+	if s := p.find(1); s != nil && p.paths.Enabled() {
+		s.path = path
+	}
+}
+
 // Desyncs implements l7.Parser.
 func (p *Parser) Desyncs() uint64 { return p.desyncs }
 
@@ -224,6 +238,7 @@ func (p *Parser) Feed(c l7.Chunk, out []l7.Exchange) []l7.Exchange {
 	if c.Dir != l7.Egress && c.Dir != l7.Ingress {
 		return out
 	}
+	p.paths.Recycle()
 	d := &p.s
 	if c.Dir == p.role.RequestDir() {
 		d = &p.c
@@ -708,6 +723,9 @@ func (p *Parser) request(d *dir) {
 	} else {
 		s.api = p.api(f)
 	}
+	if f.pathN > 0 && f.methodN >= 0 {
+		s.path = http.KeepPath(&p.paths, f.method[:f.methodN], f.path[:f.pathN], f.pathLong)
+	}
 	s.undecoded = s.api == ""
 }
 
@@ -846,7 +864,7 @@ func (p *Parser) finish(i int, e ending) {
 	s := &p.streams[i]
 	x := l7.Exchange{HasRequest: s.hasReq}
 	if s.hasReq {
-		x.Start, x.API, x.ReqBytes = s.start, s.api, s.reqBytes
+		x.Start, x.API, x.ReqBytes, x.Path = s.start, s.api, s.reqBytes, p.paths.Emit(s.path)
 		if s.maybeGRPC && s.grpc {
 			x.API = s.apiGRPC
 		}
@@ -914,6 +932,7 @@ func (s *stream) class(e ending) l7.Class {
 // Flush implements l7.Parser: streams still open when the connection
 // closes come out, with what they had.
 func (p *Parser) Flush(out []l7.Exchange) []l7.Exchange {
+	p.paths.Recycle()
 	p.out = out
 	for len(p.streams) > 0 {
 		p.finish(0, ending{kind: endClose})

@@ -154,6 +154,60 @@ func Run(p l7.Parser, chunks []l7.Chunk) []l7.Exchange {
 	return p.Flush(out)
 }
 
+// RunPaths is Run for a parser that keeps paths: each exchange's path is
+// copied as it comes out (a Path is only valid until the next Feed), into
+// paths ("" for none), and the exchanges are returned with Path nil, as a
+// parser that keeps none returns them.
+func RunPaths(p l7.Parser, chunks []l7.Chunk) (out []l7.Exchange, paths []string) {
+	take := func(from int) {
+		for i := from; i < len(out); i++ {
+			s := ""
+			if out[i].Path != nil {
+				s = out[i].Path.String()
+			}
+			paths = append(paths, s)
+			out[i].Path = nil
+		}
+	}
+	for _, c := range chunks {
+		n := len(out)
+		out = p.Feed(c, out)
+		take(n)
+	}
+	n := len(out)
+	out = p.Flush(out)
+	take(n)
+	return out, paths
+}
+
+// CheckPaths checks what RunPaths returned against the exchanges of the
+// same chunks parsed without paths: keeping paths changes no exchange,
+// and every path is one a span may carry (at most l7.MaxPath bytes of
+// visible ASCII, no query or fragment, only with a request).
+func CheckPaths(t testing.TB, plain, withPaths []l7.Exchange, paths []string) {
+	t.Helper()
+	if len(plain) != len(withPaths) {
+		t.Fatalf("%d exchanges with paths kept, %d without", len(withPaths), len(plain))
+	}
+	for i := range plain {
+		if plain[i] != withPaths[i] {
+			t.Fatalf("exchange %d: %+v with paths kept, %+v without", i, withPaths[i], plain[i])
+		}
+		p := paths[i]
+		if p == "" {
+			continue
+		}
+		if !plain[i].HasRequest || len(p) > l7.MaxPath || strings.ContainsAny(p, "?#") {
+			t.Fatalf("exchange %d: path %q: %+v", i, p, plain[i])
+		}
+		for _, c := range []byte(p) {
+			if c <= ' ' || c >= 0x7f {
+				t.Fatalf("exchange %d: path %q has byte %#x", i, p, c)
+			}
+		}
+	}
+}
+
 // Recorder is a loopback TCP proxy in front of a real server that records
 // every read of each side as a segment.
 type Recorder struct {

@@ -7,9 +7,16 @@
 // bounded queue, and what does not fit is counted
 // (galago_otlp_spans_dropped_total). Sampling keeps a share of traces by
 // trace id (the SDK's TraceIDRatioBased sampler). What the capture cannot
-// give is left out, never made up: the l7 parsers keep a request's
-// template ("GET /users/{id}"), so spans carry http.route and
-// db.operation.name, never url.path; http.response.status_code and
+// give is left out, never made up. HTTP spans (HTTP/1 and HTTP/2, not
+// gRPC) are named "{method} {http.route}" ("HTTP" for a method outside the
+// known set, the method alone without a route), http.route being the
+// request's template ("GET /users/{id}" gives /users/{id}), and carry
+// url.path, the raw path the request named: the l7 parsers keep it only
+// while spans are exported (l7.Path: at most 256 bytes, bytes outside
+// visible ASCII percent-encoded, a longer path or one the capture cut
+// ends in "..."). url.query is never sent (a query may hold secrets), nor
+// url.full (it includes the query). Database spans carry
+// db.operation.name, the command's template; http.response.status_code and
 // rpc.grpc.status_code only when the response's status was seen.
 // error.type is the HTTP status code as a string where there is one (as
 // the HTTP conventions ask), otherwise the outcome class (client_error,
@@ -37,6 +44,7 @@ import (
 
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/l7"
+	l7http "github.com/galago-project/galago/internal/l7/http"
 	l7probe "github.com/galago-project/galago/internal/probe/l7"
 )
 
@@ -168,6 +176,17 @@ func (e *Exporter) run() {
 	}
 }
 
+// httpAPI splits an HTTP API template ("GET /users/{id}", "CONNECT")
+// into method and route; ok is false for none ("") and for gRPC's
+// ("/pkg.Service/Method").
+func httpAPI(api string) (method, route string, ok bool) {
+	if api == "" || api[0] == '/' {
+		return "", "", false
+	}
+	method, route, _ = strings.Cut(api, " ")
+	return method, route, true
+}
+
 // dbSystems names the database protocols as db.system.name does.
 var dbSystems = map[string]string{"redis": "redis", "mysql": "mysql", "pgsql": "postgresql", "mongo": "mongodb", "memcached": "memcached"}
 
@@ -202,8 +221,21 @@ func (e *Exporter) emit(s l7probe.Span) {
 	}
 	switch {
 	case s.Protocol == "http" || s.Protocol == "http2":
-		if method, route, ok := strings.Cut(s.API, " "); ok {
-			attrs = append(attrs, attribute.String("http.request.method", method), attribute.String("http.route", route))
+		if method, route, ok := httpAPI(s.API); ok {
+			attrs = append(attrs, attribute.String("http.request.method", method))
+			// The HTTP conventions' span name: "{method} {http.route}",
+			// "HTTP" for a method outside the known set.
+			name = method
+			if method == l7http.OtherMethod {
+				name = "HTTP"
+			}
+			if route != "" {
+				attrs = append(attrs, attribute.String("http.route", route))
+				name += " " + route
+			}
+			if s.Path != "" {
+				attrs = append(attrs, attribute.String("url.path", s.Path))
+			}
 		}
 	case dbSystems[s.Protocol] != "":
 		attrs = append(attrs, attribute.String("db.system.name", dbSystems[s.Protocol]), attribute.String("db.operation.name", s.API))

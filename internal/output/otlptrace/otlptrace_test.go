@@ -81,3 +81,60 @@ func TestStatusAttributes(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPNameAndPath: HTTP spans are named "{method} {http.route}" and
+// carry the raw path in url.path, never a query; gRPC spans carry no
+// url.path.
+func TestHTTPNameAndPath(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem))
+	e := &Exporter{tracer: tp.Tracer("test")}
+	start := time.Unix(1700000000, 0)
+	for _, c := range []struct {
+		proto, api, path string
+		grpc             bool
+		name             string
+		want             map[attribute.Key]string
+		absent           []attribute.Key
+	}{
+		{"http", "GET /items/{id}", "/items/17", false, "GET /items/{id}",
+			map[attribute.Key]string{"http.request.method": "GET", "http.route": "/items/{id}", "url.path": "/items/17"}, []attribute.Key{"url.query"}},
+		{"http2", "POST /users/{id}/orders", "/users/5/orders", false, "POST /users/{id}/orders",
+			map[attribute.Key]string{"http.request.method": "POST", "http.route": "/users/{id}/orders", "url.path": "/users/5/orders"}, nil},
+		{"http", "_OTHER /x", "/x", false, "HTTP /x",
+			map[attribute.Key]string{"http.request.method": "_OTHER", "http.route": "/x", "url.path": "/x"}, nil},
+		{"http", "CONNECT", "", false, "CONNECT",
+			map[attribute.Key]string{"http.request.method": "CONNECT"}, []attribute.Key{"http.route", "url.path"}},
+		{"http", "GET /a", "", false, "GET /a",
+			map[attribute.Key]string{"http.route": "/a"}, []attribute.Key{"url.path"}},
+		{"http2", "/pkg.Svc/Get", "/pkg.Svc/Get", true, "/pkg.Svc/Get",
+			nil, []attribute.Key{"url.path", "http.route", "http.request.method"}},
+		{"http2", "", "", false, "http2", nil, []attribute.Key{"url.path", "http.route", "http.request.method"}},
+	} {
+		mem.Reset()
+		e.emit(l7probe.Span{Protocol: c.proto, API: c.api, Path: c.path, GRPC: c.grpc, Status: 200,
+			Local: netip.MustParseAddrPort("127.0.0.1:40000"), Remote: netip.MustParseAddrPort("127.0.0.1:8080"),
+			Start: start, End: start.Add(time.Millisecond)})
+		got := mem.GetSpans()
+		if len(got) != 1 {
+			t.Fatalf("%s: %d spans", c.api, len(got))
+		}
+		if got[0].Name != c.name {
+			t.Errorf("%q: name %q, want %q", c.api, got[0].Name, c.name)
+		}
+		attrs := map[attribute.Key]attribute.Value{}
+		for _, kv := range got[0].Attributes {
+			attrs[kv.Key] = kv.Value
+		}
+		for k, v := range c.want {
+			if attrs[k].AsString() != v {
+				t.Errorf("%q: %s = %q, want %q", c.api, k, attrs[k].AsString(), v)
+			}
+		}
+		for _, k := range c.absent {
+			if _, ok := attrs[k]; ok {
+				t.Errorf("%q: %s = %q, want none", c.api, k, attrs[k].String())
+			}
+		}
+	}
+}

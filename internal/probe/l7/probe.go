@@ -480,7 +480,7 @@ func (p *Probe) env(c *syscap.Conn) parserEnv {
 		in = &l7.Interner{Max: internMax}
 		p.interns[c.Proto] = in
 	}
-	e := parserEnv{role: c.Role, l4: c.L4, in: in}
+	e := parserEnv{role: c.Role, l4: c.L4, in: in, paths: p.spans != nil}
 	if c.Proto == l7.Kafka {
 		t := p.topics[c.TGID]
 		if t == nil {

@@ -27,6 +27,8 @@ type parserEnv struct {
 	// connections (Metadata answers come on another connection than the
 	// Produce and Fetch requests that name topics by id).
 	topics *kafka.TopicNames
+	// paths: HTTP parsers keep each request's raw path, for spans.
+	paths bool
 }
 
 // parsers are the protocols galago parses. A protocol without one is not
@@ -35,11 +37,17 @@ var parsers = map[l7.Protocol]func(parserEnv) l7.Parser{
 	l7.HTTP: func(e parserEnv) l7.Parser {
 		p := http.NewParser(e.role)
 		p.SetInterner(e.in)
+		if e.paths {
+			p.KeepPaths()
+		}
 		return p
 	},
 	l7.HTTP2: func(e parserEnv) l7.Parser {
 		p := http2.NewParser(e.role)
 		p.SetInterner(e.in)
+		if e.paths {
+			p.KeepPaths()
+		}
 		return p
 	},
 	l7.Redis: func(e parserEnv) l7.Parser {
@@ -109,5 +117,9 @@ func upgraded(p l7.Parser, c l7.Chunk, env func() parserEnv) (next l7.Parser, re
 	e := env()
 	p2 := http2.NewUpgradedParser(e.role, up.Start, up.API, up.ReqBytes)
 	p2.SetInterner(e.in)
+	if e.paths {
+		p2.KeepPaths()
+		p2.SetUpgradePath(up.Path)
+	}
 	return p2, up.Rest(c), true
 }

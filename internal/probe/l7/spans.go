@@ -20,7 +20,10 @@ type Span struct {
 	Local, Remote netip.AddrPort
 	SSL           bool
 	API           string // the request's template ("GET /users/{id}", "SET"); "" when unknown
-	Class         l7.Class
+	// Path is an HTTP request's raw path, query excluded (l7.Path: at
+	// most l7.MaxPath bytes, "..." ending a cut one); "" when unknown.
+	Path  string
+	Class l7.Class
 	// Status is the HTTP status code (HTTP/1, HTTP/2 :status), 0 when
 	// none was seen; GRPCStatus the gRPC status code when GRPC is set.
 	Status     uint16
@@ -77,6 +80,9 @@ func (m monoToWall) span(c *conn, e *l7.Exchange) Span {
 	}
 	if e.HasRequest {
 		s.Start = m.at(e.Start)
+	}
+	if e.Path != nil {
+		s.Path = e.Path.String()
 	}
 	if e.HasResponse {
 		s.End = m.at(e.End)
