@@ -18,6 +18,7 @@
 // url.full (it includes the query). Database spans carry
 // db.operation.name, the command's template; http.response.status_code and
 // rpc.grpc.status_code only when the response's status was seen.
+// gRPC spans are named "{rpc.service}/{rpc.method}" and carry both.
 // error.type is the HTTP status code as a string where there is one (as
 // the HTTP conventions ask), otherwise the outcome class (client_error,
 // server_error) or no_response.
@@ -245,6 +246,12 @@ func (e *Exporter) emit(s l7probe.Span) {
 	}
 	if s.GRPC {
 		attrs = append(attrs, attribute.String("rpc.system", "grpc"), attribute.Int("rpc.grpc.status_code", int(s.GRPCStatus)))
+		// The RPC conventions' span name is "{rpc.service}/{rpc.method}":
+		// the gRPC path without its leading slash.
+		if svc, method, ok := strings.Cut(strings.TrimPrefix(s.API, "/"), "/"); ok && svc != "" && method != "" {
+			name = svc + "/" + method
+			attrs = append(attrs, attribute.String("rpc.service", svc), attribute.String("rpc.method", method))
+		}
 	}
 	if s.ReqBytes > 0 {
 		attrs = append(attrs, attribute.Int("request.size", s.ReqBytes))

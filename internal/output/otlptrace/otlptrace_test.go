@@ -107,8 +107,8 @@ func TestHTTPNameAndPath(t *testing.T) {
 			map[attribute.Key]string{"http.request.method": "CONNECT"}, []attribute.Key{"http.route", "url.path"}},
 		{"http", "GET /a", "", false, "GET /a",
 			map[attribute.Key]string{"http.route": "/a"}, []attribute.Key{"url.path"}},
-		{"http2", "/pkg.Svc/Get", "/pkg.Svc/Get", true, "/pkg.Svc/Get",
-			nil, []attribute.Key{"url.path", "http.route", "http.request.method"}},
+		{"http2", "/pkg.Svc/Get", "/pkg.Svc/Get", true, "pkg.Svc/Get",
+			map[attribute.Key]string{"rpc.system": "grpc", "rpc.service": "pkg.Svc", "rpc.method": "Get"}, []attribute.Key{"url.path", "http.route", "http.request.method"}},
 		{"http2", "", "", false, "http2", nil, []attribute.Key{"url.path", "http.route", "http.request.method"}},
 	} {
 		mem.Reset()
