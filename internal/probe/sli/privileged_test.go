@@ -88,7 +88,7 @@ func (c *container) start(t *testing.T, argv ...string) *exec.Cmd {
 	return cmd
 }
 
-func subItems(t *testing.T, items ...string) uint32 {
+func subItems(t testing.TB, items ...string) uint32 {
 	t.Helper()
 	var sub uint32
 	for _, item := range items {
