@@ -366,7 +366,7 @@ func (p *Probe) report(now time.Time) error {
 		p.prevStat = nil
 	}
 	rows := map[uint64]sliSliRow{}
-	errs = append(errs, bpfrt.TakeAll(p.objs.ConStats, func(cgid uint64, v sliSliRow) { rows[cgid] = v }), p.lost.Poll())
+	errs = append(errs, bpfrt.TakeAll(p.objs.ConStats, func(cgid uint64, v []sliSliRow) { rows[cgid] = sumRows(v) }), p.lost.Poll())
 	if cfg.Has(bitCon) && len(rows) > 0 {
 		byCon := map[string]sliSliRow{}
 		cgids := make([]uint64, 0, len(rows))

@@ -77,8 +77,10 @@ struct {
 	__type(value, struct sli_row);
 } node_stats SEC(".maps");
 
+/* Per CPU, like node_stats: a container's threads on several CPUs would
+ * otherwise bounce one row's cache lines between them at every switch. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 4096);
 	__type(key, __u64); /* cgroup2 id */
@@ -203,10 +205,14 @@ static __always_inline __u64 keep_cgid(__u32 tgid, __u64 cgid)
 	return con_on && tgid && cgid && galago_observed_in(tgid, cgid) ? cgid : 0;
 }
 
-static __always_inline void account_task(__u32 kind, __u64 ns, struct task_struct *t)
+/* task_cgid: keep_cgid of task t; direct loads of the BTF pointers
+ * (tp_btf), no helper calls. */
+static __always_inline __u64 task_cgid(struct task_struct *t)
 {
-	account(kind, ns, con_on ? keep_cgid(t->tgid, BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id)) : 0);
+	return con_on ? keep_cgid(t->tgid, t->cgroups->dfl_cgrp->kn->id) : 0;
 }
+
+
 
 /* ---- cpu ---- */
 
@@ -217,7 +223,7 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	__u64 now = bpf_ktime_get_ns();
 	struct task_state *s;
 
-	if (prev->pid && !(prev_state & TASK_DEAD)) {
+	if (prev->pid && !(prev_state & TASK_DEAD) && (node_on || task_cgid(prev))) {
 		s = bpf_task_storage_get(&task_state, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (s) {
 			s->wait_ts = 0;
@@ -227,7 +233,7 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
 				s->wait_ts = now;
 			} else if (!(prev_state & TASK_NOLOAD)) {
 				if (prev_state & TASK_UNINTERRUPTIBLE) {
-					s->off_kind = BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait) ? SLI_IOWAIT : SLI_BLOCK;
+					s->off_kind = BPF_CORE_READ_BITFIELD(prev, in_iowait) ? SLI_IOWAIT : SLI_BLOCK;
 					s->off_ts = now;
 				} else if (prev_state & TASK_INTERRUPTIBLE) {
 					s->off_kind = SLI_SLEEP;
@@ -242,7 +248,7 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	if (!s)
 		return 0;
 	if (s->wait_ts && now > s->wait_ts)
-		account_task(SLI_RUNDELAY, now - s->wait_ts, next);
+		account(SLI_RUNDELAY, now - s->wait_ts, task_cgid(next));
 	/* running: neither waiting nor asleep (a sleep whose wakeup was not
 	 * traced must not last until some later wakeup) */
 	s->wait_ts = 0;
@@ -255,17 +261,23 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
  * started; one of a running thread is undone at its next switch. */
 static __always_inline void woken(struct task_struct *p)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now, cgid;
 	struct task_state *s;
 
 	if (!p->pid)
 		return;
+	/* unobserved tasks get no task storage when only container rows
+	 * are on (the same test guards prev in sli_sched_switch) */
+	cgid = task_cgid(p);
+	if (!node_on && !cgid)
+		return;
 	s = bpf_task_storage_get(&task_state, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s)
 		return;
+	now = bpf_ktime_get_ns();
 	if (s->off_ts) {
 		if (now > s->off_ts)
-			account_task(s->off_kind, now - s->off_ts, p);
+			account(s->off_kind, now - s->off_ts, cgid);
 		s->off_ts = 0;
 	}
 	if (!s->wait_ts)
