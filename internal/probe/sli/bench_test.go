@@ -31,30 +31,25 @@ const benchWindow = time.Second
 // every CPU, two threads of this (observed) process pinned to it
 // ping-pong one byte over a pair of pipes, so that each message is a
 // wakeup and a context switch and the CPUs do nothing else. Each
-// iteration measures one window of benchWindow with the probe off (not
-// loaded) and one with it on (cpu, node, container and histogram: every
-// switch and wakeup of the load is accounted in the node row and in the
-// process's cgroup row), in alternating order, so drift cancels out; the
-// context switches are the kernel's counts of the load's threads
-// (/proc/self/task/<tid>/status). Reported: the medians of switches per
-// second off and on, the median of the per-iteration on/off ratio, the
-// kernel's BPF run time of sli's sched_switch and sched_wakeup programs
-// per context switch of the machine (their run counts) and the 1-minute
-// load average at the end. Run with e.g. -benchtime=10x.
+// iteration measures three windows of benchWindow, in alternating order
+// so that drift cancels out: the probe off (not loaded), on (cpu, node,
+// container and histogram: every switch and wakeup of the load is
+// accounted in the node row and in the process's cgroup row), and on with
+// the kernel's BPF run-time statistics enabled, as the daemon keeps them
+// while probes run (galago_bpf_run_seconds_total): they add two clock
+// reads around every program run. The context switches are the kernel's
+// counts of the load's threads (/proc/self/task/<tid>/status). Reported:
+// the medians of switches per second off and on, of the per-iteration
+// on/off ratios with and without statistics, of the BPF run time of sli's
+// sched_switch and sched_wakeup programs per context switch of the
+// machine (sched_switch's run count) and the 1-minute load average at the
+// end. Run with e.g. -benchtime=10x.
 func BenchmarkSchedPrivileged(b *testing.B) {
 	probetest.RequirePrivileged(b)
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stats.Close()
 	load := startPingPong(b, runtime.NumCPU())
 	defer load.stop()
-	var off, on, ratio, nsSwitch, nsWakeup []float64
-	measure := func(withProbe bool) float64 {
-		if !withProbe {
-			return load.rate(benchWindow)
-		}
+	var off, on, ratio, ratioStats, nsSwitch, nsWakeup []float64
+	measureOn := func() (plain, withStats float64) {
 		p := New(procfs.FS{Root: "/"}, identity.NewResolver("/"), withInterval(time.Hour))
 		rt := probetest.NewRuntime(b)
 		cfg := probe.Config{SubItems: subItems(b, "cpu", "node", "container", "histogram"), Params: probe.DefaultParams(),
@@ -64,8 +59,14 @@ func BenchmarkSchedPrivileged(b *testing.B) {
 		}
 		defer rt.Shutdown(b, p)
 		time.Sleep(100 * time.Millisecond) // first rows created, filter synced
+		plain = load.rate(benchWindow)
+		stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer stats.Close()
 		sw0, wk0 := progStat(b, p.objs.SliSchedSwitch), progStat(b, p.objs.SliSchedWakeup)
-		r := load.rate(benchWindow)
+		withStats = load.rate(benchWindow)
 		sw1, wk1 := progStat(b, p.objs.SliSchedSwitch), progStat(b, p.objs.SliSchedWakeup)
 		if n := sw1.RunCount - sw0.RunCount; n > 0 {
 			nsSwitch = append(nsSwitch, float64(sw1.Runtime-sw0.Runtime)/float64(n))
@@ -75,20 +76,24 @@ func BenchmarkSchedPrivileged(b *testing.B) {
 		if err := p.report(time.Now()); err != nil {
 			b.Fatal(err)
 		}
-		return r
+		return plain, withStats
 	}
 	for i := 0; b.Loop(); i++ {
-		var o, n float64
+		var o, n, ns float64
 		if i%2 == 0 {
-			o, n = measure(false), measure(true)
+			o = load.rate(benchWindow)
+			n, ns = measureOn()
 		} else {
-			n, o = measure(true), measure(false)
+			n, ns = measureOn()
+			o = load.rate(benchWindow)
 		}
-		off, on, ratio = append(off, o), append(on, n), append(ratio, n/o)
+		off, on = append(off, o), append(on, n)
+		ratio, ratioStats = append(ratio, n/o), append(ratioStats, ns/o)
 	}
 	b.ReportMetric(median(off), "ctxsw/s-off")
 	b.ReportMetric(median(on), "ctxsw/s-on")
 	b.ReportMetric(median(ratio), "on/off")
+	b.ReportMetric(median(ratioStats), "on+stats/off")
 	b.ReportMetric(median(nsSwitch), "switch-bpf-ns/ctxsw")
 	b.ReportMetric(median(nsWakeup), "wakeup-bpf-ns/ctxsw")
 	b.ReportMetric(loadAvg1(b), "load1")
