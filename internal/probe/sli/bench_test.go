@@ -40,7 +40,10 @@ const benchWindow = time.Second
 // reads around every program run. The context switches are the kernel's
 // counts of the load's threads (/proc/self/task/<tid>/status). Reported:
 // the medians of switches per second off and on, of the per-iteration
-// on/off ratios with and without statistics, of the BPF run time of sli's
+// on/off ratios with and without statistics, per second of wall time and
+// per second the load's threads ran (on a shared machine the second is
+// the stable one: other work takes CPU time from both arms unevenly, but
+// not the cost of a switch), of the BPF run time of sli's
 // sched_switch and sched_wakeup programs per context switch of the
 // machine (sched_switch's run count) and the 1-minute load average at the
 // end. Run with e.g. -benchtime=10x.
@@ -48,8 +51,8 @@ func BenchmarkSchedPrivileged(b *testing.B) {
 	probetest.RequirePrivileged(b)
 	load := startPingPong(b, runtime.NumCPU())
 	defer load.stop()
-	var off, on, ratio, ratioStats, nsSwitch, nsWakeup []float64
-	measureOn := func() (plain, withStats float64) {
+	var off, on, ratio, ratioStats, cpuRatio, cpuRatioStats, nsSwitch, nsWakeup []float64
+	measureOn := func() (plain, withStats rates) {
 		p := New(procfs.FS{Root: "/"}, identity.NewResolver("/"), withInterval(time.Hour))
 		rt := probetest.NewRuntime(b)
 		cfg := probe.Config{SubItems: subItems(b, "cpu", "node", "container", "histogram"), Params: probe.DefaultParams(),
@@ -79,7 +82,7 @@ func BenchmarkSchedPrivileged(b *testing.B) {
 		return plain, withStats
 	}
 	for i := 0; b.Loop(); i++ {
-		var o, n, ns float64
+		var o, n, ns rates
 		if i%2 == 0 {
 			o = load.rate(benchWindow)
 			n, ns = measureOn()
@@ -87,13 +90,16 @@ func BenchmarkSchedPrivileged(b *testing.B) {
 			n, ns = measureOn()
 			o = load.rate(benchWindow)
 		}
-		off, on = append(off, o), append(on, n)
-		ratio, ratioStats = append(ratio, n/o), append(ratioStats, ns/o)
+		off, on = append(off, o.wall), append(on, n.wall)
+		ratio, ratioStats = append(ratio, n.wall/o.wall), append(ratioStats, ns.wall/o.wall)
+		cpuRatio, cpuRatioStats = append(cpuRatio, n.cpu/o.cpu), append(cpuRatioStats, ns.cpu/o.cpu)
 	}
 	b.ReportMetric(median(off), "ctxsw/s-off")
 	b.ReportMetric(median(on), "ctxsw/s-on")
 	b.ReportMetric(median(ratio), "on/off")
 	b.ReportMetric(median(ratioStats), "on+stats/off")
+	b.ReportMetric(median(cpuRatio), "on/off-per-cpu-s")
+	b.ReportMetric(median(cpuRatioStats), "on+stats/off-per-cpu-s")
 	b.ReportMetric(median(nsSwitch), "switch-bpf-ns/ctxsw")
 	b.ReportMetric(median(nsWakeup), "wakeup-bpf-ns/ctxsw")
 	b.ReportMetric(loadAvg1(b), "load1")
@@ -231,12 +237,39 @@ func (l *pingPong) switches() uint64 {
 	return n
 }
 
-// rate is the load's context switches per second over d.
-func (l *pingPong) rate(d time.Duration) float64 {
-	n0, t0 := l.switches(), time.Now()
+// rate is the load's context switches over d: per second of wall time,
+// and per second its threads ran (what other work on the machine takes
+// from them does not count, so the figure is the cost of a switch).
+func (l *pingPong) rate(d time.Duration) rates {
+	n0, c0, t0 := l.switches(), l.cpuTime(), time.Now()
 	time.Sleep(d)
-	n1, t1 := l.switches(), time.Now()
-	return float64(n1-n0) / t1.Sub(t0).Seconds()
+	n1, c1, t1 := l.switches(), l.cpuTime(), time.Now()
+	return rates{wall: float64(n1-n0) / t1.Sub(t0).Seconds(), cpu: float64(n1-n0) / (c1 - c0).Seconds()}
+}
+
+type rates struct{ wall, cpu float64 }
+
+// cpuTime is the time the load's threads ran (/proc/self/task/<tid>/schedstat, first field).
+func (l *pingPong) cpuTime() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ns uint64
+	for _, tid := range l.tids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
+		if err != nil {
+			l.tb.Fatal(err)
+		}
+		f := strings.Fields(string(raw))
+		if len(f) < 1 {
+			l.tb.Fatalf("schedstat %q", raw)
+		}
+		x, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			l.tb.Fatal(err)
+		}
+		ns += x
+	}
+	return time.Duration(ns)
 }
 
 // stop ends the threads: closing the write ends ends their reads (end of
