@@ -99,6 +99,7 @@ struct task_state {
 	__u64 wait_ts;    /* runnable, waiting for a CPU since */
 	__u64 reclaim_ts; /* in direct reclaim since */
 	__u64 compact_ts; /* compacting a zone since */
+	__u64 run_delay;  /* sched_info.run_delay when it went off CPU */
 	__u32 off_kind;   /* enum sli_kind of the sleep */
 	__u32 _pad;
 };
@@ -125,6 +126,12 @@ struct {
 /* node_on: node rows are kept; con_on: rows of observed cgroups are. */
 volatile __u32 node_on = 0;
 volatile __u32 con_on = 0;
+
+/* queued_clock (set before load when the kernel's task_struct has
+ * sched_info.last_queued, CONFIG_SCHED_INFO): sched_switch alone times
+ * sleeps and run delays from the kernel's own queueing time; the wakeup
+ * programs are not attached. */
+const volatile __u32 queued_clock = 0;
 
 static __always_inline __u32 bucket_of(__u64 ns)
 {
@@ -231,6 +238,37 @@ static __always_inline __u64 sched_now(struct task_struct *t)
 	return bpf_ktime_get_ns();
 }
 
+/* switched_in_queued: next is switched in, now; with queued_clock.
+ * sched_info.last_queued is when the kernel queued it (at its wakeup, or
+ * when it went off CPU still runnable), reset only after this tracepoint:
+ * its sleep ended there and its run delay runs from there to now. The run
+ * delay adds what the kernel's run_delay grew by since next went off CPU
+ * (a queued task moved to another CPU: the wait on the first one), so it
+ * is the kernel's own figure. */
+static __always_inline void switched_in_queued(struct task_struct *next, __u64 now)
+{
+	__u64 q = 0, rd = 0, wait = 0, cgid = task_cgid(next);
+	struct task_state *s = bpf_task_storage_get(&task_state, next, 0, 0);
+
+	if (bpf_core_field_exists(struct sched_info, last_queued)) {
+		q = next->sched_info.last_queued;
+		rd = next->sched_info.run_delay;
+	}
+	if (q && now > q)
+		wait = now - q;
+	if (s) {
+		if (node_on || cgid) {
+			if (s->off_ts && q > s->off_ts)
+				account(s->off_kind, q - s->off_ts, cgid);
+			if (rd > s->run_delay)
+				wait += rd - s->run_delay;
+		}
+		s->off_ts = 0;
+	}
+	if (wait && (node_on || cgid))
+		account(SLI_RUNDELAY, wait, cgid);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -245,6 +283,8 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
 		if (s) {
 			s->wait_ts = 0;
 			s->off_ts = 0;
+			if (queued_clock && bpf_core_field_exists(struct sched_info, run_delay))
+				s->run_delay = prev->sched_info.run_delay;
 			/* preempted, or woken before it could sleep: still runnable */
 			if (preempt || prev_state == TASK_RUNNING) {
 				s->wait_ts = now;
@@ -261,6 +301,10 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	}
 	if (!next->pid)
 		return 0;
+	if (queued_clock) {
+		switched_in_queued(next, now);
+		return 0;
+	}
 	s = bpf_task_storage_get(&task_state, next, 0, 0);
 	if (!s)
 		return 0;
