@@ -11,10 +11,14 @@
  *       (TASK_INTERRUPTIBLE: sleep; TASK_UNINTERRUPTIBLE: iowait when
  *       in_iowait is set, else block; TASK_IDLE/NOLOAD sleeps of idle
  *       kernel threads are not counted); the thread coming on CPU (next)
- *       ends its run delay: SLI_RUNDELAY.
- *   sched_wakeup, sched_wakeup_new  end the woken thread's sleep
- *       (SLI_SLEEP, SLI_IOWAIT, SLI_BLOCK) and start its run delay, as the
- *       kernel's sched_info does when it queues a task.
+ *       ends its run delay: SLI_RUNDELAY. With queued_clock (the kernel
+ *       keeps sched_info.last_queued, CONFIG_SCHED_INFO) it also ends
+ *       next's sleep at the time the kernel queued it, and nothing else
+ *       is attached for cpu. Times are the run queue's clock.
+ *   sched_wakeup, sched_wakeup_new  (without queued_clock only) end the
+ *       woken thread's sleep (SLI_SLEEP, SLI_IOWAIT, SLI_BLOCK) and start
+ *       its run delay, as the kernel's sched_info does when it queues a
+ *       task.
  *   mm_vmscan_direct_reclaim_begin/end, mm_vmscan_memcg_reclaim_begin/end
  *       direct reclaim by the allocating task, global or at its memory
  *       cgroup's limit: SLI_RECLAIM.
