@@ -211,30 +211,44 @@ func (l *pingPong) thread(cpu, in, out int, first bool, ready chan<- error) {
 	}
 }
 
-// switches is the sum of the load threads' context switches, voluntary
-// and not, as the kernel counts them.
-func (l *pingPong) switches() uint64 {
+// sumThreads sums, over the load's threads, what parse finds in their
+// /proc/self/task/<tid>/<file>.
+func (l *pingPong) sumThreads(file string, parse func([]byte) (uint64, error)) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var n uint64
 	for _, tid := range l.tids {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/%s", tid, file))
 		if err != nil {
 			l.tb.Fatal(err)
 		}
+		x, err := parse(raw)
+		if err != nil {
+			l.tb.Fatalf("%s: %v", file, err)
+		}
+		n += x
+	}
+	return n
+}
+
+// switches is the sum of the load threads' context switches, voluntary
+// and not, as the kernel counts them.
+func (l *pingPong) switches() uint64 {
+	return l.sumThreads("status", func(raw []byte) (uint64, error) {
+		var n uint64
 		sc := bufio.NewScanner(bytes.NewReader(raw))
 		for sc.Scan() {
 			k, v, ok := strings.Cut(sc.Text(), ":")
 			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
 				x, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 				if err != nil {
-					l.tb.Fatal(err)
+					return 0, err
 				}
 				n += x
 			}
 		}
-	}
-	return n
+		return n, nil
+	})
 }
 
 // rate is the load's context switches over d: per second of wall time,
@@ -249,27 +263,15 @@ func (l *pingPong) rate(d time.Duration) rates {
 
 type rates struct{ wall, cpu float64 }
 
-// cpuTime is the time the load's threads ran (/proc/self/task/<tid>/schedstat, first field).
+// cpuTime is the time the load's threads ran (schedstat, first field).
 func (l *pingPong) cpuTime() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var ns uint64
-	for _, tid := range l.tids {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
-		if err != nil {
-			l.tb.Fatal(err)
-		}
+	return time.Duration(l.sumThreads("schedstat", func(raw []byte) (uint64, error) {
 		f := strings.Fields(string(raw))
 		if len(f) < 1 {
-			l.tb.Fatalf("schedstat %q", raw)
+			return 0, fmt.Errorf("no fields in %q", raw)
 		}
-		x, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil {
-			l.tb.Fatal(err)
-		}
-		ns += x
-	}
-	return time.Duration(ns)
+		return strconv.ParseUint(f[0], 10, 64)
+	}))
 }
 
 // stop ends the threads: closing the write ends ends their reads (end of

@@ -296,7 +296,7 @@ func (p *Probe) apply(cfg probe.Config) error {
 		}
 	}
 	for _, h := range hooks {
-		want := cfg.Has(h.sub) && !p.absent[h.prog] && !(p.queued && wakeupHook[h.prog])
+		want := cfg.Has(h.sub) && !p.absent[h.prog] && (!p.queued || !wakeupHook[h.prog])
 		l, have := p.links[h.prog]
 		switch {
 		case want && !have:
