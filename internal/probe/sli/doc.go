@@ -51,10 +51,11 @@
 //
 // Cost of cpu (the hot one: it runs at every context switch of the node,
 // observed or not). Per switch: two task-storage lookups (the thread
-// going off CPU, created; the one coming on), and per latency kept
-// (usually two: the incoming thread's sleep and its run delay) a per-CPU
-// node row update and, for a thread of an observed cgroup, the filter
-// lookup and a per-CPU cgroup row update. Timestamps are loads of the run
+// going off CPU, created; the one coming on), the filter lookup for the
+// incoming thread when container rows are on, and for the latencies it
+// ends (usually two: its sleep and its run delay) one lookup of the
+// per-CPU node row and, for an observed cgroup, of its per-CPU row.
+// Timestamps are loads of the run
 // queue's clock (task->se.cfs_rq->rq->clock, what the kernel's own
 // sched_info reads), not bpf_ktime_get_ns: that clock read alone cost
 // ~100 ns per call on the 2-core VM. Rows are per CPU (no cache line
@@ -63,7 +64,7 @@
 // cgroups get no task storage. Measured by BenchmarkSchedPrivileged (a
 // pipe ping-pong pinned to each CPU, probe off and on interleaved; see
 // BENCHMARKS.md, "sli"): ~400 ns of BPF run time per context switch, and
-// the load's context switches per second it ran at ~0.90 of the rate
+// the load's context switches per second it ran at 0.86-0.88 of the rate
 // without sli (target 0.97, not met on this VM: two empty tp_btf
 // programs on sched_switch and sched_wakeup alone gave 0.96; the figure
 // before these cuts was ~1 100 ns and 0.86). Scheduler-bound loads pay
