@@ -52,9 +52,9 @@
 // Cost of cpu (the hot one: it runs at every context switch of the node,
 // observed or not). Per switch: two task-storage lookups (the thread
 // going off CPU, created; the one coming on), the filter lookup for the
-// incoming thread when container rows are on, and for the latencies it
-// ends (usually two: its sleep and its run delay) one lookup of the
-// per-CPU node row and, for an observed cgroup, of its per-CPU row.
+// incoming thread when container rows are on, and per latency it ends
+// (usually two: its sleep and its run delay) a lookup of the per-CPU node
+// row and, for an observed cgroup, of its per-CPU row.
 // Timestamps are loads of the run
 // queue's clock (task->se.cfs_rq->rq->clock, what the kernel's own
 // sched_info reads), not bpf_ktime_get_ns: that clock read alone cost

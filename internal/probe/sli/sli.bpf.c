@@ -156,12 +156,10 @@ static __always_inline __u32 bucket_of(__u64 ns)
  * four locked instructions per latency and row. mem and io latencies may
  * be accounted in a task and, on the same CPU, in an interrupt completing
  * a bio: atomic. */
-static __always_inline void stat_add(struct sli_row *row, __u64 kind, __u64 ns, __u64 b)
+static __always_inline void stat_add(struct sli_row *row, __u32 kind, __u64 ns, __u32 b)
 {
 	struct sli_stat *s;
 
-	/* 64-bit indexes: the bounds are checked on the registers the
-	 * accesses use, not on zero-extended copies */
 	if (kind >= SLI_KIND_MAX || b >= SLI_NBUCKETS)
 		return;
 	s = &row->s[kind];
@@ -198,15 +196,12 @@ static __always_inline struct sli_row *con_row(__u64 cgid)
 	return row;
 }
 
-/* account2 adds up to two latencies (kind k1 of ns1 and k2 of ns2; a
- * latency of 0 is none) to the node row and to the row of cgroup cgid
- * (0: no cgroup row; see keep_cgid): one lookup of each row for both, as
- * a switch-in ends a sleep and a run delay together. A global function:
- * the verifier checks it once, not at each of its callers' call sites. */
-__noinline int account2(__u64 k1, __u64 ns1, __u64 k2, __u64 ns2, __u64 cgid)
+/* account adds one latency of kind to the node row and to the row of
+ * cgroup cgid (0: no cgroup row; see keep_cgid). A global function: the
+ * verifier checks it once, not at each of its callers' call sites. */
+__noinline int account(__u32 kind, __u64 ns, __u64 cgid)
 {
-	__u64 b1 = bucket_of(ns1), b2 = bucket_of(ns2);
-	__u32 z = 0;
+	__u32 b = bucket_of(ns), z = 0;
 	struct sli_row *row;
 
 	if (node_on) {
@@ -217,28 +212,15 @@ __noinline int account2(__u64 k1, __u64 ns1, __u64 k2, __u64 ns2, __u64 cgid)
 			bpf_map_update_elem(&node_stats, &z, &zero, BPF_NOEXIST);
 			row = bpf_map_lookup_elem(&node_stats, &z);
 		}
-		if (row) {
-			if (ns1)
-				stat_add(row, k1, ns1, b1);
-			if (ns2)
-				stat_add(row, k2, ns2, b2);
-		}
+		if (row)
+			stat_add(row, kind, ns, b);
 	}
 	if (cgid) {
 		row = con_row(cgid);
-		if (row) {
-			if (ns1)
-				stat_add(row, k1, ns1, b1);
-			if (ns2)
-				stat_add(row, k2, ns2, b2);
-		}
+		if (row)
+			stat_add(row, kind, ns, b);
 	}
 	return 0;
-}
-
-static __always_inline void account(__u32 kind, __u64 ns, __u64 cgid)
-{
-	account2(kind, ns, SLI_KIND_MAX, 0, cgid);
 }
 
 /* keep_cgid: cgid when cgroup rows are on and process tgid in cgroup cgid
@@ -283,9 +265,8 @@ static __always_inline __u64 sched_now(struct task_struct *t)
  * is the kernel's own figure. */
 static __always_inline void switched_in_queued(struct task_struct *next, __u64 now)
 {
-	__u64 q = 0, rd = 0, wait = 0, slept = 0, cgid = task_cgid(next);
+	__u64 q = 0, rd = 0, wait = 0, cgid = task_cgid(next);
 	struct task_state *s = bpf_task_storage_get(&task_state, next, 0, 0);
-	__u32 kind = SLI_KIND_MAX;
 
 	if (bpf_core_field_exists(struct sched_info, last_queued)) {
 		q = next->sched_info.last_queued;
@@ -295,17 +276,15 @@ static __always_inline void switched_in_queued(struct task_struct *next, __u64 n
 		wait = now - q;
 	if (s) {
 		if (node_on || cgid) {
-			if (s->off_ts && q > s->off_ts) {
-				kind = s->off_kind;
-				slept = q - s->off_ts;
-			}
+			if (s->off_ts && q > s->off_ts)
+				account(s->off_kind, q - s->off_ts, cgid);
 			if (rd > s->run_delay)
 				wait += rd - s->run_delay;
 		}
 		s->off_ts = 0;
 	}
-	if ((slept || wait) && (node_on || cgid))
-		account2(kind, slept, SLI_RUNDELAY, wait, cgid);
+	if (wait && (node_on || cgid))
+		account(SLI_RUNDELAY, wait, cgid);
 }
 
 SEC("tp_btf/sched_switch")
