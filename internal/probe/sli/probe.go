@@ -119,6 +119,7 @@ type Probe struct {
 	links    map[string]link.Link
 	absent   map[string]bool
 	queued   bool // sched_switch alone (queued_clock): the wakeup hooks are not attached
+	noQueued bool // tests: the wakeup hooks, as on a kernel without sched_info
 	filter   *bpfrt.FilterSync
 	lost     bpfrt.LostCounter
 	prevStat *procfs.Stat
@@ -142,6 +143,10 @@ func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
 
 // WithMissingHooks reports missing hooks through the daemon's reporter.
 func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.missing = m } }
+
+// withWakeupHooks times sleeps and run delays with the wakeup hooks, as
+// on a kernel without sched_info's queueing time (tests).
+func withWakeupHooks() Option { return func(p *Probe) { p.noQueued = true } }
 
 // withInterval replaces report_period (tests).
 func withInterval(d time.Duration) Option { return func(p *Probe) { p.interval = d } }
@@ -243,7 +248,7 @@ func (p *Probe) load(onLost func(uint64)) error {
 		return fmt.Errorf("sli: %w", err)
 	}
 	p.absent = map[string]bool{}
-	if p.queued = haveQueuedClock(); p.queued {
+	if p.queued = !p.noQueued && haveQueuedClock(); p.queued {
 		if err := spec.Variables["queued_clock"].Set(uint32(1)); err != nil {
 			return fmt.Errorf("sli: set queued_clock: %w", err)
 		}
