@@ -80,7 +80,8 @@
 // CPU-bound processes of one container pinned to one CPU: cpu_rundelay
 // over 1 s equals the growth of their /proc/<pid>/schedstat run delay
 // (to the nanosecond in most runs: the same clock and queueing time;
-// asserted within 0.5%); 200 O_DIRECT writes of 4 KiB: exactly 200 bios in the
+// asserted within 20%), with sched_switch alone and with the wakeup
+// hooks of kernels without sched_info (TestPrivilegedSLIWakeupHooks); 200 O_DIRECT writes of 4 KiB: exactly 200 bios in the
 // container's bio_latency_histo, and its cpu_iowait within 2-8% of the
 // cgroup's io.pressure stall time; a 64 MiB file read in a container whose
 // memory cgroup is limited to 16 MiB: mem_reclaim equals the stall time
