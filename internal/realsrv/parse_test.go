@@ -222,3 +222,19 @@ func TestParseCommandStats(t *testing.T) {
 		t.Error("bad calls parsed")
 	}
 }
+
+func TestParseLatencyStats(t *testing.T) {
+	info, err := parseRedisInfo([]byte("# Latencystats\r\nlatency_percentiles_usec_set:p50=1.003,p100=12.031\r\nlatency_percentiles_usec_config|get:p100=4.015\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseLatencyStats(info)
+	if err != nil || len(got) != 2 || got["set"]["p50"] != 1.003 || got["set"]["p100"] != 12.031 || got["config|get"]["p100"] != 4.015 {
+		t.Errorf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"p100", "p100=x"} {
+		if _, err := parseLatencyStats(map[string]string{"latency_percentiles_usec_x": bad}); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

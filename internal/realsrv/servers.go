@@ -290,6 +290,44 @@ func (r *Redis) CommandStats(ctx context.Context) (map[string]uint64, error) {
 	return parseCommandStats(info)
 }
 
+// LatencyStats reads INFO latencystats: per command (lower case) the
+// percentiles of its execution time redis tracks
+// (latency-tracking-info-percentiles), keyed "p50", "p100", ..., in µs.
+func (r *Redis) LatencyStats(ctx context.Context) (map[string]map[string]float64, error) {
+	info, wire, err := r.info(ctx, "latencystats")
+	if err != nil {
+		return nil, err
+	}
+	r.outFix += uint64(wire)
+	return parseLatencyStats(info)
+}
+
+// parseLatencyStats reads INFO latencystats'
+// "latency_percentiles_usec_<name>:p50=1.003,p100=12.031" entries.
+func parseLatencyStats(info map[string]string) (map[string]map[string]float64, error) {
+	out := map[string]map[string]float64{}
+	for k, v := range info {
+		name, ok := strings.CutPrefix(k, "latency_percentiles_usec_")
+		if !ok {
+			continue
+		}
+		ps := map[string]float64{}
+		for _, f := range strings.Split(v, ",") {
+			p, val, ok := strings.Cut(f, "=")
+			if !ok {
+				return nil, fmt.Errorf("redis latencystats %s: %q", k, f)
+			}
+			x, err := strconv.ParseFloat(val, 64)
+			if err != nil {
+				return nil, fmt.Errorf("redis latencystats %s: %w", k, err)
+			}
+			ps[p] = x
+		}
+		out[name] = ps
+	}
+	return out, nil
+}
+
 // info runs one INFO section read over the Unix socket and counts it for
 // Counters' corrections (all but its reply, which the caller adds once
 // the read's own figures are computed).

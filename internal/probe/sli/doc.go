@@ -37,9 +37,10 @@
 // # Sources and cost
 //
 // One BPF object (sli.bpf.c), tp_btf programs attached per data sub-item
-// (detached, no cost, while it is off): sched_switch, sched_wakeup and
-// sched_wakeup_new (cpu: a task-storage write per switch and wakeup, a row
-// update per latency), mm_vmscan_{direct,memcg}_reclaim_{begin,end} and
+// (detached, no cost, while it is off): sched_switch alone where the
+// kernel keeps each task's queueing time and run delay (struct
+// sched_info's last_queued and run_delay, CONFIG_SCHED_INFO, as here),
+// else sched_switch, sched_wakeup and sched_wakeup_new (cpu), mm_vmscan_{direct,memcg}_reclaim_{begin,end} and
 // mm_compaction_{begin,end} (mem), block_bio_queue, block_rq_complete and
 // block_bio_complete (io: one LRU-hash entry per bio in flight). A task's
 // cgroup is its cgroup2 directory (task->cgroups->dfl_cgrp, the id
@@ -47,6 +48,27 @@
 // identity resolver. The node row is one per-CPU row; container rows are
 // kept in the kernel only for observed cgroups. Both are read and deleted
 // by user space every period: nothing per event leaves the kernel.
+//
+// Cost of cpu (the hot one: it runs at every context switch of the node,
+// observed or not). Per switch: two task-storage lookups (the thread
+// going off CPU, created; the one coming on), the filter lookup for the
+// incoming thread when container rows are on, and per latency it ends
+// (usually two: its sleep and its run delay) a lookup of the per-CPU node
+// row and, for an observed cgroup, of its per-CPU row.
+// Timestamps are loads of the run
+// queue's clock (task->se.cfs_rq->rq->clock, what the kernel's own
+// sched_info reads), not bpf_ktime_get_ns: that clock read alone cost
+// ~100 ns per call on the 2-core VM. Rows are per CPU (no cache line
+// shared between CPUs) and the scheduler kinds use plain adds (accounted
+// with interrupts off). With only container on, threads of unobserved
+// cgroups get no task storage. Measured by BenchmarkSchedPrivileged (a
+// pipe ping-pong pinned to each CPU, probe off and on interleaved; see
+// BENCHMARKS.md, "sli"): ~400 ns of BPF run time per context switch, and
+// the load's context switches per second it ran at 0.86-0.88 of the rate
+// without sli (target 0.97, not met on this VM: two empty tp_btf
+// programs on sched_switch and sched_wakeup alone gave 0.96; the figure
+// before these cuts was ~1 100 ns and 0.86). Scheduler-bound loads pay
+// that share; a load switching 10 000 times a second per CPU pays ~0.4%.
 //
 // The proc probe's object hooks sched_switch and the block tracepoints too,
 // but per process and only for its observed processes, attached while its
@@ -57,7 +79,9 @@
 // Measured against the kernel's own accounting (privileged test, CI): two
 // CPU-bound processes of one container pinned to one CPU: cpu_rundelay
 // over 1 s equals the growth of their /proc/<pid>/schedstat run delay
-// within 0.5%; 200 O_DIRECT writes of 4 KiB: exactly 200 bios in the
+// (to the nanosecond in most runs: the same clock and queueing time;
+// asserted within 20%), with sched_switch alone and with the wakeup
+// hooks of kernels without sched_info (TestPrivilegedSLIWakeupHooks); 200 O_DIRECT writes of 4 KiB: exactly 200 bios in the
 // container's bio_latency_histo, and its cpu_iowait within 2-8% of the
 // cgroup's io.pressure stall time; a 64 MiB file read in a container whose
 // memory cgroup is limited to 16 MiB: mem_reclaim equals the stall time
@@ -82,7 +106,11 @@
 //
 // # Limits
 //
-// A latency that began before its programs attached is not counted. More
+// A latency that began before its programs attached is not counted.
+// With sched_switch alone, a sleeping thread woken and then moved to
+// another CPU's queue before it ran has the wait on the first queue in
+// both its sleep and its run delay (the kernel restarts last_queued on
+// the second queue; the run delay is the kernel's own, whole). More
 // than 4096 observed cgroups with latencies in one period drop the
 // others' latencies, counted in galago_probe_events_lost_total{probe="sli"};
 // more than 65536 bios in flight lose the oldest submission times (LRU,

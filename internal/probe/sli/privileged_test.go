@@ -88,7 +88,7 @@ func (c *container) start(t *testing.T, argv ...string) *exec.Cmd {
 	return cmd
 }
 
-func subItems(t *testing.T, items ...string) uint32 {
+func subItems(t testing.TB, items ...string) uint32 {
 	t.Helper()
 	var sub uint32
 	for _, item := range items {
@@ -101,7 +101,12 @@ func subItems(t *testing.T, items ...string) uint32 {
 // with a period long enough that the test ends periods itself.
 func startProbe(t *testing.T, sub uint32, cs ...*container) (*Probe, *probetest.Runtime) {
 	t.Helper()
-	p := New(procfs.FS{Root: "/"}, identity.NewResolver("/"), withInterval(time.Hour))
+	return startProbeWith(t, sub, nil, cs...)
+}
+
+func startProbeWith(t *testing.T, sub uint32, opts []Option, cs ...*container) (*Probe, *probetest.Runtime) {
+	t.Helper()
+	p := New(procfs.FS{Root: "/"}, identity.NewResolver("/"), append([]Option{withInterval(time.Hour)}, opts...)...)
 	rt := probetest.NewRuntime(t)
 	targets := probetest.NewTargets(snoop.Whitelist)
 	var ids []uint64
@@ -199,6 +204,20 @@ func TestPrivilegedSLI(t *testing.T) {
 			t.Errorf("%d log lines name %s:\n%s", n, field, rt.Logs())
 		}
 	}
+}
+
+// TestPrivilegedSLIWakeupHooks: the path of kernels without sched_info's
+// queueing time (sched_wakeup and sched_wakeup_new time sleeps and run
+// delays), held to the same ground truth.
+func TestPrivilegedSLIWakeupHooks(t *testing.T) {
+	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"), bpfrt.HaveTPBTF("sched_wakeup"))
+	cpu := newContainer(t)
+	p, rt := startProbeWith(t, subItems(t, "cpu", "node", "container", "histogram"), []Option{withWakeupHooks()}, cpu)
+	if p.queued || p.links["sli_sched_wakeup"] == nil {
+		t.Fatalf("queued %v, sched_wakeup attached %v", p.queued, p.links["sli_sched_wakeup"] != nil)
+	}
+	t.Run("rundelay", func(t *testing.T) { testRunDelay(t, p, rt, cpu) })
+	t.Run("sleep", func(t *testing.T) { testSleep(t, p, rt, cpu) })
 }
 
 // testRunDelay: two CPU-bound processes of one container pinned to one CPU

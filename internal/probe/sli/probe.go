@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/galago-project/galago/internal/bpfrt"
@@ -56,6 +57,33 @@ var hooks = []hook{
 	{"sli_rq_complete", "block_rq_complete", bitIO, "bio_latency of disks"},
 }
 
+// wakeupHook: the programs sched_switch replaces when the kernel keeps
+// each task's queueing time (haveQueuedClock).
+var wakeupHook = map[string]bool{"sli_sched_wakeup": true, "sli_sched_wakeup_new": true}
+
+// haveQueuedClock reports whether the kernel's struct sched_info has
+// last_queued and run_delay (CONFIG_SCHED_INFO: the queueing time and run
+// delay behind /proc/<pid>/schedstat, kept with or without schedstats),
+// from which sched_switch alone times sleeps and run delays. Without
+// them the wakeup tracepoints time them.
+func haveQueuedClock() bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var st *btf.Struct
+	if err := spec.TypeByName("sched_info", &st); err != nil {
+		return false
+	}
+	n := 0
+	for _, m := range st.Members {
+		if m.Name == "last_queued" || m.Name == "run_delay" {
+			n++
+		}
+	}
+	return n == 2
+}
+
 // omission is a field of the reference this kernel or this version gives
 // no honest source for: logged once when its sub-item is first enabled.
 type omission struct {
@@ -90,6 +118,8 @@ type Probe struct {
 	loaded   bool
 	links    map[string]link.Link
 	absent   map[string]bool
+	queued   bool // sched_switch alone (queued_clock): the wakeup hooks are not attached
+	noQueued bool // tests: the wakeup hooks, as on a kernel without sched_info
 	filter   *bpfrt.FilterSync
 	lost     bpfrt.LostCounter
 	prevStat *procfs.Stat
@@ -113,6 +143,10 @@ func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
 
 // WithMissingHooks reports missing hooks through the daemon's reporter.
 func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.missing = m } }
+
+// withWakeupHooks times sleeps and run delays with the wakeup hooks, as
+// on a kernel without sched_info's queueing time (tests).
+func withWakeupHooks() Option { return func(p *Probe) { p.noQueued = true } }
 
 // withInterval replaces report_period (tests).
 func withInterval(d time.Duration) Option { return func(p *Probe) { p.interval = d } }
@@ -214,6 +248,11 @@ func (p *Probe) load(onLost func(uint64)) error {
 		return fmt.Errorf("sli: %w", err)
 	}
 	p.absent = map[string]bool{}
+	if p.queued = !p.noQueued && haveQueuedClock(); p.queued {
+		if err := spec.Variables["queued_clock"].Set(uint32(1)); err != nil {
+			return fmt.Errorf("sli: set queued_clock: %w", err)
+		}
+	}
 	for _, h := range hooks {
 		if err := bpfrt.HaveTPBTF(h.target); err != nil {
 			_ = p.missing.Report(err, h.fields)
@@ -262,7 +301,7 @@ func (p *Probe) apply(cfg probe.Config) error {
 		}
 	}
 	for _, h := range hooks {
-		want := cfg.Has(h.sub) && !p.absent[h.prog]
+		want := cfg.Has(h.sub) && !p.absent[h.prog] && (!p.queued || !wakeupHook[h.prog])
 		l, have := p.links[h.prog]
 		switch {
 		case want && !have:
@@ -366,7 +405,7 @@ func (p *Probe) report(now time.Time) error {
 		p.prevStat = nil
 	}
 	rows := map[uint64]sliSliRow{}
-	errs = append(errs, bpfrt.TakeAll(p.objs.ConStats, func(cgid uint64, v sliSliRow) { rows[cgid] = v }), p.lost.Poll())
+	errs = append(errs, bpfrt.TakeAll(p.objs.ConStats, func(cgid uint64, v []sliSliRow) { rows[cgid] = sumRows(v) }), p.lost.Poll())
 	if cfg.Has(bitCon) && len(rows) > 0 {
 		byCon := map[string]sliSliRow{}
 		cgids := make([]uint64, 0, len(rows))

@@ -11,10 +11,14 @@
  *       (TASK_INTERRUPTIBLE: sleep; TASK_UNINTERRUPTIBLE: iowait when
  *       in_iowait is set, else block; TASK_IDLE/NOLOAD sleeps of idle
  *       kernel threads are not counted); the thread coming on CPU (next)
- *       ends its run delay: SLI_RUNDELAY.
- *   sched_wakeup, sched_wakeup_new  end the woken thread's sleep
- *       (SLI_SLEEP, SLI_IOWAIT, SLI_BLOCK) and start its run delay, as the
- *       kernel's sched_info does when it queues a task.
+ *       ends its run delay: SLI_RUNDELAY. With queued_clock (the kernel
+ *       keeps sched_info.last_queued, CONFIG_SCHED_INFO) it also ends
+ *       next's sleep at the time the kernel queued it, and nothing else
+ *       is attached for cpu. Times are the run queue's clock.
+ *   sched_wakeup, sched_wakeup_new  (without queued_clock only) end the
+ *       woken thread's sleep (SLI_SLEEP, SLI_IOWAIT, SLI_BLOCK) and start
+ *       its run delay, as the kernel's sched_info does when it queues a
+ *       task.
  *   mm_vmscan_direct_reclaim_begin/end, mm_vmscan_memcg_reclaim_begin/end
  *       direct reclaim by the allocating task, global or at its memory
  *       cgroup's limit: SLI_RECLAIM.
@@ -77,8 +81,10 @@ struct {
 	__type(value, struct sli_row);
 } node_stats SEC(".maps");
 
+/* Per CPU, like node_stats: a container's threads on several CPUs would
+ * otherwise bounce one row's cache lines between them at every switch. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 4096);
 	__type(key, __u64); /* cgroup2 id */
@@ -97,6 +103,7 @@ struct task_state {
 	__u64 wait_ts;    /* runnable, waiting for a CPU since */
 	__u64 reclaim_ts; /* in direct reclaim since */
 	__u64 compact_ts; /* compacting a zone since */
+	__u64 run_delay;  /* sched_info.run_delay when it went off CPU */
 	__u32 off_kind;   /* enum sli_kind of the sleep */
 	__u32 _pad;
 };
@@ -124,6 +131,12 @@ struct {
 volatile __u32 node_on = 0;
 volatile __u32 con_on = 0;
 
+/* queued_clock (set before load when the kernel's task_struct has
+ * sched_info.last_queued, CONFIG_SCHED_INFO): sched_switch alone times
+ * sleeps and run delays from the kernel's own queueing time; the wakeup
+ * programs are not attached. */
+const volatile __u32 queued_clock = 0;
+
 static __always_inline __u32 bucket_of(__u64 ns)
 {
 	__u64 bound = 1000;
@@ -136,18 +149,32 @@ static __always_inline __u32 bucket_of(__u64 ns)
 	return SLI_NBUCKETS - 1;
 }
 
+/* stat_add adds one latency to a row of the running CPU (both maps are
+ * per CPU). The scheduler kinds are accounted only from sched_switch and
+ * sched_wakeup(_new), which run with interrupts off: nothing else adds
+ * to the row on this CPU meanwhile, so plain adds are exact and spare
+ * four locked instructions per latency and row. mem and io latencies may
+ * be accounted in a task and, on the same CPU, in an interrupt completing
+ * a bio: atomic. */
 static __always_inline void stat_add(struct sli_row *row, __u32 kind, __u64 ns, __u32 b)
 {
 	struct sli_stat *s;
 
-	if (kind >= SLI_KIND_MAX)
+	if (kind >= SLI_KIND_MAX || b >= SLI_NBUCKETS)
 		return;
 	s = &row->s[kind];
+	if (kind <= SLI_BLOCK) {
+		s->ns += ns;
+		s->count++;
+		if (ns > s->max)
+			s->max = ns;
+		s->buckets[b]++;
+		return;
+	}
 	__sync_fetch_and_add(&s->ns, ns);
 	__sync_fetch_and_add(&s->count, 1);
 	galago_max_u64(&s->max, ns);
-	if (b < SLI_NBUCKETS)
-		__sync_fetch_and_add(&s->buckets[b], 1);
+	__sync_fetch_and_add(&s->buckets[b], 1);
 }
 
 static __always_inline struct sli_row *con_row(__u64 cgid)
@@ -203,31 +230,85 @@ static __always_inline __u64 keep_cgid(__u32 tgid, __u64 cgid)
 	return con_on && tgid && cgid && galago_observed_in(tgid, cgid) ? cgid : 0;
 }
 
-static __always_inline void account_task(__u32 kind, __u64 ns, struct task_struct *t)
+/* task_cgid: keep_cgid of task t; direct loads of the BTF pointers
+ * (tp_btf), no helper calls. */
+static __always_inline __u64 task_cgid(struct task_struct *t)
 {
-	account(kind, ns, con_on ? keep_cgid(t->tgid, BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id)) : 0);
+	return con_on ? keep_cgid(t->tgid, t->cgroups->dfl_cgrp->kn->id) : 0;
 }
 
+
+
 /* ---- cpu ---- */
+
+/* sched_now: the clock of task t's run queue (ns, sched_clock), which
+ * the scheduler updates under the run queue's lock just before
+ * sched_switch, sched_wakeup and sched_wakeup_new fire, and which its own
+ * sched_info (the run delay of /proc/<pid>/schedstat) reads: three loads
+ * (t->se.cfs_rq->rq, set for every task on its CPU with
+ * CONFIG_FAIR_GROUP_SCHED) instead of bpf_ktime_get_ns, whose clock read
+ * costs ~100 ns on a VM, twice per context switch. Without the field, the
+ * monotonic clock. 0: no time (the pointers were not set). */
+static __always_inline __u64 sched_now(struct task_struct *t)
+{
+	if (bpf_core_field_exists(struct cfs_rq, rq))
+		return t->se.cfs_rq->rq->clock;
+	return bpf_ktime_get_ns();
+}
+
+/* switched_in_queued: next is switched in, now; with queued_clock.
+ * sched_info.last_queued is when the kernel queued it (at its wakeup, or
+ * when it went off CPU still runnable), reset only after this tracepoint:
+ * its sleep ended there and its run delay runs from there to now. The run
+ * delay adds what the kernel's run_delay grew by since next went off CPU
+ * (a queued task moved to another CPU: the wait on the first one), so it
+ * is the kernel's own figure. */
+static __always_inline void switched_in_queued(struct task_struct *next, __u64 now)
+{
+	__u64 q = 0, rd = 0, wait = 0, cgid = task_cgid(next);
+	struct task_state *s = bpf_task_storage_get(&task_state, next, 0, 0);
+
+	if (bpf_core_field_exists(struct sched_info, last_queued)) {
+		q = next->sched_info.last_queued;
+		rd = next->sched_info.run_delay;
+	}
+	if (q && now > q)
+		wait = now - q;
+	if (s) {
+		if (node_on || cgid) {
+			if (s->off_ts && q > s->off_ts)
+				account(s->off_kind, q - s->off_ts, cgid);
+			if (rd > s->run_delay)
+				wait += rd - s->run_delay;
+		}
+		s->off_ts = 0;
+	}
+	if (wait && (node_on || cgid))
+		account(SLI_RUNDELAY, wait, cgid);
+}
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = sched_now(prev);
 	struct task_state *s;
 
-	if (prev->pid && !(prev_state & TASK_DEAD)) {
+	if (!now)
+		return 0;
+	if (prev->pid && !(prev_state & TASK_DEAD) && (node_on || task_cgid(prev))) {
 		s = bpf_task_storage_get(&task_state, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (s) {
 			s->wait_ts = 0;
 			s->off_ts = 0;
+			if (queued_clock && bpf_core_field_exists(struct sched_info, run_delay))
+				s->run_delay = prev->sched_info.run_delay;
 			/* preempted, or woken before it could sleep: still runnable */
 			if (preempt || prev_state == TASK_RUNNING) {
 				s->wait_ts = now;
 			} else if (!(prev_state & TASK_NOLOAD)) {
 				if (prev_state & TASK_UNINTERRUPTIBLE) {
-					s->off_kind = BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait) ? SLI_IOWAIT : SLI_BLOCK;
+					s->off_kind = BPF_CORE_READ_BITFIELD(prev, in_iowait) ? SLI_IOWAIT : SLI_BLOCK;
 					s->off_ts = now;
 				} else if (prev_state & TASK_INTERRUPTIBLE) {
 					s->off_kind = SLI_SLEEP;
@@ -238,11 +319,15 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	}
 	if (!next->pid)
 		return 0;
+	if (queued_clock) {
+		switched_in_queued(next, now);
+		return 0;
+	}
 	s = bpf_task_storage_get(&task_state, next, 0, 0);
 	if (!s)
 		return 0;
 	if (s->wait_ts && now > s->wait_ts)
-		account_task(SLI_RUNDELAY, now - s->wait_ts, next);
+		account(SLI_RUNDELAY, now - s->wait_ts, task_cgid(next));
 	/* running: neither waiting nor asleep (a sleep whose wakeup was not
 	 * traced must not last until some later wakeup) */
 	s->wait_ts = 0;
@@ -255,17 +340,25 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
  * started; one of a running thread is undone at its next switch. */
 static __always_inline void woken(struct task_struct *p)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now, cgid;
 	struct task_state *s;
 
 	if (!p->pid)
 		return;
+	/* unobserved tasks get no task storage when only container rows
+	 * are on (the same test guards prev in sli_sched_switch) */
+	cgid = task_cgid(p);
+	if (!node_on && !cgid)
+		return;
 	s = bpf_task_storage_get(&task_state, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s)
 		return;
+	now = sched_now(p); /* p's run queue, locked */
+	if (!now)
+		return;
 	if (s->off_ts) {
 		if (now > s->off_ts)
-			account_task(s->off_kind, now - s->off_ts, p);
+			account(s->off_kind, now - s->off_ts, cgid);
 		s->off_ts = 0;
 	}
 	if (!s->wait_ts)

@@ -49,6 +49,7 @@ type sliTaskState struct {
 	WaitTs    uint64
 	ReclaimTs uint64
 	CompactTs uint64
+	RunDelay  uint64
 	OffKind   uint32
 	Pad       uint32
 }
@@ -86,6 +87,7 @@ const (
 	sliVarConOn                  = "con_on"
 	sliVarGalagoFilterCfg        = "galago_filter_cfg"
 	sliVarNodeOn                 = "node_on"
+	sliVarQueuedClock            = "queued_clock"
 )
 
 // loadSli returns the embedded CollectionSpec for sli.
@@ -171,6 +173,7 @@ type sliVariableSpecs struct {
 	ConOn            *ebpf.VariableSpec `ebpf:"con_on"`
 	GalagoFilterCfg  *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
 	NodeOn           *ebpf.VariableSpec `ebpf:"node_on"`
+	QueuedClock      *ebpf.VariableSpec `ebpf:"queued_clock"`
 }
 
 // sliObjects contains all objects after they have been loaded into the kernel.
@@ -229,6 +232,7 @@ type sliVariables struct {
 	ConOn            *ebpf.Variable `ebpf:"con_on"`
 	GalagoFilterCfg  *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	NodeOn           *ebpf.Variable `ebpf:"node_on"`
+	QueuedClock      *ebpf.Variable `ebpf:"queued_clock"`
 }
 
 // sliPrograms contains all programs after they have been loaded into the kernel.
