@@ -84,6 +84,11 @@ type TprofEvent struct {
 	// of a socket (invalid otherwise).
 	Ino           uint64
 	Local, Remote netip.AddrPort
+	// UserStack is the thread's user stack (Stack reads it): of the call
+	// at its entry, of an off-CPU slice where it went off the CPU;
+	// negative when there is none (on-CPU slices, an empty stack) or it
+	// was not recorded (counted lost).
+	UserStack int32
 }
 
 // tprofRecSize is the size of a record in the ring.
@@ -102,7 +107,7 @@ func DecodeTprof(raw []byte) (TprofEvent, error) {
 		return TprofEvent{}, fmt.Errorf("syscap: tprofiling record of type %d call %d", r.Type, r.Call)
 	}
 	e := TprofEvent{Start: r.Start, Dur: r.Dur, PID: r.Pid, TGID: r.Tgid, Comm: bpfrt.CString(r.Comm[:]),
-		Type: TprofType(r.Type), Call: TprofCall(r.Call), Arg: r.Arg, Ret: r.Ret, Ino: r.Ino}
+		Type: TprofType(r.Type), Call: TprofCall(r.Call), Arg: r.Arg, Ret: r.Ret, Ino: r.Ino, UserStack: r.UserStack}
 	if r.Family == afInet || r.Family == afInet6 {
 		e.Local = addrPort(r.Family, r.Saddr[:], r.Sport)
 		e.Remote = addrPort(r.Family, r.Daddr[:], r.Dport)
@@ -118,6 +123,7 @@ type TprofOpen struct {
 	Type      TprofType
 	Call      TprofCall
 	Arg       uint64
+	UserStack int32 // as TprofEvent.UserStack
 }
 
 // tprofObjects are what tprofiling needs of the capture object.
@@ -130,6 +136,7 @@ type tprofObjects struct {
 	Events   *ebpf.Map      `ebpf:"tprof_events"`
 	RingLost *ebpf.Map      `ebpf:"lost_events"`
 	Lost     *ebpf.Map      `ebpf:"tprof_lost"`
+	Stacks   *ebpf.Map      `ebpf:"tprof_stacks"`
 	Types    *ebpf.Variable `ebpf:"tprof_types"`
 	MinNs    *ebpf.Variable `ebpf:"tprof_min_ns"`
 
@@ -146,7 +153,7 @@ type tprofObjects struct {
 func (o *tprofObjects) close() error {
 	var errs []error
 	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.Threads, o.Events, o.RingLost,
-		o.Lost, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
+		o.Lost, o.Stacks, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
 		if c != nil && !isNilCloser(c) {
 			errs = append(errs, c.Close())
 		}
@@ -161,6 +168,9 @@ type TprofOptions struct {
 	// RingSize is the ring buffer's size in bytes (CheckRingSize); 0 is
 	// DefaultTprofRing.
 	RingSize int
+	// StackEntries bounds the distinct user stacks kept (tprof_stacks);
+	// 0 is DefaultTprofStacks.
+	StackEntries int
 	// Handle receives each event, on the reading goroutine.
 	Handle func(TprofEvent)
 	// OnLost receives the events lost to a full ring or thread table and
@@ -172,6 +182,14 @@ type TprofOptions struct {
 
 // DefaultTprofRing is the tprofiling ring's default size.
 const DefaultTprofRing = 4 << 20
+
+// DefaultTprofStacks is the default number of distinct user stacks kept
+// (about 540 bytes each: TprofStackDepth frames and the bucket).
+const DefaultTprofStacks = 8192
+
+// TprofStackDepth is the most frames of a stack kept (TPROF_STACK_DEPTH):
+// the frames nearest the root of a deeper stack are cut.
+const TprofStackDepth = 64
 
 // Tprof is the capture object's thread events (for the tprofiling
 // probe): syscalls of the chosen types that lasted a minimum, and on- and
@@ -214,6 +232,13 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}
 	spec.Maps["tprof_events"].MaxEntries = uint32(o.RingSize)
+	if o.StackEntries == 0 {
+		o.StackEntries = DefaultTprofStacks
+	}
+	if o.StackEntries < 1 || o.StackEntries > 1<<20 {
+		return nil, fmt.Errorf("syscap: tprofiling stack entries %d: want 1..%d", o.StackEntries, 1<<20)
+	}
+	spec.Maps["tprof_stacks"].MaxEntries = uint32(o.StackEntries)
 	if err := bpfrt.ApplyWakeup(spec, "tprof_events", bpfrt.Wakeup{Records: 256, RecordSize: tprofRecSize, FillPercent: 25}); err != nil {
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
@@ -331,7 +356,8 @@ func (t *Tprof) InFlight() ([]TprofOpen, error) {
 	it := t.objs.Threads.Iterate()
 	for it.Next(&tid, &v) {
 		if v.ScStart != 0 {
-			out = append(out, TprofOpen{PID: tid, TGID: v.Tgid, Start: v.ScStart, Type: TprofType(v.ScType), Call: TprofCall(v.ScCall), Arg: v.ScArg})
+			out = append(out, TprofOpen{PID: tid, TGID: v.Tgid, Start: v.ScStart, Type: TprofType(v.ScType), Call: TprofCall(v.ScCall),
+				Arg: v.ScArg, UserStack: v.ScStack})
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -343,6 +369,24 @@ func (t *Tprof) InFlight() ([]TprofOpen, error) {
 		return out, fmt.Errorf("syscap: %w", err)
 	}
 	return out, nil
+}
+
+// Stack reads the user stack id (TprofEvent.UserStack) into pcs, leaf
+// first, and returns the frames read. The kernel keeps each distinct
+// stack under one id for the load's life, so a caller may cache what an
+// id names.
+func (t *Tprof) Stack(id int32, pcs *[TprofStackDepth]uint64) ([]uint64, error) {
+	if id < 0 {
+		return nil, fmt.Errorf("syscap: no stack (%d)", id)
+	}
+	if err := t.objs.Stacks.Lookup(&id, pcs); err != nil {
+		return nil, fmt.Errorf("syscap: read tprof_stacks[%d]: %w", id, err)
+	}
+	n := 0
+	for n < len(pcs) && pcs[n] != 0 {
+		n++
+	}
+	return pcs[:n], nil
 }
 
 // Close detaches and unloads everything. Idempotent; call it after the

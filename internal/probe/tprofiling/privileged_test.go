@@ -40,7 +40,8 @@ type workload struct {
 // closed) and waits for a byte on stdin.
 func startWorkload(t *testing.T, name string, src []byte) *workload {
 	t.Helper()
-	cmd := exec.Command(probetest.BuildC(t, name, src))
+	// Frame pointers: func.stack is a frame-pointer walk.
+	cmd := exec.Command(probetest.BuildC(t, name, src, "-fno-omit-frame-pointer"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*wa
 // once the probe stops, the trace file holds each thread's futex wait as
 // in progress, starting when the program said it blocked (within 20 ms)
 // and lasting until the stop (its end within the Shutdown call), with no
-// on-CPU slice after it.
+// on-CPU slice after it, and its func.stack names the program's functions.
 func TestPrivilegedDeadlock(t *testing.T) {
 	w := startWorkload(t, "deadlock", deadlockSrc)
 	dir := t.TempDir()
@@ -215,6 +216,14 @@ func TestPrivilegedDeadlock(t *testing.T) {
 		if end := start + dur; end < before-int64(time.Millisecond) || end > after+int64(time.Millisecond) {
 			t.Errorf("%s: futex lasts %v, want it to run from blocking to the stop, %v to %v", names[tid],
 				time.Duration(dur), time.Duration(before-at), time.Duration(after-at))
+		}
+		// func.stack, root to leaf: the thread function, the program's
+		// lock and libc's syscall() that made the call (futex_wait, the
+		// caller of that frameless leaf, is not in a frame-pointer walk;
+		// start_thread at the root is an internal symbol of the stripped
+		// libc, named by address).
+		if st, _ := futex.Args["func.stack"].(string); !strings.HasSuffix(st, ";thd;mutex_lock;syscall;") {
+			t.Errorf("%s: func.stack %q, want it to end in thd;mutex_lock;syscall;", names[tid], st)
 		}
 		if futex.Args["futex.op"] != "wait" || futex.Args["event.type"] != "lock" {
 			t.Errorf("%s: futex args %v, want futex.op wait, event.type lock", names[tid], futex.Args)

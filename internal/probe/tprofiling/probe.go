@@ -95,6 +95,7 @@ type Probe struct {
 	periodEvs  []Event
 	lastReport time.Time
 	paths      map[[3]uint64]string
+	stacks     *stackNames
 
 	cmu   sync.Mutex // procs: the run loop and the hub's requests read it
 	procs map[uint32]proc
@@ -182,6 +183,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	p.file = traceFile{dir: outputDir(cfg), now: p.now}
 	p.lastReport = p.now()
 	p.paths = map[[3]uint64]string{}
+	p.stacks = newStackNames(p.procRoot, tp.Stack)
 	p.cmu.Lock()
 	p.procs = map[uint32]proc{}
 	p.cmu.Unlock()
@@ -345,11 +347,18 @@ func (p *Probe) output(final bool) error {
 	}
 	drop := notObserved(cfg)
 	evs, open = slices.DeleteFunc(evs, drop), slices.DeleteFunc(open, drop)
-	for i := range evs {
-		p.resolvePath(&evs[i])
+	p.stacks.newReport()
+	var noStack uint64
+	for _, es := range [][]Event{evs, open} {
+		for i := range es {
+			p.resolvePath(&es[i])
+			if !p.stacks.name(&es[i]) {
+				noStack++
+			}
+		}
 	}
-	for i := range open {
-		p.resolvePath(&open[i])
+	if noStack > 0 {
+		p.rt.Lost(noStack)
 	}
 	p.hub.publish(evs, open, c)
 	if !kafka(cfg) {
