@@ -344,6 +344,7 @@ const (
 	syscapMapSslLost                 = "ssl_lost"
 	syscapMapTprofEvents             = "tprof_events"
 	syscapMapTprofLost               = "tprof_lost"
+	syscapMapTprofStackLost          = "tprof_stack_lost"
 	syscapMapTprofStacks             = "tprof_stacks"
 	syscapMapTprofThreads            = "tprof_threads"
 	syscapProgGalagoFilterExec       = "galago_filter_exec"
@@ -487,6 +488,7 @@ type syscapMapSpecs struct {
 	SslLost           *ebpf.MapSpec `ebpf:"ssl_lost"`
 	TprofEvents       *ebpf.MapSpec `ebpf:"tprof_events"`
 	TprofLost         *ebpf.MapSpec `ebpf:"tprof_lost"`
+	TprofStackLost    *ebpf.MapSpec `ebpf:"tprof_stack_lost"`
 	TprofStacks       *ebpf.MapSpec `ebpf:"tprof_stacks"`
 	TprofThreads      *ebpf.MapSpec `ebpf:"tprof_threads"`
 }
@@ -570,6 +572,7 @@ type syscapMaps struct {
 	SslLost           *ebpf.Map `ebpf:"ssl_lost"`
 	TprofEvents       *ebpf.Map `ebpf:"tprof_events"`
 	TprofLost         *ebpf.Map `ebpf:"tprof_lost"`
+	TprofStackLost    *ebpf.Map `ebpf:"tprof_stack_lost"`
 	TprofStacks       *ebpf.Map `ebpf:"tprof_stacks"`
 	TprofThreads      *ebpf.Map `ebpf:"tprof_threads"`
 }
@@ -598,6 +601,7 @@ func (m *syscapMaps) Close() error {
 		m.SslLost,
 		m.TprofEvents,
 		m.TprofLost,
+		m.TprofStackLost,
 		m.TprofStacks,
 		m.TprofThreads,
 	)

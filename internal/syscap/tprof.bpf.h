@@ -25,10 +25,12 @@
  * Maps: tprof_threads (hash, tid -> in-flight call and on/off-CPU since),
  *   which user space also reads for the calls still blocked (a deadlock
  *   never reaches sys_exit); tprof_events (ring buffer); tprof_stacks
- *   (stack trace map: the user stack of each call, taken at sys_enter so a
- *   call still blocked has one, and of each off-CPU slice, taken at
- *   switch-out; frame-pointer walks as flamegraph's); tprof_lost (threads
- *   not tracked because tprof_threads was full, and stacks not recorded).
+ *   (stack trace map: the user stack of a call, taken when it blocks
+ *   (sched_switch, attached for that while any type is on) or else at
+ *   the exit of one long enough to be sent, and of each off-CPU slice,
+ *   taken at switch-out; frame-pointer walks as flamegraph's); tprof_lost (threads
+ *   not tracked because tprof_threads was full); tprof_stack_lost (stacks
+ *   not recorded).
  * Limits: a thread on a CPU when the programs attach has its first
  *   on-CPU slice unreported (its start was not seen); 32-bit (ia32)
  *   syscalls are not told apart. */
@@ -167,9 +169,7 @@ struct {
 #define TPROF_NO_STACK (-1)
 #define TPROF_EFAULT 14
 
-/* tprof_lost[0], per CPU: events not made because tprof_threads was full,
- * and user stacks not recorded (a bucket of tprof_stacks holding another
- * stack, or any other error but an empty stack). */
+/* tprof_lost[0], per CPU: events not made because tprof_threads was full. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -277,10 +277,20 @@ static __always_inline bool tprof_fd_is_socket(long fd)
 	return f && (BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) == S_IFSOCK;
 }
 
-static __always_inline void tprof_count_lost(void)
+/* tprof_stack_lost[0], per CPU: user stacks not recorded (a bucket of
+ * tprof_stacks holding another stack, or any other error but an empty
+ * stack); the event is sent without one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} tprof_stack_lost SEC(".maps");
+
+static __always_inline void tprof_count(void *counter)
 {
 	__u32 z = 0;
-	__u64 *lost = bpf_map_lookup_elem(&tprof_lost, &z);
+	__u64 *lost = bpf_map_lookup_elem(counter, &z);
 
 	if (lost)
 		*lost += 1;
@@ -299,7 +309,7 @@ static __always_inline struct syscap_tprof_thread *tprof_thread_get(__u32 tid, _
 	bpf_map_update_elem(&tprof_threads, &tid, &zero, BPF_NOEXIST);
 	t = bpf_map_lookup_elem(&tprof_threads, &tid);
 	if (!t)
-		tprof_count_lost();
+		tprof_count(&tprof_lost);
 	return t;
 }
 
@@ -310,7 +320,7 @@ static __always_inline __s32 tprof_stack(void *ctx)
 	__s32 id = bpf_get_stackid(ctx, &tprof_stacks, BPF_F_USER_STACK);
 
 	if (id < 0 && id != -TPROF_EFAULT)
-		tprof_count_lost();
+		tprof_count(&tprof_stack_lost);
 	return id;
 }
 
@@ -388,9 +398,9 @@ int BPF_PROG(syscap_tprof_sys_enter, struct pt_regs *regs, long id)
 	t->sc_type = type;
 	t->sc_call = call;
 	t->sc_arg = call == SYSCAP_TPC_FUTEX ? SC_ARG1(regs) : (__u64)(long)(int)SC_ARG0(regs);
-	/* Here, not at the exit: a call that never returns (a deadlock) is
-	 * shown with its stack too. */
-	t->sc_stack = tprof_stack(ctx);
+	/* The stack is taken when the call blocks (sched_switch) or, for one
+	 * long enough to be sent, at its exit: a short call costs no walk. */
+	t->sc_stack = TPROF_NO_STACK;
 	t->sc_start = bpf_ktime_get_ns();
 	return 0;
 }
@@ -434,7 +444,7 @@ int BPF_PROG(syscap_tprof_sys_exit, struct pt_regs *regs, long ret)
 	r->tgid = bpf_get_current_pid_tgid() >> 32;
 	r->type = type;
 	r->call = call;
-	r->user_stack = t->sc_stack;
+	r->user_stack = t->sc_stack != TPROF_NO_STACK ? t->sc_stack : tprof_stack(ctx);
 	if (tprof_has_fd(call))
 		tprof_fill_file(r, (long)t->sc_arg);
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
@@ -467,10 +477,20 @@ int BPF_PROG(syscap_tprof_switch, bool preempt, struct task_struct *prev, struct
 {
 	__u32 types = tprof_types, pid, tgid;
 	struct syscap_tprof_thread *t;
+	__s32 stack;
 	__u64 now;
 
-	if (!(types & ((1U << SYSCAP_TP_ONCPU) | (1U << SYSCAP_TP_OFFCPU))))
+	if (!types)
 		return 0;
+	if (!(types & ((1U << SYSCAP_TP_ONCPU) | (1U << SYSCAP_TP_OFFCPU)))) {
+		/* Syscall types only: the stack of a traced call that blocks,
+		 * the only one a call that never returns (a deadlock) gets. */
+		pid = prev->pid;
+		t = pid ? bpf_map_lookup_elem(&tprof_threads, &pid) : NULL;
+		if (t && t->sc_start && t->sc_stack == TPROF_NO_STACK)
+			t->sc_stack = tprof_stack(ctx);
+		return 0;
+	}
 	now = bpf_ktime_get_ns();
 	/* prev: this runs in its context, so the filter's cgroup is its own. */
 	pid = prev->pid;
@@ -482,8 +502,21 @@ int BPF_PROG(syscap_tprof_switch, bool preempt, struct task_struct *prev, struct
 				tprof_slice(prev, SYSCAP_TP_ONCPU, t->on_since, now, TPROF_NO_STACK);
 			t->on_since = 0;
 			t->off_since = now;
-			/* current is still prev: the stack it goes off the CPU in. */
-			t->off_stack = types & (1U << SYSCAP_TP_OFFCPU) ? tprof_stack(ctx) : TPROF_NO_STACK;
+			/* current is still prev: the stack it goes off the CPU in,
+			 * which is its traced call's when it is in one. */
+			stack = TPROF_NO_STACK;
+			if (t->sc_start) {
+				if (t->sc_stack == TPROF_NO_STACK)
+					t->sc_stack = tprof_stack(ctx);
+				stack = t->sc_stack;
+			}
+			if (types & (1U << SYSCAP_TP_OFFCPU)) {
+				if (stack == TPROF_NO_STACK)
+					stack = tprof_stack(ctx);
+				t->off_stack = stack;
+			} else {
+				t->off_stack = TPROF_NO_STACK;
+			}
 		}
 	} else if (pid && bpf_map_lookup_elem(&tprof_threads, &pid)) {
 		/* Not observed any more (the snoopers changed): forget it. The

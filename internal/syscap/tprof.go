@@ -128,17 +128,18 @@ type TprofOpen struct {
 
 // tprofObjects are what tprofiling needs of the capture object.
 type tprofObjects struct {
-	Enter    *ebpf.Program  `ebpf:"syscap_tprof_sys_enter"`
-	Exit     *ebpf.Program  `ebpf:"syscap_tprof_sys_exit"`
-	Switch   *ebpf.Program  `ebpf:"syscap_tprof_switch"`
-	TaskExit *ebpf.Program  `ebpf:"syscap_tprof_task_exit"`
-	Threads  *ebpf.Map      `ebpf:"tprof_threads"`
-	Events   *ebpf.Map      `ebpf:"tprof_events"`
-	RingLost *ebpf.Map      `ebpf:"lost_events"`
-	Lost     *ebpf.Map      `ebpf:"tprof_lost"`
-	Stacks   *ebpf.Map      `ebpf:"tprof_stacks"`
-	Types    *ebpf.Variable `ebpf:"tprof_types"`
-	MinNs    *ebpf.Variable `ebpf:"tprof_min_ns"`
+	Enter     *ebpf.Program  `ebpf:"syscap_tprof_sys_enter"`
+	Exit      *ebpf.Program  `ebpf:"syscap_tprof_sys_exit"`
+	Switch    *ebpf.Program  `ebpf:"syscap_tprof_switch"`
+	TaskExit  *ebpf.Program  `ebpf:"syscap_tprof_task_exit"`
+	Threads   *ebpf.Map      `ebpf:"tprof_threads"`
+	Events    *ebpf.Map      `ebpf:"tprof_events"`
+	RingLost  *ebpf.Map      `ebpf:"lost_events"`
+	Lost      *ebpf.Map      `ebpf:"tprof_lost"`
+	Stacks    *ebpf.Map      `ebpf:"tprof_stacks"`
+	StackLost *ebpf.Map      `ebpf:"tprof_stack_lost"`
+	Types     *ebpf.Variable `ebpf:"tprof_types"`
+	MinNs     *ebpf.Variable `ebpf:"tprof_min_ns"`
 
 	FilterCfg     *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	FilterTgids   *ebpf.Map      `ebpf:"filter_tgids"`
@@ -153,7 +154,7 @@ type tprofObjects struct {
 func (o *tprofObjects) close() error {
 	var errs []error
 	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.Threads, o.Events, o.RingLost,
-		o.Lost, o.Stacks, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
+		o.Lost, o.Stacks, o.StackLost, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
 		if c != nil && !isNilCloser(c) {
 			errs = append(errs, c.Close())
 		}
@@ -176,6 +177,9 @@ type TprofOptions struct {
 	// OnLost receives the events lost to a full ring or thread table and
 	// the new processes the snooper filter could not mark pending.
 	OnLost func(uint64)
+	// OnStackLost receives the user stacks not recorded (the events were
+	// sent without one); nil: OnLost.
+	OnStackLost func(uint64)
 	// OnError receives undecodable records.
 	OnError func(error)
 }
@@ -202,9 +206,10 @@ type Tprof struct {
 	filter *bpfrt.FilterSync
 	reader *bpfrt.Reader
 
-	mu    sync.Mutex
-	links map[string]link.Link
-	lost  bpfrt.LostCounter
+	mu        sync.Mutex
+	links     map[string]link.Link
+	lost      bpfrt.LostCounter
+	stackLost bpfrt.LostCounter
 }
 
 // OpenTprof loads the tprofiling programs and applies the snoopers;
@@ -247,6 +252,10 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 		return nil, fmt.Errorf("syscap: load tprofiling programs: %w", err)
 	}
 	t.lost = bpfrt.LostCounter{Map: t.objs.Lost, OnLost: o.OnLost}
+	if o.OnStackLost == nil {
+		o.OnStackLost = o.OnLost
+	}
+	t.stackLost = bpfrt.LostCounter{Map: t.objs.StackLost, OnLost: o.OnStackLost}
 	if t.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
 		Mode: t.objs.FilterCfg, TGIDs: t.objs.FilterTgids, Cgroups: t.objs.FilterCgroups,
 		Pending: t.objs.FilterPending, Decided: t.objs.FilterDecided, Lost: t.objs.FilterLost,
@@ -279,7 +288,8 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 
 // SetTypes enables the event types given and sets the minimum duration of
 // an event (min_exec_dur). The syscall programs are attached while a
-// syscall type is on, sched_switch while oncpu or offcpu is: nothing
+// syscall type is on, sched_switch while any type is (for the syscall
+// types only to take the user stack of a call that blocks): nothing
 // attached costs nothing.
 func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 	var mask uint32
@@ -298,7 +308,9 @@ func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 		return fmt.Errorf("syscap: set tprof_types: %w", err)
 	}
 	sys := mask&(1<<TprofFile|1<<TprofNet|1<<TprofSched|1<<TprofLock) != 0
-	sched := mask&(1<<TprofOncpu|1<<TprofOffcpu) != 0
+	// sched_switch also takes the stack of a syscall that blocks (the
+	// only one a call that never returns gets).
+	sched := mask != 0
 	for _, p := range []struct {
 		name string
 		prog *ebpf.Program
@@ -346,7 +358,8 @@ func (t *Tprof) Programs() map[string]*ebpf.Program {
 
 // InFlight lists the calls of the enabled types that threads are in now
 // (a blocked call has no event until it returns, and a deadlocked one
-// never does), and reports the thread table's losses to OnLost.
+// never does), and reports the thread table's losses to OnLost and the
+// stacks not recorded to OnStackLost.
 func (t *Tprof) InFlight() ([]TprofOpen, error) {
 	var (
 		out []TprofOpen
@@ -365,7 +378,7 @@ func (t *Tprof) InFlight() ([]TprofOpen, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.lost.Poll(); err != nil {
+	if err := errors.Join(t.lost.Poll(), t.stackLost.Poll()); err != nil {
 		return out, fmt.Errorf("syscap: %w", err)
 	}
 	return out, nil

@@ -21,6 +21,7 @@ func tprofSpec(progs map[string]bpfspec.Program, maps map[string]bpfspec.Map) {
 	maps["tprof_threads"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 48, MaxEntries: 32768}
 	maps["tprof_events"] = bpfspec.Map{Type: ebpf.RingBuf, MaxEntries: 4096}
 	maps["tprof_stacks"] = bpfspec.Map{Type: ebpf.StackTrace, KeySize: 4, ValueSize: TprofStackDepth * 8, MaxEntries: 1}
+	maps["tprof_stack_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
 	maps["tprof_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
 }
 

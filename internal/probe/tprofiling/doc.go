@@ -13,7 +13,8 @@
 //	tp_btf/sys_enter, sys_exit   syscalls of the enabled classes, timed per
 //	                             thread; one event per call that lasted
 //	                             min_exec_dur or more
-//	tp_btf/sched_switch          on-CPU and off-CPU slices of observed threads
+//	tp_btf/sched_switch          on-CPU and off-CPU slices of observed threads,
+//	                             and the user stack of a traced call that blocks
 //	tp_btf/sched_process_exit    forgets a thread's state
 //
 // Sub-items and events (event.name / event.type), as the seed's table:
@@ -31,9 +32,10 @@
 // Extended attributes: file.path (the fd's path from /proc/<tgid>/fd, when
 // the fd still names the event's file), sock.conn ("tcp <local> -> <remote>"
 // from the socket in the kernel), futex.op, and func.stack: the thread's
-// user stack, for syscall events taken at the call's entry (so a call
-// still blocked has it), for offcpu events where the thread went off the
-// CPU (none for oncpu). The kernel walks frame pointers
+// user stack, for syscall events taken when the call blocks (so a call
+// still blocked has it) or else at the exit of one long enough to be
+// sent, for offcpu events where the thread went off the CPU (none for
+// oncpu). The kernel walks frame pointers
 // (bpf_get_stackid into tprof_stacks, 64 frames nearest the leaf kept);
 // user space names the frames with the symbolizer flamegraph uses
 // (internal/symtab: ELF symbols, .gopclntab, through /proc/<pid>/root)
@@ -91,9 +93,11 @@
 //
 // # Cost and bounds
 //
-// func.stack costs a stack walk (bpf_get_stackid, user frames only) at
-// the entry of every traced call of an observed process and at every
-// switch-out of an observed thread while offcpu is on. tprof_stacks keeps
+// func.stack costs a stack walk (bpf_get_stackid, user frames only, ~0.1
+// µs a frame here) per event sent and per blocking call, not per short
+// call; for it sched_switch is attached whenever a sub-item is on (with
+// syscall sub-items only: one hash lookup per context switch of the
+// machine). tprof_stacks keeps
 // 8192 distinct stacks (about 4.4 MiB) for the probe's life (an id then
 // names one stack, read once by user space): a stack whose bucket holds
 // another one is not recorded and counted lost, as is a stack user space
@@ -102,7 +106,8 @@
 // Every syscall of the machine runs the two syscall programs while a
 // syscall sub-item is on (a switch on the number, then the filter, for the
 // traced calls only a hash update); every context switch runs the
-// sched_switch program while oncpu or offcpu is (two hash lookups). One
+// sched_switch program while oncpu or offcpu is (two hash lookups; one
+// with syscall sub-items only). One
 // 112-byte record per event through a 4 MiB ring buffer with batched
 // wake-ups. With the default min_exec_dur of 1 µs nearly every traced
 // call of an observed process is an event: raise it for busy processes.

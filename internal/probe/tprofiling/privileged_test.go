@@ -234,8 +234,10 @@ func TestPrivilegedDeadlock(t *testing.T) {
 			}
 		}
 	}
-	if n := rt.LostCount(); n != 0 {
-		t.Errorf("lost %d", n)
+	// A stack whose bucket in the kernel's stack map holds another one
+	// (addresses differ run to run) is counted lost, its events sent.
+	if n, s := rt.LostCount(), p.stackLost.Load(); n != s {
+		t.Errorf("lost %d (%d of them stacks)", n, s)
 	}
 }
 
@@ -370,7 +372,9 @@ func TestPrivilegedContention(t *testing.T) {
 	if oncpu < cpuMs*0.9 || oncpu > (cpuMs+stealMs)*1.1 {
 		t.Errorf("CompeteThd1: on CPU %.1f ms, its CPU time %.1f ms (+ %.0f ms stolen), want within 10%%", oncpu, cpuMs, stealMs)
 	}
-	if n := rt.LostCount(); n != 0 {
-		t.Errorf("lost %d", n)
+	// A stack whose bucket in the kernel's stack map holds another one
+	// (addresses differ run to run) is counted lost, its events sent.
+	if n, s := rt.LostCount(), p.stackLost.Load(); n != s {
+		t.Errorf("lost %d (%d of them stacks)", n, s)
 	}
 }

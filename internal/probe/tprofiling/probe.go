@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -97,6 +98,11 @@ type Probe struct {
 	paths      map[[3]uint64]string
 	stacks     *stackNames
 
+	// stackLost counts the events sent without their stack (in the lost
+	// metric too): the kernel's failures and the ids user space could not
+	// read.
+	stackLost atomic.Uint64
+
 	cmu   sync.Mutex // procs: the run loop and the hub's requests read it
 	procs map[uint32]proc
 }
@@ -163,6 +169,10 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	p.agg = newAggregator(window(cfg), maxPending, maxPerTick)
 	tp, err := syscap.OpenTprof(syscap.TprofOptions{
 		Targets: cfg.Targets, Handle: p.onEvent, OnLost: rt.Lost,
+		OnStackLost: func(n uint64) {
+			p.stackLost.Add(n)
+			rt.Lost(n)
+		},
 		OnError: func(err error) {
 			rt.Error()
 			p.log.Warn("tprofiling: bad record", "err", err)
@@ -358,6 +368,7 @@ func (p *Probe) output(final bool) error {
 		}
 	}
 	if noStack > 0 {
+		p.stackLost.Add(noStack)
 		p.rt.Lost(noStack)
 	}
 	p.hub.publish(evs, open, c)
