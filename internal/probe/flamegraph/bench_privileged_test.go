@@ -1,9 +1,7 @@
 package flamegraph
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,13 +24,6 @@ import (
 // (GALAGO_PRIVILEGED_TESTS=1), one iteration each (-benchtime 1x): each
 // reports its own figures.
 
-// spinTarget is testdata/spin.c running.
-type spinTarget struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-}
-
 func buildSpin(b *testing.B) string {
 	b.Helper()
 	probetest.RequireTools(b, "cc")
@@ -43,44 +34,25 @@ func buildSpin(b *testing.B) string {
 	return bin
 }
 
-func startSpin(b *testing.B, bin string, args ...string) *spinTarget {
+// startSpin starts testdata/spin.c (built by buildSpin) with args.
+func startSpin(b *testing.B, bin string, args ...string) *target {
 	b.Helper()
-	cmd := exec.Command(bin, args...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	s := &spinTarget{cmd, stdin, bufio.NewReader(stdout)}
-	b.Cleanup(func() {
-		s.stdin.Close()
-		_ = cmd.Wait()
-	})
-	if l, err := s.out.ReadString('\n'); err != nil || l != "ready\n" {
-		b.Fatalf("spin said %q (%v), want ready", l, err)
-	}
-	return s
+	return startTargetCmd(b, exec.Command(bin, args...))
 }
 
 // round spins n iterations and returns the round's CPU time.
-func (s *spinTarget) round(b *testing.B, n uint64) time.Duration {
+func round(b *testing.B, s *target, n uint64) time.Duration {
 	b.Helper()
 	if _, err := fmt.Fprintf(s.stdin, "%d\n", n); err != nil {
 		b.Fatal(err)
 	}
-	l, err := s.out.ReadString('\n')
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := s.line(b)
 	f := strings.Fields(l)
+	if len(f) != 2 {
+		b.Fatalf("spin said %q", l)
+	}
 	cpu, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil || len(f) != 2 {
+	if err != nil {
 		b.Fatalf("spin said %q", l)
 	}
 	return time.Duration(cpu)
@@ -142,7 +114,8 @@ func median(xs []float64) float64 {
 // sampling interrupts and the BPF program run on its behalf) with oncpu
 // on at the default perf_sample_period (10 ms) and off, A/B interleaved
 // (on/off order alternating), GALAGO_BENCH_PAIRS pairs (default 7) of
-// rounds of 2e8 iterations. CPU time, not wall time: on a machine shared
+// rounds of 2e8 iterations, each "on" round after a warm-up round and the
+// probe's first drain. CPU time, not wall time: on a machine shared
 // with other work the wall time measures the others. Reports the median
 // on/off ratio, its spread, and the samples taken per second of
 // the program's CPU.
@@ -159,7 +132,7 @@ func BenchmarkOncpuOverheadPrivileged(b *testing.B) {
 	}
 	defer stats.Close()
 	const n = 200_000_000
-	s.round(b, n) // warm-up
+	round(b, s, n) // warm-up
 	var ratios []float64
 	var samples uint64
 	var onCPU, bpf time.Duration
@@ -169,7 +142,12 @@ func BenchmarkOncpuOverheadPrivileged(b *testing.B) {
 			var on, off time.Duration
 			measureOn := func() {
 				stop := startOncpu(b, s.cmd.Process.Pid)
-				on = s.round(b, n)
+				// Steady state: the probe's first drain (reading
+				// kallsyms and the ELF files, ~0.2 s of CPU on the
+				// other CPU) is done before the measured round.
+				round(b, s, n/4)
+				time.Sleep(drainInterval + 500*time.Millisecond)
+				on = round(b, s, n)
 				k, st := stop()
 				samples += k
 				bpf += st.Runtime
@@ -178,9 +156,9 @@ func BenchmarkOncpuOverheadPrivileged(b *testing.B) {
 			}
 			if i%2 == 0 {
 				measureOn()
-				off = s.round(b, n)
+				off = round(b, s, n)
 			} else {
-				off = s.round(b, n)
+				off = round(b, s, n)
 				measureOn()
 			}
 			// throughput on / off = (n/on) / (n/off)
