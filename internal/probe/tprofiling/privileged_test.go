@@ -274,8 +274,9 @@ func logEvents(t *testing.T, rt *probetest.Runtime) []logEvent {
 // event log records): CompeteThd2's long futex waits match the waits the
 // program timed itself (start and duration within 10%), its net write
 // events count exactly its write() calls on the connection, tcp-server's
-// read events count exactly its read() calls, and CompeteThd1's on-CPU
-// events add up to its CPU time within 10%.
+// read events count exactly its read() calls and name read() in their
+// func.stack, and CompeteThd1's on-CPU events add up to its CPU time
+// within 10%.
 func TestPrivilegedContention(t *testing.T) {
 	w := startWorkload(t, "contend", contendSrc)
 	params := probe.DefaultParams()
@@ -343,6 +344,25 @@ func TestPrivilegedContention(t *testing.T) {
 			}
 		}
 		return n, conn
+	}
+	// func.stack in the log records: tcp-server's reads end in libc's
+	// read() (the program's server(), the caller of that frameless leaf,
+	// is not in a frame-pointer walk). A stack not recorded (counted lost
+	// below) leaves an event without one.
+	stacks := 0
+	for _, e := range evs {
+		if e.tid != server || e.vals["event.name"] != "read" {
+			continue
+		}
+		if st, ok := e.vals["func.stack"].(string); ok {
+			stacks++
+			if !strings.HasSuffix(st, ";read;") {
+				t.Errorf("tcp-server: read with func.stack %q, want it to end in ;read;", st)
+			}
+		}
+	}
+	if stacks == 0 {
+		t.Error("tcp-server: no read event with a func.stack")
 	}
 	n, conn := count(writer, "write", "net")
 	if n != writes {
