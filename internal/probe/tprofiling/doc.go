@@ -93,15 +93,18 @@
 //
 // # Cost and bounds
 //
-// func.stack costs a stack walk (bpf_get_stackid, user frames only, ~0.1
-// µs a frame here) per event sent and per blocking call, not per short
-// call; for it sched_switch is attached whenever a sub-item is on (with
-// syscall sub-items only: one hash lookup per context switch of the
-// machine). tprof_stacks keeps
+// func.stack costs a stack walk (bpf_get_stackid, user frames only;
+// ~1.5-2 µs for a Go benchmark's stack here, BENCHMARKS.md) per event
+// sent and per blocking call, not per short call; for it sched_switch is
+// attached whenever a sub-item is on (with syscall sub-items only: one
+// hash lookup per context switch of the machine). tprof_stacks keeps
 // 8192 distinct stacks (about 4.4 MiB) for the probe's life (an id then
 // names one stack, read once by user space): a stack whose bucket holds
 // another one is not recorded and counted lost, as is a stack user space
-// cannot read.
+// cannot read. Stacks are not deleted while the probe runs (an event in
+// the ring may still name one), so processes with many distinct stacks
+// fill the map over time and more stacks go unrecorded; a restart of the
+// probe empties it.
 //
 // Every syscall of the machine runs the two syscall programs while a
 // syscall sub-item is on (a switch on the number, then the filter, for the

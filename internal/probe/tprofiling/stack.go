@@ -14,12 +14,14 @@ import (
 // cached per process and id, and each process's mappings are re-read once
 // per report for the stacks new to it. Run loop only.
 type stackNames struct {
-	read  func(id int32, pcs *[syscap.TprofStackDepth]uint64) ([]uint64, error)
-	syms  *symtab.Resolver
-	pcs   map[int32][]uint64
-	names map[stackKey]string
-	fresh map[uint32]bool // processes whose mappings were read this report
-	buf   [syscap.TprofStackDepth]uint64
+	read     func(id int32, pcs *[syscap.TprofStackDepth]uint64) ([]uint64, error)
+	procRoot string
+	syms     *symtab.Resolver
+	known    map[uint32]bool // processes whose mappings syms holds
+	pcs      map[int32][]uint64
+	names    map[stackKey]string
+	fresh    map[uint32]bool // processes whose mappings were read this report
+	buf      [syscap.TprofStackDepth]uint64
 }
 
 type stackKey struct {
@@ -28,8 +30,8 @@ type stackKey struct {
 }
 
 func newStackNames(procRoot string, read func(int32, *[syscap.TprofStackDepth]uint64) ([]uint64, error)) *stackNames {
-	return &stackNames{read: read, syms: symtab.NewResolver(procRoot), pcs: map[int32][]uint64{},
-		names: map[stackKey]string{}, fresh: map[uint32]bool{}}
+	return &stackNames{read: read, procRoot: procRoot, syms: symtab.NewResolver(procRoot), known: map[uint32]bool{},
+		pcs: map[int32][]uint64{}, names: map[stackKey]string{}, fresh: map[uint32]bool{}}
 }
 
 // newReport starts a report: mappings are re-read for the stacks it names.
@@ -60,6 +62,12 @@ func (s *stackNames) name(e *Event) bool {
 	}
 	pid := int(e.TGID)
 	if !s.fresh[e.TGID] {
+		if !s.known[e.TGID] && len(s.known) >= maxCache {
+			// Bound the mappings and files held: start afresh.
+			s.syms = symtab.NewResolver(s.procRoot)
+			clear(s.known)
+		}
+		s.known[e.TGID] = true
 		s.fresh[e.TGID] = true
 		_ = s.syms.Refresh(pid) // gone: its last mappings serve
 	}
