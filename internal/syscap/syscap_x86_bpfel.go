@@ -272,22 +272,24 @@ const (
 )
 
 type syscapSyscapTprofRec struct {
-	_      structs.HostLayout
-	Start  uint64
-	Dur    uint64
-	Arg    uint64
-	Ino    uint64
-	Ret    int64
-	Pid    uint32
-	Tgid   uint32
-	Type   uint8
-	Call   uint8
-	Family uint16
-	Sport  uint16
-	Dport  uint16
-	Saddr  [16]uint8
-	Daddr  [16]uint8
-	Comm   [16]int8
+	_         structs.HostLayout
+	Start     uint64
+	Dur       uint64
+	Arg       uint64
+	Ino       uint64
+	Ret       int64
+	Pid       uint32
+	Tgid      uint32
+	Type      uint8
+	Call      uint8
+	Family    uint16
+	Sport     uint16
+	Dport     uint16
+	Saddr     [16]uint8
+	Daddr     [16]uint8
+	Comm      [16]int8
+	UserStack int32
+	Pad       uint32
 }
 
 type syscapSyscapTprofThread struct {
@@ -300,6 +302,8 @@ type syscapSyscapTprofThread struct {
 	ScType   uint8
 	ScCall   uint8
 	Pad      [2]uint8
+	ScStack  int32
+	OffStack int32
 }
 
 type syscapSyscapTprofType uint32
@@ -340,6 +344,8 @@ const (
 	syscapMapSslLost                 = "ssl_lost"
 	syscapMapTprofEvents             = "tprof_events"
 	syscapMapTprofLost               = "tprof_lost"
+	syscapMapTprofStackLost          = "tprof_stack_lost"
+	syscapMapTprofStacks             = "tprof_stacks"
 	syscapMapTprofThreads            = "tprof_threads"
 	syscapProgGalagoFilterExec       = "galago_filter_exec"
 	syscapProgGalagoFilterFork       = "galago_filter_fork"
@@ -482,6 +488,8 @@ type syscapMapSpecs struct {
 	SslLost           *ebpf.MapSpec `ebpf:"ssl_lost"`
 	TprofEvents       *ebpf.MapSpec `ebpf:"tprof_events"`
 	TprofLost         *ebpf.MapSpec `ebpf:"tprof_lost"`
+	TprofStackLost    *ebpf.MapSpec `ebpf:"tprof_stack_lost"`
+	TprofStacks       *ebpf.MapSpec `ebpf:"tprof_stacks"`
 	TprofThreads      *ebpf.MapSpec `ebpf:"tprof_threads"`
 }
 
@@ -564,6 +572,8 @@ type syscapMaps struct {
 	SslLost           *ebpf.Map `ebpf:"ssl_lost"`
 	TprofEvents       *ebpf.Map `ebpf:"tprof_events"`
 	TprofLost         *ebpf.Map `ebpf:"tprof_lost"`
+	TprofStackLost    *ebpf.Map `ebpf:"tprof_stack_lost"`
+	TprofStacks       *ebpf.Map `ebpf:"tprof_stacks"`
 	TprofThreads      *ebpf.Map `ebpf:"tprof_threads"`
 }
 
@@ -591,6 +601,8 @@ func (m *syscapMaps) Close() error {
 		m.SslLost,
 		m.TprofEvents,
 		m.TprofLost,
+		m.TprofStackLost,
+		m.TprofStacks,
 		m.TprofThreads,
 	)
 }

@@ -24,8 +24,13 @@
  * in-flight call in tprof_threads still says file.
  * Maps: tprof_threads (hash, tid -> in-flight call and on/off-CPU since),
  *   which user space also reads for the calls still blocked (a deadlock
- *   never reaches sys_exit); tprof_events (ring buffer); tprof_lost
- *   (threads not tracked because tprof_threads was full).
+ *   never reaches sys_exit); tprof_events (ring buffer); tprof_stacks
+ *   (stack trace map: the user stack of a call, taken when it blocks
+ *   (sched_switch, attached for that while any type is on) or else at
+ *   the exit of one long enough to be sent, and of each off-CPU slice,
+ *   taken at switch-out; frame-pointer walks as flamegraph's); tprof_lost (threads
+ *   not tracked because tprof_threads was full); tprof_stack_lost (stacks
+ *   not recorded).
  * Limits: a thread on a CPU when the programs attach has its first
  *   on-CPU slice unreported (its start was not seen); 32-bit (ia32)
  *   syscalls are not told apart. */
@@ -90,6 +95,8 @@ struct syscap_tprof_rec {
 	__u8 saddr[16];
 	__u8 daddr[16];
 	char comm[16]; /* the thread's name */
+	__s32 user_stack; /* id in tprof_stacks; negative: none (oncpu) or not recorded */
+	__u32 _pad;
 };
 
 /* A thread's state: its in-flight call and since when it is on or off the
@@ -103,6 +110,8 @@ struct syscap_tprof_thread {
 	__u8 sc_type; /* enum syscap_tprof_type (file for a call on a socket too) */
 	__u8 sc_call; /* enum syscap_tprof_call */
 	__u8 _pad[2];
+	__s32 sc_stack;  /* the in-flight call's user stack (as syscap_tprof_rec.user_stack) */
+	__s32 off_stack; /* the user stack the thread went off the CPU in */
 };
 
 GALAGO_EXPORT_TYPE(struct syscap_tprof_rec, tprof_rec);
@@ -142,6 +151,23 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
 } tprof_events SEC(".maps");
+
+/* The user stacks of the events. One entry here: the tprofiling load sizes
+ * it before loading (tprof.go), the other loads keep one they never use.
+ * Stacks are deduplicated by the kernel (one id per distinct stack) and
+ * never deleted while the probe runs, so an id names one stack for the
+ * load's life and user space reads each id once. */
+#define TPROF_STACK_DEPTH 64
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__uint(value_size, TPROF_STACK_DEPTH * sizeof(__u64));
+} tprof_stacks SEC(".maps");
+
+/* TPROF_NO_STACK: an event without a stack (on-CPU slices). */
+#define TPROF_NO_STACK (-1)
+#define TPROF_EFAULT 14
 
 /* tprof_lost[0], per CPU: events not made because tprof_threads was full. */
 struct {
@@ -251,26 +277,51 @@ static __always_inline bool tprof_fd_is_socket(long fd)
 	return f && (BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) == S_IFSOCK;
 }
 
+/* tprof_stack_lost[0], per CPU: user stacks not recorded (a bucket of
+ * tprof_stacks holding another stack, or any other error but an empty
+ * stack); the event is sent without one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} tprof_stack_lost SEC(".maps");
+
+static __always_inline void tprof_count(void *counter)
+{
+	__u32 z = 0;
+	__u64 *lost = bpf_map_lookup_elem(counter, &z);
+
+	if (lost)
+		*lost += 1;
+}
+
 /* tprof_thread_get: the thread's row, made when missing (a full map is
  * counted in tprof_lost). */
 static __always_inline struct syscap_tprof_thread *tprof_thread_get(__u32 tid, __u32 tgid)
 {
 	struct syscap_tprof_thread *t = bpf_map_lookup_elem(&tprof_threads, &tid);
-	struct syscap_tprof_thread zero = {.tgid = tgid};
+	struct syscap_tprof_thread zero = {.tgid = tgid, .sc_stack = TPROF_NO_STACK, .off_stack = TPROF_NO_STACK};
 
 	if (t)
 		return t;
 	/* Another CPU may have made it first: look it up either way. */
 	bpf_map_update_elem(&tprof_threads, &tid, &zero, BPF_NOEXIST);
 	t = bpf_map_lookup_elem(&tprof_threads, &tid);
-	if (!t) {
-		__u32 z = 0;
-		__u64 *lost = bpf_map_lookup_elem(&tprof_lost, &z);
-
-		if (lost)
-			*lost += 1;
-	}
+	if (!t)
+		tprof_count(&tprof_lost);
 	return t;
+}
+
+/* tprof_stack: the current thread's user stack id in tprof_stacks; a
+ * failure other than an empty stack is counted lost. */
+static __always_inline __s32 tprof_stack(void *ctx)
+{
+	__s32 id = bpf_get_stackid(ctx, &tprof_stacks, BPF_F_USER_STACK);
+
+	if (id < 0 && id != -TPROF_EFAULT)
+		tprof_count(&tprof_stack_lost);
+	return id;
 }
 
 /* tprof_fill_file sets the inode, or the connection of a socket. */
@@ -347,6 +398,9 @@ int BPF_PROG(syscap_tprof_sys_enter, struct pt_regs *regs, long id)
 	t->sc_type = type;
 	t->sc_call = call;
 	t->sc_arg = call == SYSCAP_TPC_FUTEX ? SC_ARG1(regs) : (__u64)(long)(int)SC_ARG0(regs);
+	/* The stack is taken when the call blocks (sched_switch) or, for one
+	 * long enough to be sent, at its exit: a short call costs no walk. */
+	t->sc_stack = TPROF_NO_STACK;
 	t->sc_start = bpf_ktime_get_ns();
 	return 0;
 }
@@ -390,6 +444,7 @@ int BPF_PROG(syscap_tprof_sys_exit, struct pt_regs *regs, long ret)
 	r->tgid = bpf_get_current_pid_tgid() >> 32;
 	r->type = type;
 	r->call = call;
+	r->user_stack = t->sc_stack != TPROF_NO_STACK ? t->sc_stack : tprof_stack(ctx);
 	if (tprof_has_fd(call))
 		tprof_fill_file(r, (long)t->sc_arg);
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
@@ -398,7 +453,7 @@ int BPF_PROG(syscap_tprof_sys_exit, struct pt_regs *regs, long ret)
 }
 
 /* tprof_slice sends one on- or off-CPU slice of task. */
-static __always_inline void tprof_slice(struct task_struct *task, __u32 type, __u64 since, __u64 now)
+static __always_inline void tprof_slice(struct task_struct *task, __u32 type, __u64 since, __u64 now, __s32 stack)
 {
 	struct syscap_tprof_rec *r;
 
@@ -412,6 +467,7 @@ static __always_inline void tprof_slice(struct task_struct *task, __u32 type, __
 	r->pid = BPF_CORE_READ(task, pid);
 	r->tgid = BPF_CORE_READ(task, tgid);
 	r->type = type;
+	r->user_stack = stack;
 	BPF_CORE_READ_STR_INTO(&r->comm, task, comm);
 	GALAGO_RB_SUBMIT(&tprof_events, r);
 }
@@ -421,10 +477,20 @@ int BPF_PROG(syscap_tprof_switch, bool preempt, struct task_struct *prev, struct
 {
 	__u32 types = tprof_types, pid, tgid;
 	struct syscap_tprof_thread *t;
+	__s32 stack;
 	__u64 now;
 
-	if (!(types & ((1U << SYSCAP_TP_ONCPU) | (1U << SYSCAP_TP_OFFCPU))))
+	if (!types)
 		return 0;
+	if (!(types & ((1U << SYSCAP_TP_ONCPU) | (1U << SYSCAP_TP_OFFCPU)))) {
+		/* Syscall types only: the stack of a traced call that blocks,
+		 * the only one a call that never returns (a deadlock) gets. */
+		pid = prev->pid;
+		t = pid ? bpf_map_lookup_elem(&tprof_threads, &pid) : NULL;
+		if (t && t->sc_start && t->sc_stack == TPROF_NO_STACK)
+			t->sc_stack = tprof_stack(ctx);
+		return 0;
+	}
 	now = bpf_ktime_get_ns();
 	/* prev: this runs in its context, so the filter's cgroup is its own. */
 	pid = prev->pid;
@@ -433,9 +499,24 @@ int BPF_PROG(syscap_tprof_switch, bool preempt, struct task_struct *prev, struct
 		t = tprof_thread_get(pid, tgid);
 		if (t) {
 			if (types & (1U << SYSCAP_TP_ONCPU))
-				tprof_slice(prev, SYSCAP_TP_ONCPU, t->on_since, now);
+				tprof_slice(prev, SYSCAP_TP_ONCPU, t->on_since, now, TPROF_NO_STACK);
 			t->on_since = 0;
 			t->off_since = now;
+			/* current is still prev: the stack it goes off the CPU in,
+			 * which is its traced call's when it is in one. */
+			stack = TPROF_NO_STACK;
+			if (t->sc_start) {
+				if (t->sc_stack == TPROF_NO_STACK)
+					t->sc_stack = tprof_stack(ctx);
+				stack = t->sc_stack;
+			}
+			if (types & (1U << SYSCAP_TP_OFFCPU)) {
+				if (stack == TPROF_NO_STACK)
+					stack = tprof_stack(ctx);
+				t->off_stack = stack;
+			} else {
+				t->off_stack = TPROF_NO_STACK;
+			}
 		}
 	} else if (pid && bpf_map_lookup_elem(&tprof_threads, &pid)) {
 		/* Not observed any more (the snoopers changed): forget it. The
@@ -456,7 +537,7 @@ int BPF_PROG(syscap_tprof_switch, bool preempt, struct task_struct *prev, struct
 	}
 	if (t) {
 		if (types & (1U << SYSCAP_TP_OFFCPU))
-			tprof_slice(next, SYSCAP_TP_OFFCPU, t->off_since, now);
+			tprof_slice(next, SYSCAP_TP_OFFCPU, t->off_since, now, t->off_stack);
 		t->off_since = 0;
 		t->on_since = now;
 	}

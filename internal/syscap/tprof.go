@@ -84,6 +84,11 @@ type TprofEvent struct {
 	// of a socket (invalid otherwise).
 	Ino           uint64
 	Local, Remote netip.AddrPort
+	// UserStack is the thread's user stack (Stack reads it): of the call
+	// at its entry, of an off-CPU slice where it went off the CPU;
+	// negative when there is none (on-CPU slices, an empty stack) or it
+	// was not recorded (counted lost).
+	UserStack int32
 }
 
 // tprofRecSize is the size of a record in the ring.
@@ -102,7 +107,7 @@ func DecodeTprof(raw []byte) (TprofEvent, error) {
 		return TprofEvent{}, fmt.Errorf("syscap: tprofiling record of type %d call %d", r.Type, r.Call)
 	}
 	e := TprofEvent{Start: r.Start, Dur: r.Dur, PID: r.Pid, TGID: r.Tgid, Comm: bpfrt.CString(r.Comm[:]),
-		Type: TprofType(r.Type), Call: TprofCall(r.Call), Arg: r.Arg, Ret: r.Ret, Ino: r.Ino}
+		Type: TprofType(r.Type), Call: TprofCall(r.Call), Arg: r.Arg, Ret: r.Ret, Ino: r.Ino, UserStack: r.UserStack}
 	if r.Family == afInet || r.Family == afInet6 {
 		e.Local = addrPort(r.Family, r.Saddr[:], r.Sport)
 		e.Remote = addrPort(r.Family, r.Daddr[:], r.Dport)
@@ -118,20 +123,23 @@ type TprofOpen struct {
 	Type      TprofType
 	Call      TprofCall
 	Arg       uint64
+	UserStack int32 // as TprofEvent.UserStack
 }
 
 // tprofObjects are what tprofiling needs of the capture object.
 type tprofObjects struct {
-	Enter    *ebpf.Program  `ebpf:"syscap_tprof_sys_enter"`
-	Exit     *ebpf.Program  `ebpf:"syscap_tprof_sys_exit"`
-	Switch   *ebpf.Program  `ebpf:"syscap_tprof_switch"`
-	TaskExit *ebpf.Program  `ebpf:"syscap_tprof_task_exit"`
-	Threads  *ebpf.Map      `ebpf:"tprof_threads"`
-	Events   *ebpf.Map      `ebpf:"tprof_events"`
-	RingLost *ebpf.Map      `ebpf:"lost_events"`
-	Lost     *ebpf.Map      `ebpf:"tprof_lost"`
-	Types    *ebpf.Variable `ebpf:"tprof_types"`
-	MinNs    *ebpf.Variable `ebpf:"tprof_min_ns"`
+	Enter     *ebpf.Program  `ebpf:"syscap_tprof_sys_enter"`
+	Exit      *ebpf.Program  `ebpf:"syscap_tprof_sys_exit"`
+	Switch    *ebpf.Program  `ebpf:"syscap_tprof_switch"`
+	TaskExit  *ebpf.Program  `ebpf:"syscap_tprof_task_exit"`
+	Threads   *ebpf.Map      `ebpf:"tprof_threads"`
+	Events    *ebpf.Map      `ebpf:"tprof_events"`
+	RingLost  *ebpf.Map      `ebpf:"lost_events"`
+	Lost      *ebpf.Map      `ebpf:"tprof_lost"`
+	Stacks    *ebpf.Map      `ebpf:"tprof_stacks"`
+	StackLost *ebpf.Map      `ebpf:"tprof_stack_lost"`
+	Types     *ebpf.Variable `ebpf:"tprof_types"`
+	MinNs     *ebpf.Variable `ebpf:"tprof_min_ns"`
 
 	FilterCfg     *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	FilterTgids   *ebpf.Map      `ebpf:"filter_tgids"`
@@ -146,7 +154,7 @@ type tprofObjects struct {
 func (o *tprofObjects) close() error {
 	var errs []error
 	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.Threads, o.Events, o.RingLost,
-		o.Lost, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
+		o.Lost, o.Stacks, o.StackLost, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
 		if c != nil && !isNilCloser(c) {
 			errs = append(errs, c.Close())
 		}
@@ -161,17 +169,31 @@ type TprofOptions struct {
 	// RingSize is the ring buffer's size in bytes (CheckRingSize); 0 is
 	// DefaultTprofRing.
 	RingSize int
+	// StackEntries bounds the distinct user stacks kept (tprof_stacks);
+	// 0 is DefaultTprofStacks.
+	StackEntries int
 	// Handle receives each event, on the reading goroutine.
 	Handle func(TprofEvent)
 	// OnLost receives the events lost to a full ring or thread table and
 	// the new processes the snooper filter could not mark pending.
 	OnLost func(uint64)
+	// OnStackLost receives the user stacks not recorded (the events were
+	// sent without one); nil: OnLost.
+	OnStackLost func(uint64)
 	// OnError receives undecodable records.
 	OnError func(error)
 }
 
 // DefaultTprofRing is the tprofiling ring's default size.
 const DefaultTprofRing = 4 << 20
+
+// DefaultTprofStacks is the default number of distinct user stacks kept
+// (about 540 bytes each: TprofStackDepth frames and the bucket).
+const DefaultTprofStacks = 8192
+
+// TprofStackDepth is the most frames of a stack kept (TPROF_STACK_DEPTH):
+// the frames nearest the root of a deeper stack are cut.
+const TprofStackDepth = 64
 
 // Tprof is the capture object's thread events (for the tprofiling
 // probe): syscalls of the chosen types that lasted a minimum, and on- and
@@ -184,9 +206,10 @@ type Tprof struct {
 	filter *bpfrt.FilterSync
 	reader *bpfrt.Reader
 
-	mu    sync.Mutex
-	links map[string]link.Link
-	lost  bpfrt.LostCounter
+	mu        sync.Mutex
+	links     map[string]link.Link
+	lost      bpfrt.LostCounter
+	stackLost bpfrt.LostCounter
 }
 
 // OpenTprof loads the tprofiling programs and applies the snoopers;
@@ -214,6 +237,13 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}
 	spec.Maps["tprof_events"].MaxEntries = uint32(o.RingSize)
+	if o.StackEntries == 0 {
+		o.StackEntries = DefaultTprofStacks
+	}
+	if o.StackEntries < 1 || o.StackEntries > 1<<20 {
+		return nil, fmt.Errorf("syscap: tprofiling stack entries %d: want 1..%d", o.StackEntries, 1<<20)
+	}
+	spec.Maps["tprof_stacks"].MaxEntries = uint32(o.StackEntries)
 	if err := bpfrt.ApplyWakeup(spec, "tprof_events", bpfrt.Wakeup{Records: 256, RecordSize: tprofRecSize, FillPercent: 25}); err != nil {
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
@@ -222,6 +252,10 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 		return nil, fmt.Errorf("syscap: load tprofiling programs: %w", err)
 	}
 	t.lost = bpfrt.LostCounter{Map: t.objs.Lost, OnLost: o.OnLost}
+	if o.OnStackLost == nil {
+		o.OnStackLost = o.OnLost
+	}
+	t.stackLost = bpfrt.LostCounter{Map: t.objs.StackLost, OnLost: o.OnStackLost}
 	if t.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
 		Mode: t.objs.FilterCfg, TGIDs: t.objs.FilterTgids, Cgroups: t.objs.FilterCgroups,
 		Pending: t.objs.FilterPending, Decided: t.objs.FilterDecided, Lost: t.objs.FilterLost,
@@ -254,7 +288,8 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 
 // SetTypes enables the event types given and sets the minimum duration of
 // an event (min_exec_dur). The syscall programs are attached while a
-// syscall type is on, sched_switch while oncpu or offcpu is: nothing
+// syscall type is on, sched_switch while any type is (for the syscall
+// types only to take the user stack of a call that blocks): nothing
 // attached costs nothing.
 func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 	var mask uint32
@@ -273,7 +308,9 @@ func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 		return fmt.Errorf("syscap: set tprof_types: %w", err)
 	}
 	sys := mask&(1<<TprofFile|1<<TprofNet|1<<TprofSched|1<<TprofLock) != 0
-	sched := mask&(1<<TprofOncpu|1<<TprofOffcpu) != 0
+	// sched_switch also takes the stack of a syscall that blocks (the
+	// only one a call that never returns gets).
+	sched := mask != 0
 	for _, p := range []struct {
 		name string
 		prog *ebpf.Program
@@ -321,7 +358,8 @@ func (t *Tprof) Programs() map[string]*ebpf.Program {
 
 // InFlight lists the calls of the enabled types that threads are in now
 // (a blocked call has no event until it returns, and a deadlocked one
-// never does), and reports the thread table's losses to OnLost.
+// never does), and reports the thread table's losses to OnLost and the
+// stacks not recorded to OnStackLost.
 func (t *Tprof) InFlight() ([]TprofOpen, error) {
 	var (
 		out []TprofOpen
@@ -331,7 +369,8 @@ func (t *Tprof) InFlight() ([]TprofOpen, error) {
 	it := t.objs.Threads.Iterate()
 	for it.Next(&tid, &v) {
 		if v.ScStart != 0 {
-			out = append(out, TprofOpen{PID: tid, TGID: v.Tgid, Start: v.ScStart, Type: TprofType(v.ScType), Call: TprofCall(v.ScCall), Arg: v.ScArg})
+			out = append(out, TprofOpen{PID: tid, TGID: v.Tgid, Start: v.ScStart, Type: TprofType(v.ScType), Call: TprofCall(v.ScCall),
+				Arg: v.ScArg, UserStack: v.ScStack})
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -339,10 +378,28 @@ func (t *Tprof) InFlight() ([]TprofOpen, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.lost.Poll(); err != nil {
+	if err := errors.Join(t.lost.Poll(), t.stackLost.Poll()); err != nil {
 		return out, fmt.Errorf("syscap: %w", err)
 	}
 	return out, nil
+}
+
+// Stack reads the user stack id (TprofEvent.UserStack) into pcs, leaf
+// first, and returns the frames read. The kernel keeps each distinct
+// stack under one id for the load's life, so a caller may cache what an
+// id names.
+func (t *Tprof) Stack(id int32, pcs *[TprofStackDepth]uint64) ([]uint64, error) {
+	if id < 0 {
+		return nil, fmt.Errorf("syscap: no stack (%d)", id)
+	}
+	if err := t.objs.Stacks.Lookup(&id, pcs); err != nil {
+		return nil, fmt.Errorf("syscap: read tprof_stacks[%d]: %w", id, err)
+	}
+	n := 0
+	for n < len(pcs) && pcs[n] != 0 {
+		n++
+	}
+	return pcs[:n], nil
 }
 
 // Close detaches and unloads everything. Idempotent; call it after the

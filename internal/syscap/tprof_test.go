@@ -18,8 +18,10 @@ func tprofSpec(progs map[string]bpfspec.Program, maps map[string]bpfspec.Map) {
 		"syscap_tprof_switch": "sched_switch", "syscap_tprof_task_exit": "sched_process_exit"} {
 		progs[p] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: tp}
 	}
-	maps["tprof_threads"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 40, MaxEntries: 32768}
+	maps["tprof_threads"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 48, MaxEntries: 32768}
 	maps["tprof_events"] = bpfspec.Map{Type: ebpf.RingBuf, MaxEntries: 4096}
+	maps["tprof_stacks"] = bpfspec.Map{Type: ebpf.StackTrace, KeySize: 4, ValueSize: TprofStackDepth * 8, MaxEntries: 1}
+	maps["tprof_stack_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
 	maps["tprof_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
 }
 
@@ -28,8 +30,8 @@ func TestTprofSpec(t *testing.T) {
 		bpfspec.StructSize(t, spec, "syscap_tprof_rec", tprofRecSize)
 		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{"tprof_types": {Size: 4}, "tprof_min_ns": {Size: 8}})
 	})
-	if tprofRecSize != 104 {
-		t.Errorf("tprofiling record of %d bytes, want 104", tprofRecSize)
+	if tprofRecSize != 112 {
+		t.Errorf("tprofiling record of %d bytes, want 112", tprofRecSize)
 	}
 	if len(tprofCallNames) != int(syscapSyscapTprofCallSYSCAP_TPC_MAX) || len(tprofTypeNames) != numTprof {
 		t.Errorf("%d call names for %d calls, %d type names for %d types", len(tprofCallNames), syscapSyscapTprofCallSYSCAP_TPC_MAX, len(tprofTypeNames), numTprof)
@@ -38,7 +40,7 @@ func TestTprofSpec(t *testing.T) {
 
 // tprofRec builds a record byte by byte (offsets as in tprof.bpf.h).
 func tprofRec(typ, call uint8, family uint16, saddr, daddr []byte, sport, dport uint16) []byte {
-	b := make([]byte, 104)
+	b := make([]byte, 112)
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], 1000) // start
 	le.PutUint64(b[8:], 250)  // dur
@@ -54,6 +56,7 @@ func tprofRec(typ, call uint8, family uint16, saddr, daddr []byte, sport, dport 
 	copy(b[56:72], saddr)
 	copy(b[72:88], daddr)
 	copy(b[88:], "CompeteThd2")
+	le.PutUint32(b[104:], 5) // user_stack
 	return b
 }
 
@@ -62,7 +65,7 @@ func TestDecodeTprof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := TprofEvent{Start: 1000, Dur: 250, PID: 11, TGID: 10, Comm: "CompeteThd2", Type: TprofNet, Call: 2, Arg: 7, Ret: 100, Ino: 99,
+	want := TprofEvent{Start: 1000, Dur: 250, PID: 11, TGID: 10, Comm: "CompeteThd2", Type: TprofNet, Call: 2, Arg: 7, Ret: 100, Ino: 99, UserStack: 5,
 		Local: netip.MustParseAddrPort("127.0.0.1:40000"), Remote: netip.MustParseAddrPort("127.0.0.1:8080")}
 	if e != want {
 		t.Errorf("got  %+v\nwant %+v", e, want)
@@ -83,8 +86,8 @@ func TestDecodeTprof(t *testing.T) {
 		t.Errorf("calls with an fd: %s", got)
 	}
 	for name, raw := range map[string][]byte{
-		"short":    make([]byte, 103),
-		"long":     make([]byte, 105),
+		"short":    make([]byte, 111),
+		"long":     make([]byte, 113),
 		"bad type": tprofRec(6, 0, 0, nil, nil, 0, 0),
 		"bad call": tprofRec(2, 28, 0, nil, nil, 0, 0),
 	} {
@@ -96,7 +99,7 @@ func TestDecodeTprof(t *testing.T) {
 
 func FuzzDecodeTprof(f *testing.F) {
 	f.Add(tprofRec(uint8(TprofNet), 2, afInet6, make([]byte, 16), make([]byte, 16), 1, 2))
-	f.Add(make([]byte, 104))
+	f.Add(make([]byte, 112))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		e, err := DecodeTprof(raw)
 		if err == nil && (e.Type.String() == "" || int(e.Call) >= len(tprofCallNames)) {

@@ -36,7 +36,7 @@ func startTarget(t *testing.T, bin string) *target {
 	return startTargetCmd(t, exec.Command(bin))
 }
 
-func startTargetCmd(t *testing.T, cmd *exec.Cmd) *target {
+func startTargetCmd(t testing.TB, cmd *exec.Cmd) *target {
 	t.Helper()
 	bin := cmd.Path
 	stdin, err := cmd.StdinPipe()
@@ -62,7 +62,7 @@ func startTargetCmd(t *testing.T, cmd *exec.Cmd) *target {
 	return tg
 }
 
-func (tg *target) line(t *testing.T) string {
+func (tg *target) line(t testing.TB) string {
 	t.Helper()
 	s, err := tg.out.ReadString('\n')
 	if err != nil {

@@ -88,7 +88,7 @@ func (s *Sysload) FsyncDir() string { return filepath.Dir(s.Cmd.Args[7]) }
 
 // BuildC compiles the C program src with gcc (t fails without it) into a
 // temporary directory and returns the executable's path.
-func BuildC(t *testing.T, name string, src []byte) string {
+func BuildC(t *testing.T, name string, src []byte, flags ...string) string {
 	t.Helper()
 	RequireTools(t, "gcc")
 	dir := t.TempDir()
@@ -97,7 +97,7 @@ func BuildC(t *testing.T, name string, src []byte) string {
 	if err := os.WriteFile(path, src, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, path).CombinedOutput(); err != nil {
+	if out, err := exec.Command("gcc", append(append([]string{"-O2", "-Wall", "-Werror"}, flags...), "-o", bin, path)...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc %s: %v\n%s", name, err, out)
 	}
 	return bin

@@ -28,6 +28,11 @@ type Event struct {
 	// FilePath is file.path: the fd's file, read from /proc when the
 	// event is reported ("" for sockets and when the fd is gone).
 	FilePath string
+	// StackID is the kernel's id of the thread's user stack (negative:
+	// none); Stack is func.stack, named from it when the event is
+	// reported: frames root to leaf, each followed by ";".
+	StackID int32
+	Stack   string
 	// kind is the type and call the name is made of (the aggregation key).
 	kind uint16
 	// Open says the call had not returned when this was reported (a
@@ -66,7 +71,7 @@ func futexOp(arg uint64) string {
 // fromKernel makes an Event of one kernel event.
 func fromKernel(k syscap.TprofEvent) Event {
 	e := Event{PID: k.PID, TGID: k.TGID, Comm: k.Comm, Type: k.Type.String(), Start: k.Start, Dur: k.Dur, Count: 1, FD: -1,
-		kind: uint16(k.Type)<<8 | uint16(k.Call)}
+		StackID: k.UserStack, kind: uint16(k.Type)<<8 | uint16(k.Call)}
 	switch k.Type {
 	case syscap.TprofOncpu, syscap.TprofOffcpu:
 		e.Name = e.Type
@@ -84,7 +89,7 @@ func fromKernel(k syscap.TprofEvent) Event {
 
 // fromOpen makes an open Event of a call still in progress at now.
 func fromOpen(o syscap.TprofOpen, comm string, now uint64) Event {
-	k := syscap.TprofEvent{PID: o.PID, TGID: o.TGID, Comm: comm, Type: o.Type, Call: o.Call, Arg: o.Arg, Start: o.Start}
+	k := syscap.TprofEvent{PID: o.PID, TGID: o.TGID, Comm: comm, Type: o.Type, Call: o.Call, Arg: o.Arg, Start: o.Start, UserStack: o.UserStack}
 	if now > o.Start {
 		k.Dur = now - o.Start
 	}

@@ -13,7 +13,8 @@
 //	tp_btf/sys_enter, sys_exit   syscalls of the enabled classes, timed per
 //	                             thread; one event per call that lasted
 //	                             min_exec_dur or more
-//	tp_btf/sched_switch          on-CPU and off-CPU slices of observed threads
+//	tp_btf/sched_switch          on-CPU and off-CPU slices of observed threads,
+//	                             and the user stack of a traced call that blocks
 //	tp_btf/sched_process_exit    forgets a thread's state
 //
 // Sub-items and events (event.name / event.type), as the seed's table:
@@ -30,7 +31,19 @@
 //
 // Extended attributes: file.path (the fd's path from /proc/<tgid>/fd, when
 // the fd still names the event's file), sock.conn ("tcp <local> -> <remote>"
-// from the socket in the kernel), futex.op. Each event names its thread
+// from the socket in the kernel), futex.op, and func.stack: the thread's
+// user stack, for syscall events taken when the call blocks (so a call
+// still blocked has it) or else at the exit of one long enough to be
+// sent, for offcpu events where the thread went off the CPU (none for
+// oncpu). The kernel walks frame pointers
+// (bpf_get_stackid into tprof_stacks, 64 frames nearest the leaf kept);
+// user space names the frames with the symbolizer flamegraph uses
+// (internal/symtab: ELF symbols, .gopclntab, through /proc/<pid>/root)
+// and joins them root to leaf, each followed by ";" as gala-gopher does
+// ("main;worker;write;"). Code without frame pointers
+// (Debian's glibc, most distribution libraries) ends the walk in it, and
+// the caller of a leaf that sets up no frame (libc's syscall()) is
+// missing; JIT frames (Java) are not named here. Each event names its thread
 // (thread.pid, thread.tgid, thread.comm) and process (proc.name, with a
 // Java process's main class; process.comm; container.id and
 // container.name).
@@ -80,11 +93,25 @@
 //
 // # Cost and bounds
 //
+// func.stack costs a stack walk (bpf_get_stackid, user frames only;
+// ~1.5-2 µs for a Go benchmark's stack here, BENCHMARKS.md) per event
+// sent and per blocking call, not per short call; for it sched_switch is
+// attached whenever a sub-item is on (with syscall sub-items only: one
+// hash lookup per context switch of the machine). tprof_stacks keeps
+// 8192 distinct stacks (about 4.4 MiB) for the probe's life (an id then
+// names one stack, read once by user space): a stack whose bucket holds
+// another one is not recorded and counted lost, as is a stack user space
+// cannot read. Stacks are not deleted while the probe runs (an event in
+// the ring may still name one), so processes with many distinct stacks
+// fill the map over time and more stacks go unrecorded; a restart of the
+// probe empties it.
+//
 // Every syscall of the machine runs the two syscall programs while a
 // syscall sub-item is on (a switch on the number, then the filter, for the
 // traced calls only a hash update); every context switch runs the
-// sched_switch program while oncpu or offcpu is (two hash lookups). One
-// 104-byte record per event through a 4 MiB ring buffer with batched
+// sched_switch program while oncpu or offcpu is (two hash lookups; one
+// with syscall sub-items only). One
+// 112-byte record per event through a 4 MiB ring buffer with batched
 // wake-ups. With the default min_exec_dur of 1 µs nearly every traced
 // call of an observed process is an event: raise it for busy processes.
 // Bounds, each overflow counted in galago_probe_events_lost_total
@@ -97,8 +124,7 @@
 // python_gc, pthread_sync, oncpu_sample, mem_usage and mem_glibc are not
 // built: a request naming only those is refused ("not supported in the
 // current version"), one naming them with built sub-items runs the built
-// ones and logs the others once. func.stack is not reported (no stack is
-// taken per event). waitpid has no syscall on x86_64 or arm64 (glibc makes
+// ones and logs the others once. waitpid has no syscall on x86_64 or arm64 (glibc makes
 // it wait4); select, poll and epoll_wait do not exist on arm64. A thread
 // already on a CPU when the hooks attach has that first slice unreported
 // (its start was not seen). 32-bit (ia32) syscalls are not told apart.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -95,6 +96,12 @@ type Probe struct {
 	periodEvs  []Event
 	lastReport time.Time
 	paths      map[[3]uint64]string
+	stacks     *stackNames
+
+	// stackLost counts the events sent without their stack (in the lost
+	// metric too): the kernel's failures and the ids user space could not
+	// read.
+	stackLost atomic.Uint64
 
 	cmu   sync.Mutex // procs: the run loop and the hub's requests read it
 	procs map[uint32]proc
@@ -162,6 +169,10 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	p.agg = newAggregator(window(cfg), maxPending, maxPerTick)
 	tp, err := syscap.OpenTprof(syscap.TprofOptions{
 		Targets: cfg.Targets, Handle: p.onEvent, OnLost: rt.Lost,
+		OnStackLost: func(n uint64) {
+			p.stackLost.Add(n)
+			rt.Lost(n)
+		},
 		OnError: func(err error) {
 			rt.Error()
 			p.log.Warn("tprofiling: bad record", "err", err)
@@ -182,6 +193,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	p.file = traceFile{dir: outputDir(cfg), now: p.now}
 	p.lastReport = p.now()
 	p.paths = map[[3]uint64]string{}
+	p.stacks = newStackNames(p.procRoot, tp.Stack)
 	p.cmu.Lock()
 	p.procs = map[uint32]proc{}
 	p.cmu.Unlock()
@@ -345,11 +357,19 @@ func (p *Probe) output(final bool) error {
 	}
 	drop := notObserved(cfg)
 	evs, open = slices.DeleteFunc(evs, drop), slices.DeleteFunc(open, drop)
-	for i := range evs {
-		p.resolvePath(&evs[i])
+	p.stacks.newReport()
+	var noStack uint64
+	for _, es := range [][]Event{evs, open} {
+		for i := range es {
+			p.resolvePath(&es[i])
+			if !p.stacks.name(&es[i]) {
+				noStack++
+			}
+		}
 	}
-	for i := range open {
-		p.resolvePath(&open[i])
+	if noStack > 0 {
+		p.stackLost.Add(noStack)
+		p.rt.Lost(noStack)
 	}
 	p.hub.publish(evs, open, c)
 	if !kafka(cfg) {

@@ -48,6 +48,9 @@ func (e *Event) attrs() map[string]any {
 	if e.FutexOp != "" {
 		a["futex.op"] = e.FutexOp
 	}
+	if e.Stack != "" {
+		a["func.stack"] = e.Stack
+	}
 	return a
 }
 
