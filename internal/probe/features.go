@@ -1,6 +1,9 @@
 package probe
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // SnooperType says which selectors a feature accepts, as gala-gopher's
 // probe_define[] does.
@@ -128,4 +131,23 @@ func MustSubItemBit(feature, name string) uint32 {
 		panic("probe: feature " + feature + " has no sub-item " + name)
 	}
 	return bit
+}
+
+// CheckBuiltSubItems checks the sub-items a Start was asked for against
+// those the feature has built: none of the built ones is an error (wrapping
+// ErrNotImplemented when only unbuilt ones were asked for); unbuilt ones
+// beside built ones are ignored with one warning naming them.
+func CheckBuiltSubItems(name string, sub, built uint32, log interface{ Warn(string, ...any) }) error {
+	f := LookupBuiltin(name)
+	if unbuilt := sub &^ built; unbuilt != 0 {
+		names := strings.Join(f.SubItemNames(unbuilt), ",")
+		if sub&built == 0 {
+			return fmt.Errorf("%s: sub-items %s: %w", name, names, ErrNotImplemented)
+		}
+		log.Warn(name+": sub-items not built in this version, ignored", "sub_items", names)
+	}
+	if sub&built == 0 {
+		return fmt.Errorf("%s: no sub-item enabled (%s)", name, strings.Join(f.SubItemNames(built), ", "))
+	}
+	return nil
 }

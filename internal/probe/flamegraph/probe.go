@@ -197,18 +197,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 // checkSubItems refuses a request for unbuilt sub-items only, and logs the
 // unbuilt ones of a mixed request.
 func (p *Probe) checkSubItems(sub uint32) error {
-	f := probe.LookupBuiltin(Name)
-	if unbuilt := sub &^ built; unbuilt != 0 {
-		names := strings.Join(f.SubItemNames(unbuilt), ",")
-		if sub&built == 0 {
-			return fmt.Errorf("flamegraph: sub-items %s: %w", names, probe.ErrNotImplemented)
-		}
-		p.log.Warn("flamegraph: sub-items not built in this version, ignored", "sub_items", names)
-	}
-	if sub&built == 0 {
-		return fmt.Errorf("flamegraph: no sub-item enabled (oncpu, offcpu, mem, mem_glibc)")
-	}
-	return nil
+	return probe.CheckBuiltSubItems(Name, sub, built, p.log)
 }
 
 func (p *Probe) load() error {

@@ -233,18 +233,7 @@ func hasFunc(cfg probe.Config) func(string) bool {
 // checkSubItems refuses a request for unbuilt sub-items only, and logs the
 // unbuilt ones of a mixed request.
 func (p *Probe) checkSubItems(sub uint32) error {
-	f := probe.LookupBuiltin(Name)
-	if unbuilt := sub &^ built; unbuilt != 0 {
-		names := strings.Join(f.SubItemNames(unbuilt), ",")
-		if sub&built == 0 {
-			return fmt.Errorf("proc: sub-items %s: %w", names, probe.ErrNotImplemented)
-		}
-		p.log.Warn("proc: sub-items not built in this version, ignored", "sub_items", names)
-	}
-	if sub&built == 0 {
-		return fmt.Errorf("proc: no sub-item enabled (%s)", strings.Join(f.SubItemNames(built), ", "))
-	}
-	return nil
+	return probe.CheckBuiltSubItems(Name, sub, built, p.log)
 }
 
 // scanDNSLocked attaches the resolver uprobes to the C libraries of the
