@@ -392,8 +392,14 @@ func (p *Probe) report(now time.Time) error {
 	}
 	cfg, period := p.cfg, p.period(p.cfg)
 	var errs []error
+	// Containers' rows first, then the node's, back to back: a latency is
+	// added to the node row and then to its container's, so taking the
+	// node's last keeps every container's sum within the node's (taking
+	// the node's first left the container's rows ~1 ms ahead under load).
+	rows := map[uint64]sliSliRow{}
+	errs = append(errs, bpfrt.TakeAll(p.objs.ConStats, func(cgid uint64, v []sliSliRow) { rows[cgid] = sumRows(v) }))
 	var node []sliSliRow
-	errs = append(errs, bpfrt.TakeAll(p.objs.NodeStats, func(_ uint32, v []sliSliRow) { node = v }))
+	errs = append(errs, bpfrt.TakeAll(p.objs.NodeStats, func(_ uint32, v []sliSliRow) { node = v }), p.lost.Poll())
 	if cfg.Has(bitNode) {
 		for _, r := range records(cfg, "", p.host, sumRows(node), now, period) {
 			p.rt.Record(r)
@@ -404,8 +410,6 @@ func (p *Probe) report(now time.Time) error {
 	} else {
 		p.prevStat = nil
 	}
-	rows := map[uint64]sliSliRow{}
-	errs = append(errs, bpfrt.TakeAll(p.objs.ConStats, func(cgid uint64, v []sliSliRow) { rows[cgid] = sumRows(v) }), p.lost.Poll())
 	if cfg.Has(bitCon) && len(rows) > 0 {
 		byCon := map[string]sliSliRow{}
 		cgids := make([]uint64, 0, len(rows))
