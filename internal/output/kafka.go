@@ -41,7 +41,7 @@ const (
 	KafkaDropShutdown       = "shutdown"        // still queued when galago stopped
 )
 
-var kafkaDropReasons = []string{KafkaDropDeliveryFailed, KafkaDropQueueFull, KafkaDropShutdown}
+var kafkaDropReasons = [...]string{KafkaDropDeliveryFailed, KafkaDropQueueFull, KafkaDropShutdown}
 
 // KafkaOptions configure a KafkaProducer: gala-gopher's kafka section plus
 // galago's TLS and SASL settings.
@@ -130,6 +130,14 @@ type KafkaProducer struct {
 	head    int
 	bytes   int64 // of queue[head:]
 	closing bool
+	// Every message handed to Enqueue is, at any moment, exactly one of:
+	// queued, in flight (taken from the queue, not yet acknowledged or
+	// failed), sent, or dropped for a reason. All five counts change
+	// under mu, so a scrape sees enqueued = sent + dropped + queued
+	// exactly.
+	enqueued      uint64
+	inflight      int64
+	inflightBytes int64
 	wake    chan struct{}
 	// forgetting holds the topics being purged from the client (see
 	// forgetTopic).
@@ -140,12 +148,12 @@ type KafkaProducer struct {
 	done   chan struct{}
 	once   sync.Once
 
-	sent        atomic.Uint64
-	dropped     map[string]*atomic.Uint64
+	sent        atomic.Uint64             // changed under mu
+	dropped     map[string]*atomic.Uint64 // changed under mu
 	lastLog     atomic.Int64 // unix seconds of the last logged delivery error
 	lastDropLog atomic.Int64 // unix seconds of the last logged queue_full drop
 
-	descSent, descDropped, descQueued, descQueuedBytes *prometheus.Desc
+	descEnqueued, descSent, descDropped, descQueued, descQueuedBytes *prometheus.Desc
 }
 
 // NewKafkaProducer starts a producer. It does not wait for a broker: an
@@ -219,6 +227,9 @@ func NewKafkaProducer(o KafkaOptions) (*KafkaProducer, error) {
 		cancel:     cancel,
 		done:       make(chan struct{}),
 		dropped:    map[string]*atomic.Uint64{},
+		descEnqueued: prometheus.NewDesc("galago_kafka_messages_enqueued_total",
+			"Messages handed to the Kafka producer. Each is, at any scrape, exactly one of: sent, dropped (by reason) or queued, "+
+				"so enqueued = sent + dropped + queued.", nil, nil),
 		descSent: prometheus.NewDesc("galago_kafka_messages_sent_total",
 			"Messages the Kafka brokers acknowledged.", nil, nil),
 		descDropped: prometheus.NewDesc("galago_kafka_messages_dropped_total",
@@ -226,7 +237,7 @@ func NewKafkaProducer(o KafkaOptions) (*KafkaProducer, error) {
 				"refused by the brokers or not acknowledged within the delivery timeout (delivery_failed), or still queued at shutdown (shutdown).",
 			[]string{"reason"}, nil),
 		descQueued: prometheus.NewDesc("galago_kafka_queue_messages",
-			"Messages waiting for Kafka: queued plus held by the client; at most kafka.queue_buffering_max_messages.", nil, nil),
+			"Messages waiting for Kafka: queued plus handed to the client and not yet acknowledged or failed; at most kafka.queue_buffering_max_messages.", nil, nil),
 		descQueuedBytes: prometheus.NewDesc("galago_kafka_queue_bytes",
 			"Bytes of the messages waiting for Kafka; at most kafka.queue_buffering_max_kbytes (plus one message).", nil, nil),
 	}
@@ -242,9 +253,10 @@ func NewKafkaProducer(o KafkaOptions) (*KafkaProducer, error) {
 // messages are dropped (the newest is always kept).
 func (p *KafkaProducer) Enqueue(topic string, value []byte) error {
 	p.mu.Lock()
+	p.enqueued++
 	if p.closing {
-		p.mu.Unlock()
 		p.dropped[KafkaDropShutdown].Add(1)
+		p.mu.Unlock()
 		return errors.New("kafka producer closed")
 	}
 	p.queue = append(p.queue, kafkaMsg{topic, value})
@@ -257,9 +269,12 @@ func (p *KafkaProducer) Enqueue(topic string, value []byte) error {
 		dropped++
 	}
 	p.compact()
+	var total uint64
+	if dropped > 0 {
+		total = p.dropped[KafkaDropQueueFull].Add(dropped)
+	}
 	p.mu.Unlock()
 	if dropped > 0 {
-		total := p.dropped[KafkaDropQueueFull].Add(dropped)
 		now := time.Now().Unix()
 		if last := p.lastDropLog.Load(); now-last >= 60 && p.lastDropLog.CompareAndSwap(last, now) {
 			p.log.Warn("kafka: the brokers do not keep up or are unreachable; the oldest queued messages are dropped",
@@ -273,11 +288,11 @@ func (p *KafkaProducer) Enqueue(topic string, value []byte) error {
 	return nil
 }
 
-// overLimit: the queue plus the client's buffer exceed a limit. Called
-// with mu held.
+// overLimit: the queue plus the messages in flight exceed a limit.
+// Called with mu held.
 func (p *KafkaProducer) overLimit() bool {
-	n := int64(len(p.queue)-p.head) + p.cl.BufferedProduceRecords()
-	b := p.bytes + p.cl.BufferedProduceBytes()
+	n := int64(len(p.queue)-p.head) + p.inflight
+	b := p.bytes + p.inflightBytes
 	return n > int64(p.maxMsgs) || b > p.maxBytes
 }
 
@@ -304,6 +319,8 @@ func (p *KafkaProducer) pop() (kafkaMsg, bool) {
 			p.queue[p.head] = kafkaMsg{}
 			p.head++
 			p.bytes -= int64(len(m.value))
+			p.inflight++
+			p.inflightBytes += int64(len(m.value))
 			p.compact()
 			p.mu.Unlock()
 			return m, true
@@ -363,15 +380,26 @@ func (p *KafkaProducer) forgetTopic(topic string) {
 }
 
 func (p *KafkaProducer) delivered(r *kgo.Record, err error) {
-	if err == nil {
+	reason := ""
+	switch {
+	case err == nil:
+	case errors.Is(err, kgo.ErrClientClosed) || errors.Is(err, context.Canceled):
+		reason = KafkaDropShutdown
+	default:
+		reason = KafkaDropDeliveryFailed
+	}
+	p.mu.Lock()
+	p.inflight--
+	p.inflightBytes -= int64(len(r.Value))
+	if reason == "" {
 		p.sent.Add(1)
+	} else {
+		p.dropped[reason].Add(1)
+	}
+	p.mu.Unlock()
+	if reason != KafkaDropDeliveryFailed {
 		return
 	}
-	if errors.Is(err, kgo.ErrClientClosed) || errors.Is(err, context.Canceled) {
-		p.dropped[KafkaDropShutdown].Add(1)
-		return
-	}
-	p.dropped[KafkaDropDeliveryFailed].Add(1)
 	if errors.Is(err, kerr.UnknownTopicID) {
 		p.forgetTopic(r.Topic)
 	}
@@ -383,11 +411,22 @@ func (p *KafkaProducer) delivered(r *kgo.Record, err error) {
 }
 
 // Queued returns the messages and bytes not yet delivered (queue plus
-// client buffer).
+// in flight).
 func (p *KafkaProducer) Queued() (msgs, bytes int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return int64(len(p.queue)-p.head) + p.cl.BufferedProduceRecords(), p.bytes + p.cl.BufferedProduceBytes()
+	return p.queuedLocked()
+}
+
+func (p *KafkaProducer) queuedLocked() (msgs, bytes int64) {
+	return int64(len(p.queue)-p.head) + p.inflight, p.bytes + p.inflightBytes
+}
+
+// Enqueued is the number of messages handed to Enqueue.
+func (p *KafkaProducer) Enqueued() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.enqueued
 }
 
 // Sent is the number of messages the brokers acknowledged.
@@ -438,18 +477,27 @@ func (p *KafkaProducer) Close() error {
 
 // Describe implements prometheus.Collector.
 func (p *KafkaProducer) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{p.descSent, p.descDropped, p.descQueued, p.descQueuedBytes} {
+	for _, d := range []*prometheus.Desc{p.descEnqueued, p.descSent, p.descDropped, p.descQueued, p.descQueuedBytes} {
 		ch <- d
 	}
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. The counts are read together
+// under mu, so enqueued = sent + dropped + queued holds in every scrape.
 func (p *KafkaProducer) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(p.descSent, prometheus.CounterValue, float64(p.sent.Load()))
-	for _, r := range kafkaDropReasons {
-		ch <- prometheus.MustNewConstMetric(p.descDropped, prometheus.CounterValue, float64(p.dropped[r].Load()), r)
+	p.mu.Lock()
+	enq, sent := p.enqueued, p.sent.Load()
+	var dropped [len(kafkaDropReasons)]uint64
+	for i, r := range kafkaDropReasons {
+		dropped[i] = p.dropped[r].Load()
 	}
-	n, b := p.Queued()
+	n, b := p.queuedLocked()
+	p.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(p.descEnqueued, prometheus.CounterValue, float64(enq))
+	ch <- prometheus.MustNewConstMetric(p.descSent, prometheus.CounterValue, float64(sent))
+	for i, r := range kafkaDropReasons {
+		ch <- prometheus.MustNewConstMetric(p.descDropped, prometheus.CounterValue, float64(dropped[i]), r)
+	}
 	ch <- prometheus.MustNewConstMetric(p.descQueued, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(p.descQueuedBytes, prometheus.GaugeValue, float64(b))
 }

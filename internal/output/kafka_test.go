@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -291,6 +292,9 @@ func TestKafkaChannels(t *testing.T) {
 		t.Fatal(err)
 	}
 	total := uint64(len(recs) + len(events) + len(tables))
+	if enq := checkKafkaAccounting(t, prod, "after close"); enq != float64(total) {
+		t.Errorf("enqueued %v, want %d", enq, total)
+	}
 	if prod.Sent() != total {
 		t.Errorf("sent %d, want %d", prod.Sent(), total)
 	}
@@ -340,6 +344,9 @@ func TestKafkaQueueDropsOldest(t *testing.T) {
 	if got := prod.Dropped(KafkaDropQueueFull) + uint64(queued); got != n {
 		t.Errorf("dropped %d + queued %d = %d, want %d", prod.Dropped(KafkaDropQueueFull), queued, got, n)
 	}
+	if enq := checkKafkaAccounting(t, prod, "queue full"); enq != n {
+		t.Errorf("enqueued %v, want %d", enq, n)
+	}
 
 	// Bytes bound the queue too.
 	small, err := NewKafkaProducer(KafkaOptions{
@@ -375,6 +382,10 @@ func TestKafkaQueueDropsOldest(t *testing.T) {
 	}
 	if prod.Sent() != 0 {
 		t.Errorf("sent %d without a broker", prod.Sent())
+	}
+	// The refused late message counts as enqueued and dropped.
+	if enq := checkKafkaAccounting(t, prod, "after close"); enq != n+1 {
+		t.Errorf("enqueued %v, want %d", enq, n+1)
 	}
 }
 
@@ -485,6 +496,7 @@ func TestKafkaBrokerOutage(t *testing.T) {
 		if !strings.Contains(body, `gala_gopher_link_rtt{`) || !strings.Contains(body, "galago_kafka_queue_messages") {
 			t.Fatalf("/metrics during the outage lacks the records or the kafka self-metrics:\n%s", body)
 		}
+		checkKafkaAccounting(t, prod, fmt.Sprintf("%v into the outage", time.Since(outageStart).Round(time.Second)))
 	}
 	// A sink that blocked once full would stop the writer at about what the
 	// queue and the client hold; the writer goes on at its own pace (its
@@ -550,6 +562,7 @@ func TestKafkaBrokerOutage(t *testing.T) {
 	if s := time.Duration(slowest.Load()); s > 2*time.Second {
 		t.Errorf("a Record call took %v: the kafka sink blocked the pipeline", s)
 	}
+	checkKafkaAccounting(t, prod, "after the restart")
 	body := scrape()
 	for _, want := range []string{
 		fmt.Sprintf(`galago_kafka_messages_dropped_total{reason="queue_full"} %d`, prod.Dropped(KafkaDropQueueFull)),
@@ -643,4 +656,31 @@ func FuzzAppendJSONString(f *testing.F) {
 			t.Errorf("%q: got %s, want %s", s, got, want)
 		}
 	})
+}
+
+// checkKafkaAccounting gathers the producer's self-metrics in one scrape
+// and checks that every message handed to it is accounted for exactly:
+// enqueued = sent + dropped (all reasons) + queued.
+func checkKafkaAccounting(t *testing.T, prod *KafkaProducer, when string) (enqueued float64) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(prod); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			sum[mf.GetName()] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	enq, sent := sum["galago_kafka_messages_enqueued_total"], sum["galago_kafka_messages_sent_total"]
+	dropped, queued := sum["galago_kafka_messages_dropped_total"], sum["galago_kafka_queue_messages"]
+	if enq != sent+dropped+queued {
+		t.Errorf("%s: enqueued %v != sent %v + dropped %v + queued %v", when, enq, sent, dropped, queued)
+	}
+	return enq
 }

@@ -80,6 +80,7 @@ func TestKafkaBrokerOutage(t *testing.T) {
 		if q := sumSamples(t, expo, "galago_kafka_queue_messages"); q > kafkaOutageQueue {
 			t.Fatalf("%v messages queued, limit %d", q, kafkaOutageQueue)
 		}
+		checkKafkaAccounting(t, expo, fmt.Sprintf("%v into the outage", time.Since(killed).Round(time.Second)))
 		time.Sleep(3 * time.Second)
 	}
 	dropped := metric("galago_kafka_messages_dropped_total")
@@ -95,6 +96,7 @@ func TestKafkaBrokerOutage(t *testing.T) {
 	restarted := time.Now()
 	msgs := kafkatest.ConsumeUntil(t, br.Addr, "gala_gopher", 30*time.Second, isMemRecord)
 	t.Logf("delivery resumed %v after the restart", time.Since(restarted).Round(100*time.Millisecond))
+	checkKafkaAccounting(t, d.scrape(), "after the restart")
 	// The new broker started empty: every message it holds was
 	// acknowledged after the restart, so the messages on its topics lie
 	// between the sent counter's growth before and after reading them.
@@ -109,6 +111,20 @@ func TestKafkaBrokerOutage(t *testing.T) {
 	}
 	if err := d.stop(); err != nil {
 		t.Errorf("stop: %v", err)
+	}
+}
+
+// checkKafkaAccounting checks in one scrape that every message handed to
+// the Kafka producer is accounted for exactly: enqueued = sent + dropped
+// (all reasons) + queued.
+func checkKafkaAccounting(t *testing.T, expo, when string) {
+	t.Helper()
+	enq := sumSamples(t, expo, "galago_kafka_messages_enqueued_total")
+	sent := sumSamples(t, expo, "galago_kafka_messages_sent_total")
+	dropped := sumSamples(t, expo, "galago_kafka_messages_dropped_total")
+	queued := sumSamples(t, expo, "galago_kafka_queue_messages")
+	if enq != sent+dropped+queued {
+		t.Errorf("%s: enqueued %v != sent %v + dropped %v + queued %v", when, enq, sent, dropped, queued)
 	}
 }
 
