@@ -138,7 +138,7 @@ type KafkaProducer struct {
 	enqueued      uint64
 	inflight      int64
 	inflightBytes int64
-	wake    chan struct{}
+	wake          chan struct{}
 	// forgetting holds the topics being purged from the client (see
 	// forgetTopic).
 	forgetting map[string]bool
@@ -150,8 +150,8 @@ type KafkaProducer struct {
 
 	sent        atomic.Uint64             // changed under mu
 	dropped     map[string]*atomic.Uint64 // changed under mu
-	lastLog     atomic.Int64 // unix seconds of the last logged delivery error
-	lastDropLog atomic.Int64 // unix seconds of the last logged queue_full drop
+	lastLog     atomic.Int64              // unix seconds of the last logged delivery error
+	lastDropLog atomic.Int64              // unix seconds of the last logged queue_full drop
 
 	descEnqueued, descSent, descDropped, descQueued, descQueuedBytes *prometheus.Desc
 }
