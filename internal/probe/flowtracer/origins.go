@@ -1,13 +1,13 @@
 package flowtracer
 
 import (
-	"errors"
-	"fmt"
 	"net/netip"
 	"sync"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/galago-project/galago/internal/bpfrt"
 )
 
 // Origins is what the running flowtracer probe learnt from the SYNs its
@@ -60,28 +60,9 @@ func (o *Origins) sweep(closedBefore uint64) (int, error) {
 	if m == nil {
 		return 0, nil
 	}
-	var (
-		k     flowtracerFtKey
-		v     flowtracerFtOrigin
-		stale []flowtracerFtKey
-	)
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		if v.ClosedNs != 0 && v.ClosedNs <= closedBefore {
-			stale = append(stale, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return 0, fmt.Errorf("flowtracer: iterate origins: %w", err)
-	}
-	n := 0
-	for i := range stale {
-		if err := m.Delete(&stale[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return n, fmt.Errorf("flowtracer: delete closed origin: %w", err)
-		}
-		n++
-	}
-	return n, nil
+	return bpfrt.DeleteIf(m, func(_ flowtracerFtKey, v flowtracerFtOrigin) bool {
+		return v.ClosedNs != 0 && v.ClosedNs <= closedBefore
+	})
 }
 
 // addr16 is an address as the BPF side stores it: IPv6 in network order,

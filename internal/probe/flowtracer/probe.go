@@ -10,7 +10,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
@@ -130,15 +129,11 @@ func (p *Probe) run(ctx context.Context) error {
 // sweepClosed deletes the origins of connections closed more than grace
 // ago.
 func (p *Probe) sweepClosed(grace time.Duration) error {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil { // bpf_ktime_get_ns's clock
-		return fmt.Errorf("flowtracer: monotonic clock: %w", err)
+	now, err := bpfrt.MonotonicNow()
+	if err != nil || now <= uint64(grace) {
+		return err
 	}
-	now := uint64(ts.Nano())
-	if now <= uint64(grace) {
-		return nil
-	}
-	_, err := p.origins.sweep(now - uint64(grace))
+	_, err = p.origins.sweep(now - uint64(grace))
 	return err
 }
 

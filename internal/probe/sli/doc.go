@@ -42,7 +42,8 @@
 // sched_info's last_queued and run_delay, CONFIG_SCHED_INFO, as here),
 // else sched_switch, sched_wakeup and sched_wakeup_new (cpu), mm_vmscan_{direct,memcg}_reclaim_{begin,end} and
 // mm_compaction_{begin,end} (mem), block_bio_queue, block_rq_complete and
-// block_bio_complete (io: one LRU-hash entry per bio in flight). A task's
+// block_bio_complete (io: one hash entry per bio in flight; the
+// bookkeeping is bpf/include/bio.h, shared with the proc probe). A task's
 // cgroup is its cgroup2 directory (task->cgroups->dfl_cgrp, the id
 // bpf_get_current_cgroup_id gives); containers are named from it by the
 // identity resolver. The node row is one per-CPU row; container rows are
@@ -87,9 +88,15 @@
 // memory cgroup is limited to 16 MiB: mem_reclaim equals the stall time
 // of the cgroup's memory.pressure (pressure stall information) within a
 // few %;
-// sleep 0.3: cpu_sleep between the 300 ms asked and the process's life.
-// cpu_block and mem_compact are not held to a ground truth by a test
-// (compaction cannot be provoked on demand on a shared machine).
+// sleep 0.3: cpu_sleep between the 300 ms asked and the process's life;
+// a vfork parent waiting (uninterruptibly, not for I/O) for a child that
+// sleeps 300 ms: cpu_block is that one wait, between the 300 ms and the
+// parent's own timing of its clone call (300.1 ms against 300.6 ms);
+// a write to /proc/sys/vm/compact_memory, which compacts each populated
+// zone in the writer's context: mem_compact counts exactly one
+// compaction per populated zone of /proc/zoneinfo (3 here), within the
+// writer's life. Direct compaction under allocation pressure is the same
+// code path and tracepoints, but cannot be provoked on demand.
 //
 // # Not measured on this kernel (omitted, logged once)
 //
@@ -113,9 +120,9 @@
 // the second queue; the run delay is the kernel's own, whole). More
 // than 4096 observed cgroups with latencies in one period drop the
 // others' latencies, counted in galago_probe_events_lost_total{probe="sli"};
-// more than 65536 bios in flight lose the oldest submission times (LRU,
-// not counted: the kernel does not report evictions),
-// and a merged request completes its first 16 bios only: those are not
-// timed. A latency counted while its row is being read and deleted may be
+// submissions past 65536 bios in flight are not kept, and a merged
+// request completes its first 16 bios only: the others' entries are
+// deleted after 60 s; both are not timed and counted as lost (the table
+// is a hash, not an LRU: the kernel does not report an LRU's evictions). A latency counted while its row is being read and deleted may be
 // lost (a window of microseconds per period).
 package sli

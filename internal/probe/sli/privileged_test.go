@@ -189,7 +189,8 @@ func runDelay(t *testing.T, pid int) uint64 {
 func TestPrivilegedSLI(t *testing.T) {
 	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"), bpfrt.HaveTPBTF("sched_wakeup"),
 		bpfrt.HaveTPBTF("block_bio_queue"), bpfrt.HaveTPBTF("block_rq_complete"),
-		bpfrt.HaveTPBTF("mm_vmscan_memcg_reclaim_begin"), bpfrt.HaveTPBTF("mm_vmscan_memcg_reclaim_end"))
+		bpfrt.HaveTPBTF("mm_vmscan_memcg_reclaim_begin"), bpfrt.HaveTPBTF("mm_vmscan_memcg_reclaim_end"),
+		bpfrt.HaveTPBTF("mm_compaction_begin"), bpfrt.HaveTPBTF("mm_compaction_end"))
 	cpu, io, mem := newContainer(t), newContainer(t), newContainer(t)
 	p, rt := startProbe(t, subItems(t, "cpu", "mem", "io", "node", "container", "histogram"), cpu, io, mem)
 	// Subtests run one after the other and end periods themselves: each
@@ -198,6 +199,8 @@ func TestPrivilegedSLI(t *testing.T) {
 	t.Run("sleep", func(t *testing.T) { testSleep(t, p, rt, cpu) })
 	t.Run("bio", func(t *testing.T) { testBioLatency(t, p, rt, io) })
 	t.Run("reclaim", func(t *testing.T) { testReclaim(t, p, rt, mem) })
+	t.Run("block", func(t *testing.T) { testBlock(t, p, rt, cpu) })
+	t.Run("compact", func(t *testing.T) { testCompact(t, p, rt, mem) })
 	// What this kernel cannot give is said once each.
 	for _, field := range []string{"sli cpu_wait", "sli cpu_longsys", "sli mem_swapin"} {
 		if n := strings.Count(rt.Logs(), field); n != 1 {
@@ -471,4 +474,111 @@ func testReclaim(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	if math.Abs(got-stall) > 0.1*stall {
 		t.Errorf("mem_reclaim = %.0f ns, want the cgroup's memory stall %.0f ns ± 10%%", got, stall)
 	}
+}
+
+// testBlock: a process of the container vforks a child that sleeps 300 ms
+// before it exits; meanwhile the parent waits in uninterruptible sleep
+// (not for I/O). The container's cpu_block is one wait between the 300 ms
+// asked and the span of the parent's clone call, which it timed itself.
+func testBlock(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
+	const nap = 300 * time.Millisecond
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := exec.Command(self)
+	b.Env = append(os.Environ(), fmt.Sprintf("%s=%d", blockerEnv, nap.Nanoseconds()))
+	b.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
+	b.Stderr = os.Stderr
+	stdin, err := b.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := b.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		if err := b.Wait(); err != nil {
+			t.Errorf("blocker: %v", err)
+		}
+	}()
+	out := bufio.NewScanner(stdout)
+	if !out.Scan() || out.Text() != "ready" {
+		t.Fatalf("blocker said %q (%v)", out.Text(), out.Err())
+	}
+	period(t, p, rt)
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Scan() {
+		t.Fatalf("blocker: %v", out.Err())
+	}
+	span, err := strconv.ParseFloat(out.Text(), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := period(t, p, rt)
+	short := identity.ShortID(c.id)
+	got := num(t, find(recs, table.SliCpuContainerGauge, short), "cpu_block")
+	h := hist(t, find(recs, table.SliCpuContainerHistogram, short), "cpu_block_histo")
+	t.Logf("cpu_block %.0f ns (longest %.0f), the vfork parent's clone call took %.0f ns", got, h.Max, span)
+	if h.Max < float64(nap) || h.Max > span {
+		t.Errorf("longest cpu_block = %.0f ns, want between the %v the child slept and the %.0f ns the parent waited", h.Max, nap, span)
+	}
+	// Other threads of the process sleep interruptibly (futexes): nothing
+	// but this wait is uninterruptible, give or take a short lock.
+	if got < h.Max || got > span+float64(time.Millisecond) {
+		t.Errorf("cpu_block = %.0f ns, want the one wait of at most %.0f ns", got, span)
+	}
+}
+
+// testCompact: a process of the container writes /proc/sys/vm/compact_memory,
+// which compacts every populated zone in the writer's context (as direct
+// compaction does): the container's mem_compact counts exactly one
+// compaction per populated zone of /proc/zoneinfo, within the writer's
+// life.
+func testCompact(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
+	zones := populatedZones(t)
+	period(t, p, rt)
+	start := time.Now()
+	if err := c.start(t, "sh", "-c", "echo 1 > /proc/sys/vm/compact_memory").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(start)
+	recs := period(t, p, rt)
+	short := identity.ShortID(c.id)
+	got := num(t, find(recs, table.SliMemContainerGauge, short), "mem_compact")
+	h := hist(t, find(recs, table.SliMemContainerHistogram, short), "mem_compact_histo")
+	t.Logf("mem_compact %.0f ns over %d compactions (%d populated zones); the writer lived %v", got, h.Count(), zones, wall)
+	if h.Count() != uint64(zones) {
+		t.Errorf("%d compactions, want one per populated zone: %d", h.Count(), zones)
+	}
+	if got <= 0 || got > float64(wall.Nanoseconds()) || h.Sum != got {
+		t.Errorf("mem_compact = %.0f ns (histogram sum %v), want within the writer's %v", got, h.Sum, wall)
+	}
+}
+
+// populatedZones counts the zones of /proc/zoneinfo with present pages
+// (compact_node skips the others).
+func populatedZones(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/zoneinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "present" && f[1] != "0" {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no populated zone in /proc/zoneinfo")
+	}
+	return n
 }

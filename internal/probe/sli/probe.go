@@ -265,7 +265,7 @@ func (p *Probe) load(onLost func(uint64)) error {
 	}
 	p.loaded = true
 	p.links = map[string]link.Link{}
-	p.lost = bpfrt.LostCounter{Map: p.objs.SliLost, OnLost: onLost}
+	p.lost = bpfrt.LostCounter{Map: p.objs.SliLost, Bios: p.objs.BioStarts, OnLost: onLost}
 	o := &p.objs
 	if p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
 		Mode: o.GalagoFilterCfg, TGIDs: o.FilterTgids, Cgroups: o.FilterCgroups,

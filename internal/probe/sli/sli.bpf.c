@@ -26,17 +26,20 @@
  *       compaction; kcompactd's background work is no task's latency):
  *       SLI_COMPACT.
  *   block_bio_queue, block_rq_complete, block_bio_complete  a bio's
- *       submission to its completion, attributed to the submitting task:
- *       SLI_BIO.
+ *       submission to its completion (bio.h, shared with the proc probe),
+ *       attributed to the submitting task: SLI_BIO.
  * Maps: node_stats (per-CPU hash of one row, key 0: the whole node) and
  *   con_stats (hash cgroup2 id -> struct sli_row: observed cgroups), both
  *   taken by user space with lookup-and-delete every period; sli_lost
- *   (per CPU: latencies dropped because con_stats was full), task_state (task storage), bio_starts
- *   (LRU hash bio -> submission), filter_* (common.h).
+ *   (per CPU: latencies dropped because con_stats was full, submissions
+ *   because bio_starts was), task_state (task storage), bio_starts (bio.h:
+ *   hash bio -> submission; user space deletes the stale), filter_*
+ *   (common.h).
  * Kernel: 5.11+ (task storage in tracing programs), tp_btf, BTF. */
 #define GALAGO_FILTER
 #include "common.h"
 #include "atomic.h"
+#include "bio.h"
 
 #define TASK_RUNNING 0x0
 #define TASK_INTERRUPTIBLE 0x1
@@ -115,18 +118,6 @@ struct {
 	__type(value, struct task_state);
 } task_state SEC(".maps");
 
-struct bio_start {
-	__u64 ts;
-	__u64 cgid; /* the submitter's cgroup2 id; 0: not observed */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64); /* struct bio * */
-	__type(value, struct bio_start);
-} bio_starts SEC(".maps");
-
 /* node_on: node rows are kept; con_on: rows of observed cgroups are. */
 volatile __u32 node_on = 0;
 volatile __u32 con_on = 0;
@@ -177,6 +168,15 @@ static __always_inline void stat_add(struct sli_row *row, __u32 kind, __u64 ns, 
 	__sync_fetch_and_add(&s->buckets[b], 1);
 }
 
+static __always_inline void count_lost(void)
+{
+	__u32 z = 0;
+	__u64 *lost = bpf_map_lookup_elem(&sli_lost, &z);
+
+	if (lost)
+		__sync_fetch_and_add(lost, 1);
+}
+
 static __always_inline struct sli_row *con_row(__u64 cgid)
 {
 	struct sli_row *row = bpf_map_lookup_elem(&con_stats, &cgid);
@@ -186,13 +186,8 @@ static __always_inline struct sli_row *con_row(__u64 cgid)
 		return row;
 	bpf_map_update_elem(&con_stats, &cgid, &zero, BPF_NOEXIST);
 	row = bpf_map_lookup_elem(&con_stats, &cgid);
-	if (!row) {
-		__u32 z = 0;
-		__u64 *lost = bpf_map_lookup_elem(&sli_lost, &z);
-
-		if (lost)
-			__sync_fetch_and_add(lost, 1);
-	}
+	if (!row)
+		count_lost();
 	return row;
 }
 
@@ -478,54 +473,38 @@ int BPF_PROG(sli_compaction_end, struct compact_control *cc)
 
 /* ---- io ---- */
 
+/* A bio's owner (struct galago_bio_start) is its submitter's cgroup2 id
+ * when the submitter is observed, else 0. */
+static __always_inline void galago_bio_done(const struct galago_bio_start *st, __u32 err, __u64 now)
+{
+	if (now > st->ts)
+		account(SLI_BIO, now - st->ts, st->owner); /* filtered at submission */
+}
+
+static __always_inline void galago_bio_lost(void)
+{
+	count_lost();
+}
+
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(sli_bio_queue, struct bio *bio)
 {
-	__u64 key = (__u64)bio, id = bpf_get_current_pid_tgid();
-	struct bio_start st = {.ts = bpf_ktime_get_ns()};
+	__u64 id = bpf_get_current_pid_tgid();
 
-	if (con_on)
-		st.cgid = keep_cgid(id >> 32, bpf_get_current_cgroup_id());
-	bpf_map_update_elem(&bio_starts, &key, &st, BPF_ANY);
+	galago_bio_submitted(bio, con_on ? keep_cgid(id >> 32, bpf_get_current_cgroup_id()) : 0);
 	return 0;
-}
-
-static __always_inline void bio_done(struct bio *bio, __u64 now)
-{
-	__u64 key = (__u64)bio;
-	struct bio_start *st = bpf_map_lookup_elem(&bio_starts, &key);
-	__u64 ts, cgid;
-
-	if (!st)
-		return;
-	ts = st->ts;
-	cgid = st->cgid;
-	bpf_map_delete_elem(&bio_starts, &key);
-	if (now > ts)
-		account(SLI_BIO, now - ts, cgid); /* filtered at submission */
 }
 
 SEC("tp_btf/block_bio_complete")
 int BPF_PROG(sli_bio_complete, struct request_queue *q, struct bio *bio)
 {
-	bio_done(bio, bpf_ktime_get_ns());
+	galago_bio_completed(bio, 0, bpf_ktime_get_ns());
 	return 0;
 }
 
-#define RQ_MAX_BIOS 16
-
-/* blk-mq devices trace the request's completion, not its bios': the first
- * RQ_MAX_BIOS bios of a merged request are completed here (the others age
- * out of bio_starts unmeasured). */
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(sli_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	__u64 now = bpf_ktime_get_ns();
-	struct bio *bio = rq->bio;
-
-	for (int i = 0; i < RQ_MAX_BIOS && bio; i++) {
-		bio_done(bio, now);
-		bio = bio->bi_next;
-	}
+	galago_rq_completed(rq, 0, bpf_ktime_get_ns());
 	return 0;
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type sliBioStart struct {
-	_    structs.HostLayout
-	Ts   uint64
-	Cgid uint64
+type sliGalagoBioStart struct {
+	_     structs.HostLayout
+	Ts    uint64
+	Owner uint64
 }
 
 type sliSliKind uint32
