@@ -46,30 +46,38 @@
 // bookkeeping is bpf/include/bio.h, shared with the proc probe). A task's
 // cgroup is its cgroup2 directory (task->cgroups->dfl_cgrp, the id
 // bpf_get_current_cgroup_id gives); containers are named from it by the
-// identity resolver. The node row is one per-CPU row; container rows are
-// kept in the kernel only for observed cgroups. Both are read and deleted
-// by user space every period: nothing per event leaves the kernel.
+// identity resolver. The node row is a per-CPU array row (two: the
+// programs add to one while user space takes the other, switched each
+// period); container rows are kept in the kernel only for observed
+// cgroups, read and deleted by user space every period. Nothing per
+// event leaves the kernel.
 //
 // Cost of cpu (the hot one: it runs at every context switch of the node,
 // observed or not). Per switch: two task-storage lookups (the thread
-// going off CPU, created; the one coming on), the filter lookup for the
-// incoming thread when container rows are on, and per latency it ends
-// (usually two: its sleep and its run delay) a lookup of the per-CPU node
-// row and, for an observed cgroup, of its per-CPU row.
-// Timestamps are loads of the run
-// queue's clock (task->se.cfs_rq->rq->clock, what the kernel's own
-// sched_info reads), not bpf_ktime_get_ns: that clock read alone cost
-// ~100 ns per call on the 2-core VM. Rows are per CPU (no cache line
-// shared between CPUs) and the scheduler kinds use plain adds (accounted
-// with interrupts off). With only container on, threads of unobserved
-// cgroups get no task storage. Measured by BenchmarkSchedPrivileged (a
-// pipe ping-pong pinned to each CPU, probe off and on interleaved; see
-// BENCHMARKS.md, "sli"): ~400 ns of BPF run time per context switch, and
-// the load's context switches per second it ran at 0.86-0.88 of the rate
-// without sli (target 0.97, not met on this VM: two empty tp_btf
-// programs on sched_switch and sched_wakeup alone gave 0.96; the figure
-// before these cuts was ~1 100 ns and 0.86). Scheduler-bound loads pay
-// that share; a load switching 10 000 times a second per CPU pays ~0.4%.
+// going off CPU, created; the one coming on); for the incoming thread,
+// the filter's answer when container rows are on, reused from its task
+// storage for 100 ms while it stays in its cgroup (so a change of the
+// snoopers reaches a running thread's rows within 100 ms), and one
+// lookup of the per-CPU node row (an array: inlined) and, for an
+// observed cgroup, of its per-CPU row (a hash), for both latencies a
+// switch-in ends (its sleep and its run delay). Timestamps are loads of
+// the run queue's clock (task->se.cfs_rq->rq->clock, what the kernel's
+// own sched_info reads), not bpf_ktime_get_ns: that clock read alone
+// cost ~100 ns per call on the 2-core VM. Rows are per CPU (no cache
+// line shared between CPUs) and the scheduler kinds use plain adds
+// (accounted with interrupts off). With only container on, threads of
+// unobserved cgroups get no task storage. Measured by
+// BenchmarkSchedPrivileged (a pipe ping-pong pinned to each CPU, probe
+// off and on interleaved; see BENCHMARKS.md, "sli"): ~290-300 ns of BPF
+// run time per context switch (~385 before the node array, the one
+// lookup per switch-in and the cached filter answer; ~1 100 before
+// issue 12's first cuts), and the load's context switches per CPU-second
+// at 0.91-1.0 of the rate without sli at load averages of 27-32 (base
+// 0.88-0.90 in the same interleaved runs; target 0.97, not shown to be
+// met: the ratios swing by ±5 points on the shared VM, and two empty
+// tp_btf programs on sched_switch and sched_wakeup alone gave 0.96).
+// Scheduler-bound loads pay that share; a load switching 10 000 times a
+// second per CPU pays ~0.3%.
 //
 // The proc probe's object hooks sched_switch and the block tracepoints too,
 // but per process and only for its observed processes, attached while its

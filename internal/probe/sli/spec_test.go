@@ -23,10 +23,10 @@ func TestSpec(t *testing.T) {
 		bpfspec.Programs(t, spec, progs)
 		rowSize := uint32(unsafe.Sizeof(sliSliRow{}))
 		want := map[string]bpfspec.Map{
-			"node_stats": {Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: rowSize, MaxEntries: 1},
+			"node_stats": {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: rowSize, MaxEntries: 2},
 			"con_stats":  {Type: ebpf.PerCPUHash, KeySize: 8, ValueSize: rowSize, MaxEntries: 4096},
 			"sli_lost":   {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
-			"task_state": {Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 48},
+			"task_state": {Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 72},
 			"bio_starts": {Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: 65536},
 		}
 		maps.Copy(want, filterMaps)
