@@ -16,18 +16,11 @@ import (
 // program looked up just before the deletion is lost (a window of
 // microseconds).
 func TakeAll[K comparable, V any](m *ebpf.Map, fn func(K, V)) error {
-	var (
-		k    K
-		v    V
-		keys []K
-	)
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		keys = append(keys, k)
+	keys, err := keysWhere(m, func(K, V) bool { return true })
+	if err != nil {
+		return err
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("read map %s: %w", m, err)
-	}
+	var v V
 	for _, k := range keys {
 		if err := m.LookupAndDelete(&k, &v); err != nil {
 			if errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -38,6 +31,25 @@ func TakeAll[K comparable, V any](m *ebpf.Map, fn func(K, V)) error {
 		fn(k, v)
 	}
 	return nil
+}
+
+// keysWhere returns the keys of the entries of m for which keep holds.
+func keysWhere[K comparable, V any](m *ebpf.Map, keep func(K, V) bool) ([]K, error) {
+	var (
+		k    K
+		v    V
+		keys []K
+	)
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if keep(k, v) {
+			keys = append(keys, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read map %s: %w", m, err)
+	}
+	return keys, nil
 }
 
 // LostCounter follows a per-CPU loss counter (a BPF_MAP_TYPE_PERCPU_ARRAY
@@ -82,19 +94,9 @@ func (c *LostCounter) Poll() error {
 // returns how many it deleted (an entry deleted meanwhile by a BPF
 // program is not counted).
 func DeleteIf[K comparable, V any](m *ebpf.Map, stale func(K, V) bool) (int, error) {
-	var (
-		k    K
-		v    V
-		keys []K
-	)
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		if stale(k, v) {
-			keys = append(keys, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return 0, fmt.Errorf("read map %s: %w", m, err)
+	keys, err := keysWhere(m, stale)
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	for i := range keys {

@@ -88,6 +88,41 @@ func (c *container) start(t *testing.T, argv ...string) *exec.Cmd {
 	return cmd
 }
 
+// startSelf runs this test binary as the helper that env selects (see
+// TestMain) inside the container, after the command prefix (e.g.
+// taskset); it returns the helper's stdin and stdout. At cleanup stdin is
+// closed and the helper must exit cleanly.
+func (c *container) startSelf(t *testing.T, name, env string, prefix ...string) (io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := append(prefix, self)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	})
+	return stdin, bufio.NewScanner(stdout)
+}
+
 func subItems(t testing.TB, items ...string) uint32 {
 	t.Helper()
 	var sub uint32
@@ -315,34 +350,9 @@ func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container)
 		t.Fatal(err)
 	}
 	f.Close()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Pinned to one CPU, for the same reason as the reclaim test's reader:
 	// its cgroup's io.pressure is then its iowait time.
-	w := exec.Command("taskset", "-c", "0", self)
-	w.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d", writerEnv, file, blocks))
-	w.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
-	w.Stderr = os.Stderr
-	stdin, err := w.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := w.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		if err := w.Wait(); err != nil {
-			t.Errorf("writer: %v", err)
-		}
-	}()
-	out := bufio.NewScanner(stdout)
+	stdin, out := c.startSelf(t, "writer", fmt.Sprintf("%s=%s:%d", writerEnv, file, blocks), "taskset", "-c", "0")
 	expect := func(what string) {
 		t.Helper()
 		if !out.Scan() || out.Text() != what {
@@ -482,32 +492,7 @@ func testReclaim(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 // asked and the span of the parent's clone call, which it timed itself.
 func testBlock(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	const nap = 300 * time.Millisecond
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := exec.Command(self)
-	b.Env = append(os.Environ(), fmt.Sprintf("%s=%d", blockerEnv, nap.Nanoseconds()))
-	b.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
-	b.Stderr = os.Stderr
-	stdin, err := b.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := b.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		if err := b.Wait(); err != nil {
-			t.Errorf("blocker: %v", err)
-		}
-	}()
-	out := bufio.NewScanner(stdout)
+	stdin, out := c.startSelf(t, "blocker", fmt.Sprintf("%s=%d", blockerEnv, nap.Nanoseconds()))
 	if !out.Scan() || out.Text() != "ready" {
 		t.Fatalf("blocker said %q (%v)", out.Text(), out.Err())
 	}
@@ -531,9 +516,10 @@ func testBlock(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 		t.Errorf("longest cpu_block = %.0f ns, want between the %v the child slept and the %.0f ns the parent waited", h.Max, nap, span)
 	}
 	// Other threads of the process sleep interruptibly (futexes): nothing
-	// but this wait is uninterruptible, give or take a short lock.
-	if got < h.Max || got > span+float64(time.Millisecond) {
-		t.Errorf("cpu_block = %.0f ns, want the one wait of at most %.0f ns", got, span)
+	// but this wait is uninterruptible, give or take short waits for a
+	// lock (mmap_lock in a page fault: 0.2 ms seen), 5% of the wait here.
+	if got < h.Max || got > span+0.05*float64(nap) {
+		t.Errorf("cpu_block = %.0f ns, want the one wait of at most %.0f ns and short locks", got, span)
 	}
 }
 
