@@ -123,7 +123,6 @@ type Probe struct {
 	filter   *bpfrt.FilterSync
 	lost     bpfrt.LostCounter
 	prevStat *procfs.Stat
-	nodeSlot uint32 // the node_stats row the programs add to
 	host     string
 	kick     chan struct{}
 	stopOnce sync.Once
@@ -446,11 +445,14 @@ const nodeGrace = time.Millisecond
 // (node_slot) first, so nothing writes the row while it is read and
 // zeroed.
 func (p *Probe) takeNode() ([]sliSliRow, error) {
-	old := p.nodeSlot
+	var old uint32
+	if err := p.objs.NodeSlot.Get(&old); err != nil {
+		return nil, fmt.Errorf("sli: read node_slot: %w", err)
+	}
+	old &= 1 // as the programs read it
 	if err := p.objs.NodeSlot.Set(old ^ 1); err != nil {
 		return nil, fmt.Errorf("sli: flip node_slot: %w", err)
 	}
-	p.nodeSlot = old ^ 1
 	time.Sleep(nodeGrace)
 	var per []sliSliRow
 	if err := p.objs.NodeStats.Lookup(old, &per); err != nil {
