@@ -68,7 +68,7 @@
 // (accounted with interrupts off). With only container on, threads of
 // unobserved cgroups get no task storage. Measured by
 // BenchmarkSchedPrivileged (a pipe ping-pong pinned to each CPU, probe
-// off and on interleaved; see BENCHMARKS.md, "sli"): ~290-300 ns of BPF
+// off and on interleaved; see BENCHMARKS.md, "sli"): ~260-300 ns of BPF
 // run time per context switch (~385 before the node array, the one
 // lookup per switch-in and the cached filter answer; ~1 100 before
 // issue 12's first cuts), and the load's context switches per CPU-second
