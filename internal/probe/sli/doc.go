@@ -69,13 +69,14 @@
 // unobserved cgroups get no task storage. Measured by
 // BenchmarkSchedPrivileged (a pipe ping-pong pinned to each CPU, probe
 // off and on interleaved; see BENCHMARKS.md, "sli"): ~260-300 ns of BPF
-// run time per context switch (~385 before the node array, the one
+// run time per context switch (~370-410 before the node array, the one
 // lookup per switch-in and the cached filter answer; ~1 100 before
 // issue 12's first cuts), and the load's context switches per CPU-second
-// at 0.91-1.0 of the rate without sli at load averages of 27-32 (base
-// 0.88-0.90 in the same interleaved runs; target 0.97, not shown to be
-// met: the ratios swing by ±5 points on the shared VM, and two empty
-// tp_btf programs on sched_switch and sched_wakeup alone gave 0.96).
+// at 0.85-1.03 of the rate without sli, median ~0.95, at load averages
+// of 22-32 (base 0.80-0.91, median ~0.89, in the same interleaved runs;
+// target 0.97, not shown to be met: the ratios swing by ±5 points on the
+// shared VM, and two empty tp_btf programs on sched_switch and
+// sched_wakeup alone gave 0.96).
 // Scheduler-bound loads pay that share; a load switching 10 000 times a
 // second per CPU pays ~0.3%.
 //
