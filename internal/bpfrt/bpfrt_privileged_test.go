@@ -642,3 +642,52 @@ func TestFilterPendingPrivileged(t *testing.T) {
 		t.Errorf("%d pending marks lost", lost)
 	}
 }
+
+// TestBioSweepPrivileged: a LostCounter with a bio.h table deletes exactly
+// the submissions older than BioStale, reports them lost with the
+// counter's own growth, and keeps the bios still in flight.
+func TestBioSweepPrivileged(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	bios, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bios.Close()
+	counter, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer counter.Close()
+	now, err := bpfrt.MonotonicNow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for bio, age := range map[uint64]time.Duration{1: 2 * bpfrt.BioStale, 2: bpfrt.BioStale + time.Second, 3: time.Second, 4: 0} {
+		if err := bios.Put(bio, bpfrt.BioStart{TS: now - uint64(age), Owner: bio}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := make([]uint64, ebpf.MustPossibleCPU())
+	per[0] = 5
+	if err := counter.Put(uint32(0), per); err != nil {
+		t.Fatal(err)
+	}
+	var lost uint64
+	c := bpfrt.LostCounter{Map: counter, Bios: bios, OnLost: func(n uint64) { lost += n }}
+	if err := c.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if lost != 5+2 {
+		t.Errorf("lost %d, want the counter's 5 and 2 stale bios", lost)
+	}
+	var left []uint64
+	var k uint64
+	var v bpfrt.BioStart
+	for it := bios.Iterate(); it.Next(&k, &v); {
+		left = append(left, k)
+	}
+	slices.Sort(left)
+	if !slices.Equal(left, []uint64{3, 4}) {
+		t.Errorf("bios left %v, want the two in flight [3 4]", left)
+	}
+}

@@ -15,17 +15,20 @@ import (
 
 type flowtracerFtKey struct {
 	_          structs.HostLayout
-	LocalAddr  uint32
-	RemoteAddr uint32
+	Netns      uint32
 	LocalPort  uint16
 	RemotePort uint16
+	LocalAddr  [4]uint32
+	RemoteAddr [4]uint32
 }
 
 type flowtracerFtOrigin struct {
-	_    structs.HostLayout
-	Addr uint32
-	Port uint16
-	Pad  uint16
+	_        structs.HostLayout
+	ClosedNs uint64
+	Addr     [4]uint32
+	Port     uint16
+	Pad      uint16
+	Pad2     uint32
 }
 
 type flowtracerFtStat uint32
@@ -34,7 +37,8 @@ const (
 	flowtracerFtStatFT_WRITTEN  flowtracerFtStat = 0
 	flowtracerFtStatFT_READ     flowtracerFtStat = 1
 	flowtracerFtStatFT_NO_ROOM  flowtracerFtStat = 2
-	flowtracerFtStatFT_STAT_MAX flowtracerFtStat = 3
+	flowtracerFtStatFT_FULL     flowtracerFtStat = 3
+	flowtracerFtStatFT_STAT_MAX flowtracerFtStat = 4
 )
 
 // Names of all BPF objects in the ELF.

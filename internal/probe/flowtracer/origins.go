@@ -1,11 +1,13 @@
 package flowtracer
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/galago-project/galago/internal/bpfrt"
 )
 
 // Origins is what the running flowtracer probe learnt from the SYNs its
@@ -27,11 +29,13 @@ func (o *Origins) set(m *ebpf.Map) {
 	o.mu.Unlock()
 }
 
-// Lookup returns the client's own address and port of the IPv4 connection
-// a server sees from local (its own address) to remote (the peer after any
-// NAT), when the client's SYN carried flowtracer's option.
-func (o *Origins) Lookup(local, remote netip.AddrPort) (netip.AddrPort, bool) {
-	if o == nil || !local.Addr().Is4() && !local.Addr().Is4In6() {
+// Lookup returns the client's own address and port of the connection a
+// server in network namespace netns (its inode number) sees from local
+// (its own address) to remote (the peer after any NAT), when the client's
+// SYN carried flowtracer's option. IPv4 and IPv4-mapped IPv6 addresses
+// are the same connection; an IPv4 client is returned as IPv4.
+func (o *Origins) Lookup(netns uint32, local, remote netip.AddrPort) (netip.AddrPort, bool) {
+	if o == nil || !local.Addr().IsValid() || !remote.Addr().IsValid() {
 		return netip.AddrPort{}, false
 	}
 	o.mu.RLock()
@@ -39,7 +43,7 @@ func (o *Origins) Lookup(local, remote netip.AddrPort) (netip.AddrPort, bool) {
 	if o.m == nil {
 		return netip.AddrPort{}, false
 	}
-	k := keyOf(local, remote)
+	k := keyOf(netns, local, remote)
 	var v flowtracerFtOrigin
 	if err := o.m.Lookup(&k, &v); err != nil { // ErrKeyNotExist: no option seen
 		return netip.AddrPort{}, false
@@ -47,22 +51,36 @@ func (o *Origins) Lookup(local, remote netip.AddrPort) (netip.AddrPort, bool) {
 	return originOf(v), true
 }
 
-// addr4 is an IPv4 address as the kernel stores it (network order) read
-// as a native-endian integer.
-func addr4(a netip.Addr) uint32 {
-	b := a.Unmap().As4()
-	return binary.NativeEndian.Uint32(b[:])
+// sweep deletes the entries of connections closed at or before
+// closedBefore (bpf_ktime_get_ns), returning how many it deleted.
+func (o *Origins) sweep(closedBefore uint64) (int, error) {
+	o.mu.RLock()
+	m := o.m
+	o.mu.RUnlock()
+	if m == nil {
+		return 0, nil
+	}
+	return bpfrt.DeleteIf(m, func(_ flowtracerFtKey, v flowtracerFtOrigin) bool {
+		return v.ClosedNs != 0 && v.ClosedNs <= closedBefore
+	})
 }
 
-func keyOf(local, remote netip.AddrPort) flowtracerFtKey {
+// addr16 is an address as the BPF side stores it: IPv6 in network order,
+// IPv4 as IPv4-mapped, laid in the key's native-endian words.
+func addr16(a netip.Addr) [4]uint32 {
+	b := a.As16()
+	return *(*[4]uint32)(unsafe.Pointer(&b))
+}
+
+func keyOf(netns uint32, local, remote netip.AddrPort) flowtracerFtKey {
 	return flowtracerFtKey{
-		LocalAddr: addr4(local.Addr()), RemoteAddr: addr4(remote.Addr()),
+		Netns:     netns,
+		LocalAddr: addr16(local.Addr()), RemoteAddr: addr16(remote.Addr()),
 		LocalPort: local.Port(), RemotePort: remote.Port(),
 	}
 }
 
 func originOf(v flowtracerFtOrigin) netip.AddrPort {
-	var b [4]byte
-	binary.NativeEndian.PutUint32(b[:], v.Addr)
-	return netip.AddrPortFrom(netip.AddrFrom4(b), v.Port)
+	b := *(*[16]byte)(unsafe.Pointer(&v.Addr))
+	return netip.AddrPortFrom(netip.AddrFrom16(b).Unmap(), v.Port)
 }

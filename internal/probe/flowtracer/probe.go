@@ -18,9 +18,15 @@ import (
 // Name is the feature name.
 const Name = "flowtracer"
 
-// statsEvery is how often the option counters are read (the probe has no
-// table and no report period of its own).
+// statsEvery is how often the option counters are read and closed
+// connections swept (the probe has no table and no report period of its
+// own).
 const statsEvery = 5 * time.Second
+
+// closedGrace is how long a closed connection keeps its origin: the tcp
+// probe may first see a short connection in its close record, up to a
+// report period after it closed.
+const closedGrace = 5 * time.Minute
 
 // Probe is the flowtracer feature. See the package documentation.
 type Probe struct {
@@ -34,7 +40,7 @@ type Probe struct {
 	objs     flowtracerObjects
 	loaded   bool
 	link     link.Link
-	noRoom   uint64 // FT_NO_ROOM reported so far
+	lost     uint64 // FT_NO_ROOM + FT_FULL reported so far
 	stopOnce sync.Once
 }
 
@@ -103,15 +109,32 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	return nil
 }
 
-// run reports SYNs that had no room for the option as lost, until ctx ends.
+// run reports SYNs that had no room for the option and origins the full
+// table could not take as lost, and deletes the origins of connections
+// closed closedGrace ago, until ctx ends.
 func (p *Probe) run(ctx context.Context) error {
 	probe.Every(ctx, nil, &p.mu, func() time.Duration { return statsEvery }, func() {
 		if err := p.pollLost(); err != nil {
 			p.rt.Error()
 			p.log.Warn("flowtracer: read counters", "err", err)
 		}
+		if err := p.sweepClosed(closedGrace); err != nil {
+			p.rt.Error()
+			p.log.Warn("flowtracer: sweep closed connections", "err", err)
+		}
 	})
 	return nil
+}
+
+// sweepClosed deletes the origins of connections closed more than grace
+// ago.
+func (p *Probe) sweepClosed(grace time.Duration) error {
+	now, err := bpfrt.MonotonicNow()
+	if err != nil || now <= uint64(grace) {
+		return err
+	}
+	_, err = p.origins.sweep(now - uint64(grace))
+	return err
 }
 
 // counter sums one ft_stats slot over CPUs.
@@ -133,13 +156,17 @@ func (p *Probe) pollLost() error {
 	if !p.loaded {
 		return nil
 	}
-	n, err := p.counter(flowtracerFtStatFT_NO_ROOM)
-	if err != nil {
-		return err
+	var n uint64
+	for _, s := range []flowtracerFtStat{flowtracerFtStatFT_NO_ROOM, flowtracerFtStatFT_FULL} {
+		c, err := p.counter(s)
+		if err != nil {
+			return err
+		}
+		n += c
 	}
-	if n > p.noRoom {
-		p.rt.Lost(n - p.noRoom)
-		p.noRoom = n
+	if n > p.lost {
+		p.rt.Lost(n - p.lost)
+		p.lost = n
 	}
 	return nil
 }

@@ -449,7 +449,7 @@ func (p *Probe) serverOf(c *syscap.Conn) netip.AddrPort {
 	}
 	if c.Role == l7.Server {
 		if p.cfg.Params.ClusterIPBackend == 2 {
-			if orig, ok := p.origins.Lookup(c.Local, c.Remote); ok {
+			if orig, ok := p.origins.Lookup(c.Netns, c.Local, c.Remote); ok {
 				return orig
 			}
 		}

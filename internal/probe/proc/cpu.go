@@ -94,7 +94,7 @@ func openCPU(t snoop.Targets, onLost func(uint64)) (*cpuStats, error) {
 		progs: map[string]*ebpf.Program{"proc_bio_queue": o.ProcBioQueue, "proc_bio_complete": o.ProcBioComplete, "proc_rq_complete": o.ProcRqComplete}}
 	c.pages = hookGroup{on: o.PageOn, missing: missingHooks("mm_filemap_add_to_page_cache", "writeback_dirty_folio", "block_dirty_buffer"),
 		progs: map[string]*ebpf.Program{"proc_page_add": o.ProcPageAdd, "proc_page_dirty": o.ProcPageDirty, "proc_buffer_dirty": o.ProcBufferDirty}}
-	c.lost = bpfrt.LostCounter{Map: o.CpuLost, OnLost: onLost}
+	c.lost = bpfrt.LostCounter{Map: o.CpuLost, Bios: o.BioStarts, OnLost: onLost}
 	var err error
 	if c.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
 		Mode: o.GalagoFilterCfg, TGIDs: o.FilterTgids, Cgroups: o.FilterCgroups,

@@ -175,8 +175,11 @@
 // snooper filter could not mark pending. An off-CPU interval that began
 // before the program attached or before the thread's process was observed
 // is not counted; nor is an exiting thread's last switch. A bio in flight
-// when the probe started is not timed; more than 65536 bios in flight
-// lose the oldest submission times (LRU), so those are not timed either. A call completing while its row is
+// when the probe started is not timed; submissions past 65536 bios in
+// flight are not kept, and those no completion took (a merged request's
+// bios past its first 16) are deleted after 60 s: both not timed and
+// counted as lost (the table is a hash shared with sli, bpf/include/bio.h,
+// not an LRU whose evictions the kernel does not report). A call completing while its row is
 // being read and deleted may be lost (a window of microseconds per row per
 // period). 32-bit (ia32) processes' syscall numbers are not told apart.
 // A kernel without tp_btf sys_enter/sys_exit or sched_switch: the sub-items

@@ -13,9 +13,9 @@
  *       (<= 4096 bytes "less", > 4096 "greater", as gala-gopher), and
  *       leaves {submit time, tgid} in bio_starts keyed by the bio.
  *   tp_btf/block_rq_complete (disks) and tp_btf/block_bio_complete
- *       (bio-based devices): a bio's completion: an error counts in
- *       bio_err, else the latency since submission updates the row's
- *       maximum.
+ *       (bio-based devices): a bio's completion (bio.h, shared with the
+ *       sli probe): an error counts in bio_err, else the latency since
+ *       submission updates the row's maximum.
  *   tp_btf/sched_switch  proc_sched_switch: the thread going off CPU (prev)
  *       of an observed process leaves its switch time and whether it waits
  *       for I/O (task_struct.in_iowait, set by io_schedule) in its task
@@ -36,14 +36,15 @@
  * Maps: cpu_stats (hash tgid -> struct proc_cpu_val) and io_stats (hash
  *   tgid -> struct proc_io_val: bios and page cache), read and deleted by user space each
  *   period; cpu_lost (per CPU: intervals and bios dropped because a row
- *   table was full), off_starts (task storage, freed with the thread),
- *   bio_starts (LRU hash: a bio whose completion is never traced ages
- *   out), filter_* (common.h).
+ *   table or bio_starts was full), off_starts (task storage, freed with
+ *   the thread), bio_starts (bio.h: hash bio -> submission; user space
+ *   deletes the stale), filter_* (common.h).
  * Kernel: 5.11+ (task storage in tracing programs), tp_btf, BTF. */
 #define GALAGO_FILTER
 #include "common.h"
 #include "folio.h"
 #include "atomic.h"
+#include "bio.h"
 
 #define TASK_DEAD 0x80
 
@@ -137,12 +138,6 @@ struct proc_io_val {
 
 GALAGO_EXPORT_TYPE(struct proc_io_val, io_val);
 
-struct bio_start {
-	__u64 ts;
-	__u32 tgid;
-	__u32 _pad;
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -150,13 +145,6 @@ struct {
 	__type(key, __u32); /* tgid */
 	__type(value, struct proc_io_val);
 } io_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64); /* struct bio * */
-	__type(value, struct bio_start);
-} bio_starts SEC(".maps");
 
 /* io_on: proc_io is on; page_on: proc_pagecache is on (the programs are
  * attached only then; these keep a stale row from being created between a
@@ -177,9 +165,7 @@ int BPF_PROG(proc_bio_queue, struct bio *bio)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u32 op = bio->bi_opf & REQ_OP_MASK;
 	__u32 size = bio->bi_iter.bi_size;
-	struct bio_start st = {};
 	struct proc_io_val *v;
-	__u64 key = (__u64)bio;
 
 	if (!io_on || (op != REQ_OP_READ && op != REQ_OP_WRITE && op != REQ_OP_FLUSH) || !tgid ||
 	    !galago_observed(tgid))
@@ -191,24 +177,15 @@ int BPF_PROG(proc_bio_queue, struct bio *bio)
 		__sync_fetch_and_add(size > BIG_BIO ? &v->greater_4k_read : &v->less_4k_read, 1);
 	else
 		__sync_fetch_and_add(size > BIG_BIO ? &v->greater_4k_write : &v->less_4k_write, 1);
-	st.ts = bpf_ktime_get_ns();
-	st.tgid = tgid;
-	bpf_map_update_elem(&bio_starts, &key, &st, BPF_ANY);
+	galago_bio_submitted(bio, tgid);
 	return 0;
 }
 
-/* bio_done: a traced bio completed with status err at now. */
-static __always_inline void bio_done(struct bio *bio, __u32 err, __u64 now)
+/* A bio's owner (struct galago_bio_start) is its submitter's tgid. */
+static __always_inline void galago_bio_done(const struct galago_bio_start *st, __u32 err, __u64 now)
 {
-	__u64 key = (__u64)bio, d;
-	struct bio_start *st = bpf_map_lookup_elem(&bio_starts, &key);
-	struct proc_io_val *v;
+	struct proc_io_val *v = io_on ? io_row(st->owner) : NULL;
 
-	if (!st)
-		return;
-	d = now > st->ts ? now - st->ts : 0;
-	v = io_on ? io_row(st->tgid) : NULL;
-	bpf_map_delete_elem(&bio_starts, &key);
 	if (!v)
 		return;
 	if (err) {
@@ -216,35 +193,25 @@ static __always_inline void bio_done(struct bio *bio, __u32 err, __u64 now)
 		return;
 	}
 	__sync_fetch_and_add(&v->bio_done, 1);
-	galago_max_u64(&v->bio_latency_max, d);
+	galago_max_u64(&v->bio_latency_max, now > st->ts ? now - st->ts : 0);
 }
 
-/* Bio-based devices (device mapper, md) trace a bio's completion. */
+static __always_inline void galago_bio_lost(void)
+{
+	count_lost();
+}
+
 SEC("tp_btf/block_bio_complete")
 int BPF_PROG(proc_bio_complete, struct request_queue *q, struct bio *bio)
 {
-	bio_done(bio, bio->bi_status, bpf_ktime_get_ns());
+	galago_bio_completed(bio, bio->bi_status, bpf_ktime_get_ns());
 	return 0;
 }
 
-#define RQ_MAX_BIOS 16
-
-/* Request-based devices (blk-mq: disks) trace the request's completion
- * only (blk_update_request clears the bios' BIO_TRACE_COMPLETION): its
- * bios are completed here, the first RQ_MAX_BIOS of a merged request
- * (the others age out of bio_starts unmeasured). A partial completion
- * (nr_bytes short of the request) completes them all: rare, and only
- * their latency is early. */
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(proc_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	__u64 now = bpf_ktime_get_ns();
-	struct bio *bio = rq->bio;
-
-	for (int i = 0; i < RQ_MAX_BIOS && bio; i++) {
-		bio_done(bio, error, now);
-		bio = bio->bi_next;
-	}
+	galago_rq_completed(rq, error, bpf_ktime_get_ns());
 	return 0;
 }
 

@@ -13,19 +13,18 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type procBioStart struct {
-	_    structs.HostLayout
-	Ts   uint64
-	Tgid uint32
-	Pad  uint32
-}
-
 type procDnsCall struct {
 	_    structs.HostLayout
 	Ts   uint64
 	Name uint64
 	Fn   uint32
 	Pad  uint32
+}
+
+type procGalagoBioStart struct {
+	_     structs.HostLayout
+	Ts    uint64
+	Owner uint64
 }
 
 type procOffStart struct {

@@ -2,9 +2,11 @@ package proc
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/bpfrt/bpfspec"
 )
 
@@ -29,12 +31,13 @@ func TestSpec(t *testing.T) {
 		fmaps["cpu_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
 		fmaps["off_starts"] = bpfspec.Map{Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 16}
 		fmaps["io_stats"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 80, MaxEntries: 16384}
-		fmaps["bio_starts"] = bpfspec.Map{Type: ebpf.LRUHash, KeySize: 8, ValueSize: 16, MaxEntries: 65536}
+		fmaps["bio_starts"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: 65536}
 		fmaps["dns_calls"] = bpfspec.Map{Type: ebpf.LRUHash, KeySize: 8, ValueSize: 24, MaxEntries: 16384}
 		fmaps["dns_stats"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 72, ValueSize: 32, MaxEntries: 16384}
 		bpfspec.Maps(t, spec, fmaps)
 		bpfspec.Variables(t, spec, map[string]bpfspec.Variable{"galago_filter_cfg": {Size: 4}, "io_on": {Size: 4}, "page_on": {Size: 4}})
 		bpfspec.StructSize(t, spec, "proc_cpu_val", 16)
 		bpfspec.StructSize(t, spec, "proc_io_val", 80)
+		bpfspec.StructSize(t, spec, "galago_bio_start", int(unsafe.Sizeof(bpfrt.BioStart{})))
 	})
 }

@@ -42,33 +42,43 @@
 // sched_info's last_queued and run_delay, CONFIG_SCHED_INFO, as here),
 // else sched_switch, sched_wakeup and sched_wakeup_new (cpu), mm_vmscan_{direct,memcg}_reclaim_{begin,end} and
 // mm_compaction_{begin,end} (mem), block_bio_queue, block_rq_complete and
-// block_bio_complete (io: one LRU-hash entry per bio in flight). A task's
+// block_bio_complete (io: one hash entry per bio in flight; the
+// bookkeeping is bpf/include/bio.h, shared with the proc probe). A task's
 // cgroup is its cgroup2 directory (task->cgroups->dfl_cgrp, the id
 // bpf_get_current_cgroup_id gives); containers are named from it by the
-// identity resolver. The node row is one per-CPU row; container rows are
-// kept in the kernel only for observed cgroups. Both are read and deleted
-// by user space every period: nothing per event leaves the kernel.
+// identity resolver. The node row is a per-CPU array row (two: the
+// programs add to one while user space takes the other, switched each
+// period); container rows are kept in the kernel only for observed
+// cgroups, read and deleted by user space every period. Nothing per
+// event leaves the kernel.
 //
 // Cost of cpu (the hot one: it runs at every context switch of the node,
 // observed or not). Per switch: two task-storage lookups (the thread
-// going off CPU, created; the one coming on), the filter lookup for the
-// incoming thread when container rows are on, and per latency it ends
-// (usually two: its sleep and its run delay) a lookup of the per-CPU node
-// row and, for an observed cgroup, of its per-CPU row.
-// Timestamps are loads of the run
-// queue's clock (task->se.cfs_rq->rq->clock, what the kernel's own
-// sched_info reads), not bpf_ktime_get_ns: that clock read alone cost
-// ~100 ns per call on the 2-core VM. Rows are per CPU (no cache line
-// shared between CPUs) and the scheduler kinds use plain adds (accounted
-// with interrupts off). With only container on, threads of unobserved
-// cgroups get no task storage. Measured by BenchmarkSchedPrivileged (a
-// pipe ping-pong pinned to each CPU, probe off and on interleaved; see
-// BENCHMARKS.md, "sli"): ~400 ns of BPF run time per context switch, and
-// the load's context switches per second it ran at 0.86-0.88 of the rate
-// without sli (target 0.97, not met on this VM: two empty tp_btf
-// programs on sched_switch and sched_wakeup alone gave 0.96; the figure
-// before these cuts was ~1 100 ns and 0.86). Scheduler-bound loads pay
-// that share; a load switching 10 000 times a second per CPU pays ~0.4%.
+// going off CPU, created; the one coming on); for the incoming thread,
+// the filter's answer when container rows are on, reused from its task
+// storage for 100 ms while it stays in its cgroup (so a change of the
+// snoopers reaches a running thread's rows within 100 ms), and one
+// lookup of the per-CPU node row (an array: inlined) and, for an
+// observed cgroup, of its per-CPU row (a hash), for both latencies a
+// switch-in ends (its sleep and its run delay). Timestamps are loads of
+// the run queue's clock (task->se.cfs_rq->rq->clock, what the kernel's
+// own sched_info reads), not bpf_ktime_get_ns: that clock read alone
+// cost ~100 ns per call on the 2-core VM. Rows are per CPU (no cache
+// line shared between CPUs) and the scheduler kinds use plain adds
+// (accounted with interrupts off). With only container on, threads of
+// unobserved cgroups get no task storage. Measured by
+// BenchmarkSchedPrivileged (a pipe ping-pong pinned to each CPU, probe
+// off and on interleaved; see BENCHMARKS.md, "sli"): ~260-300 ns of BPF
+// run time per context switch (~370-410 before the node array, the one
+// lookup per switch-in and the cached filter answer; ~1 100 before
+// issue 12's first cuts), and the load's context switches per CPU-second
+// at 0.85-1.03 of the rate without sli, median ~0.95, at load averages
+// of 22-32 (base 0.80-0.91, median ~0.89, in the same interleaved runs;
+// target 0.97, not shown to be met: the ratios swing by ±5 points on the
+// shared VM, and two empty tp_btf programs on sched_switch and
+// sched_wakeup alone gave 0.96).
+// Scheduler-bound loads pay that share; a load switching 10 000 times a
+// second per CPU pays ~0.3%.
 //
 // The proc probe's object hooks sched_switch and the block tracepoints too,
 // but per process and only for its observed processes, attached while its
@@ -87,9 +97,15 @@
 // memory cgroup is limited to 16 MiB: mem_reclaim equals the stall time
 // of the cgroup's memory.pressure (pressure stall information) within a
 // few %;
-// sleep 0.3: cpu_sleep between the 300 ms asked and the process's life.
-// cpu_block and mem_compact are not held to a ground truth by a test
-// (compaction cannot be provoked on demand on a shared machine).
+// sleep 0.3: cpu_sleep between the 300 ms asked and the process's life;
+// a vfork parent waiting (uninterruptibly, not for I/O) for a child that
+// sleeps 300 ms: cpu_block is that one wait, between the 300 ms and the
+// parent's own timing of its clone call (300.1 ms against 300.6 ms);
+// a write to /proc/sys/vm/compact_memory, which compacts each populated
+// zone in the writer's context: mem_compact counts exactly one
+// compaction per populated zone of /proc/zoneinfo (3 here), within the
+// writer's life. Direct compaction under allocation pressure is the same
+// code path and tracepoints, but cannot be provoked on demand.
 //
 // # Not measured on this kernel (omitted, logged once)
 //
@@ -113,9 +129,9 @@
 // the second queue; the run delay is the kernel's own, whole). More
 // than 4096 observed cgroups with latencies in one period drop the
 // others' latencies, counted in galago_probe_events_lost_total{probe="sli"};
-// more than 65536 bios in flight lose the oldest submission times (LRU,
-// not counted: the kernel does not report evictions),
-// and a merged request completes its first 16 bios only: those are not
-// timed. A latency counted while its row is being read and deleted may be
+// submissions past 65536 bios in flight are not kept, and a merged
+// request completes its first 16 bios only: the others' entries are
+// deleted after 60 s; both are not timed and counted as lost (the table
+// is a hash, not an LRU: the kernel does not report an LRU's evictions). A latency counted while its row is being read and deleted may be
 // lost (a window of microseconds per period).
 package sli

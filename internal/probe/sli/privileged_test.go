@@ -88,6 +88,41 @@ func (c *container) start(t *testing.T, argv ...string) *exec.Cmd {
 	return cmd
 }
 
+// startSelf runs this test binary as the helper that env selects (see
+// TestMain) inside the container, after the command prefix (e.g.
+// taskset); it returns the helper's stdin and stdout. At cleanup stdin is
+// closed and the helper must exit cleanly.
+func (c *container) startSelf(t *testing.T, name, env string, prefix ...string) (io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := append(prefix, self)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	})
+	return stdin, bufio.NewScanner(stdout)
+}
+
 func subItems(t testing.TB, items ...string) uint32 {
 	t.Helper()
 	var sub uint32
@@ -189,7 +224,8 @@ func runDelay(t *testing.T, pid int) uint64 {
 func TestPrivilegedSLI(t *testing.T) {
 	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"), bpfrt.HaveTPBTF("sched_wakeup"),
 		bpfrt.HaveTPBTF("block_bio_queue"), bpfrt.HaveTPBTF("block_rq_complete"),
-		bpfrt.HaveTPBTF("mm_vmscan_memcg_reclaim_begin"), bpfrt.HaveTPBTF("mm_vmscan_memcg_reclaim_end"))
+		bpfrt.HaveTPBTF("mm_vmscan_memcg_reclaim_begin"), bpfrt.HaveTPBTF("mm_vmscan_memcg_reclaim_end"),
+		bpfrt.HaveTPBTF("mm_compaction_begin"), bpfrt.HaveTPBTF("mm_compaction_end"))
 	cpu, io, mem := newContainer(t), newContainer(t), newContainer(t)
 	p, rt := startProbe(t, subItems(t, "cpu", "mem", "io", "node", "container", "histogram"), cpu, io, mem)
 	// Subtests run one after the other and end periods themselves: each
@@ -198,6 +234,8 @@ func TestPrivilegedSLI(t *testing.T) {
 	t.Run("sleep", func(t *testing.T) { testSleep(t, p, rt, cpu) })
 	t.Run("bio", func(t *testing.T) { testBioLatency(t, p, rt, io) })
 	t.Run("reclaim", func(t *testing.T) { testReclaim(t, p, rt, mem) })
+	t.Run("block", func(t *testing.T) { testBlock(t, p, rt, cpu) })
+	t.Run("compact", func(t *testing.T) { testCompact(t, p, rt, mem) })
 	// What this kernel cannot give is said once each.
 	for _, field := range []string{"sli cpu_wait", "sli cpu_longsys", "sli mem_swapin"} {
 		if n := strings.Count(rt.Logs(), field); n != 1 {
@@ -312,34 +350,9 @@ func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container)
 		t.Fatal(err)
 	}
 	f.Close()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Pinned to one CPU, for the same reason as the reclaim test's reader:
 	// its cgroup's io.pressure is then its iowait time.
-	w := exec.Command("taskset", "-c", "0", self)
-	w.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d", writerEnv, file, blocks))
-	w.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
-	w.Stderr = os.Stderr
-	stdin, err := w.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := w.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		if err := w.Wait(); err != nil {
-			t.Errorf("writer: %v", err)
-		}
-	}()
-	out := bufio.NewScanner(stdout)
+	stdin, out := c.startSelf(t, "writer", fmt.Sprintf("%s=%s:%d", writerEnv, file, blocks), "taskset", "-c", "0")
 	expect := func(what string) {
 		t.Helper()
 		if !out.Scan() || out.Text() != what {
@@ -471,4 +484,87 @@ func testReclaim(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	if math.Abs(got-stall) > 0.1*stall {
 		t.Errorf("mem_reclaim = %.0f ns, want the cgroup's memory stall %.0f ns ± 10%%", got, stall)
 	}
+}
+
+// testBlock: a process of the container vforks a child that sleeps 300 ms
+// before it exits; meanwhile the parent waits in uninterruptible sleep
+// (not for I/O). The container's cpu_block is one wait between the 300 ms
+// asked and the span of the parent's clone call, which it timed itself.
+func testBlock(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
+	const nap = 300 * time.Millisecond
+	stdin, out := c.startSelf(t, "blocker", fmt.Sprintf("%s=%d", blockerEnv, nap.Nanoseconds()))
+	if !out.Scan() || out.Text() != "ready" {
+		t.Fatalf("blocker said %q (%v)", out.Text(), out.Err())
+	}
+	period(t, p, rt)
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Scan() {
+		t.Fatalf("blocker: %v", out.Err())
+	}
+	span, err := strconv.ParseFloat(out.Text(), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := period(t, p, rt)
+	short := identity.ShortID(c.id)
+	got := num(t, find(recs, table.SliCpuContainerGauge, short), "cpu_block")
+	h := hist(t, find(recs, table.SliCpuContainerHistogram, short), "cpu_block_histo")
+	t.Logf("cpu_block %.0f ns (longest %.0f), the vfork parent's clone call took %.0f ns", got, h.Max, span)
+	if h.Max < float64(nap) || h.Max > span {
+		t.Errorf("longest cpu_block = %.0f ns, want between the %v the child slept and the %.0f ns the parent waited", h.Max, nap, span)
+	}
+	// Other threads of the process sleep interruptibly (futexes): nothing
+	// but this wait is uninterruptible, give or take short waits for a
+	// lock (mmap_lock in a page fault: 0.2 ms seen), 5% of the wait here.
+	if got < h.Max || got > span+0.05*float64(nap) {
+		t.Errorf("cpu_block = %.0f ns, want the one wait of at most %.0f ns and short locks", got, span)
+	}
+}
+
+// testCompact: a process of the container writes /proc/sys/vm/compact_memory,
+// which compacts every populated zone in the writer's context (as direct
+// compaction does): the container's mem_compact counts exactly one
+// compaction per populated zone of /proc/zoneinfo, within the writer's
+// life.
+func testCompact(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
+	zones := populatedZones(t)
+	period(t, p, rt)
+	start := time.Now()
+	if err := c.start(t, "sh", "-c", "echo 1 > /proc/sys/vm/compact_memory").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(start)
+	recs := period(t, p, rt)
+	short := identity.ShortID(c.id)
+	got := num(t, find(recs, table.SliMemContainerGauge, short), "mem_compact")
+	h := hist(t, find(recs, table.SliMemContainerHistogram, short), "mem_compact_histo")
+	t.Logf("mem_compact %.0f ns over %d compactions (%d populated zones); the writer lived %v", got, h.Count(), zones, wall)
+	if h.Count() != uint64(zones) {
+		t.Errorf("%d compactions, want one per populated zone: %d", h.Count(), zones)
+	}
+	if got <= 0 || got > float64(wall.Nanoseconds()) || h.Sum != got {
+		t.Errorf("mem_compact = %.0f ns (histogram sum %v), want within the writer's %v", got, h.Sum, wall)
+	}
+}
+
+// populatedZones counts the zones of /proc/zoneinfo with present pages
+// (compact_node skips the others).
+func populatedZones(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/zoneinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "present" && f[1] != "0" {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no populated zone in /proc/zoneinfo")
+	}
+	return n
 }

@@ -265,7 +265,7 @@ func (p *Probe) load(onLost func(uint64)) error {
 	}
 	p.loaded = true
 	p.links = map[string]link.Link{}
-	p.lost = bpfrt.LostCounter{Map: p.objs.SliLost, OnLost: onLost}
+	p.lost = bpfrt.LostCounter{Map: p.objs.SliLost, Bios: p.objs.BioStarts, OnLost: onLost}
 	o := &p.objs
 	if p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
 		Mode: o.GalagoFilterCfg, TGIDs: o.FilterTgids, Cgroups: o.FilterCgroups,
@@ -398,8 +398,8 @@ func (p *Probe) report(now time.Time) error {
 	// the node's first left the container's rows ~1 ms ahead under load).
 	rows := map[uint64]sliSliRow{}
 	errs = append(errs, bpfrt.TakeAll(p.objs.ConStats, func(cgid uint64, v []sliSliRow) { rows[cgid] = sumRows(v) }))
-	var node []sliSliRow
-	errs = append(errs, bpfrt.TakeAll(p.objs.NodeStats, func(_ uint32, v []sliSliRow) { node = v }), p.lost.Poll())
+	node, err := p.takeNode()
+	errs = append(errs, err, p.lost.Poll())
 	if cfg.Has(bitNode) {
 		for _, r := range records(cfg, "", p.host, sumRows(node), now, period) {
 			p.rt.Record(r)
@@ -434,6 +434,34 @@ func (p *Probe) report(now time.Time) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// nodeGrace is how long a program that read node_slot before a flip may
+// still add to the row it names: a program's run, preempted at worst.
+const nodeGrace = time.Millisecond
+
+// takeNode returns the node row's per-CPU values counted since the last
+// call and zeroes them: the programs are switched to the other row
+// (node_slot) first, so nothing writes the row while it is read and
+// zeroed.
+func (p *Probe) takeNode() ([]sliSliRow, error) {
+	var old uint32
+	if err := p.objs.NodeSlot.Get(&old); err != nil {
+		return nil, fmt.Errorf("sli: read node_slot: %w", err)
+	}
+	old &= 1 // as the programs read it
+	if err := p.objs.NodeSlot.Set(old ^ 1); err != nil {
+		return nil, fmt.Errorf("sli: flip node_slot: %w", err)
+	}
+	time.Sleep(nodeGrace)
+	var per []sliSliRow
+	if err := p.objs.NodeStats.Lookup(old, &per); err != nil {
+		return nil, fmt.Errorf("sli: read node_stats: %w", err)
+	}
+	if err := p.objs.NodeStats.Put(old, make([]sliSliRow, len(per))); err != nil {
+		return nil, fmt.Errorf("sli: zero node_stats: %w", err)
+	}
+	return per, nil
 }
 
 // nodeStat publishes sli_cpu_node_stat: the node's busy share of CPU time

@@ -26,17 +26,22 @@
  *       compaction; kcompactd's background work is no task's latency):
  *       SLI_COMPACT.
  *   block_bio_queue, block_rq_complete, block_bio_complete  a bio's
- *       submission to its completion, attributed to the submitting task:
- *       SLI_BIO.
- * Maps: node_stats (per-CPU hash of one row, key 0: the whole node) and
- *   con_stats (hash cgroup2 id -> struct sli_row: observed cgroups), both
- *   taken by user space with lookup-and-delete every period; sli_lost
- *   (per CPU: latencies dropped because con_stats was full), task_state (task storage), bio_starts
- *   (LRU hash bio -> submission), filter_* (common.h).
+ *       submission to its completion (bio.h, shared with the proc probe),
+ *       attributed to the submitting task: SLI_BIO.
+ * Maps: node_stats (per-CPU array of two rows of the whole node: the
+ *   programs add to row node_slot, user space flips node_slot each period
+ *   and takes the other one) and con_stats (per-CPU hash cgroup2 id ->
+ *   struct sli_row: observed cgroups, taken by user space with
+ *   lookup-and-delete every period); sli_lost
+ *   (per CPU: latencies dropped because con_stats was full, submissions
+ *   because bio_starts was), task_state (task storage), bio_starts (bio.h:
+ *   hash bio -> submission; user space deletes the stale), filter_*
+ *   (common.h).
  * Kernel: 5.11+ (task storage in tracing programs), tp_btf, BTF. */
 #define GALAGO_FILTER
 #include "common.h"
 #include "atomic.h"
+#include "bio.h"
 
 #define TASK_RUNNING 0x0
 #define TASK_INTERRUPTIBLE 0x1
@@ -75,9 +80,9 @@ GALAGO_EXPORT_TYPE(enum sli_kind, kind);
 GALAGO_EXPORT_TYPE(struct sli_row, row);
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 1);
-	__type(key, __u32); /* 0 */
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32); /* node_slot */
 	__type(value, struct sli_row);
 } node_stats SEC(".maps");
 
@@ -106,6 +111,9 @@ struct task_state {
 	__u64 run_delay;  /* sched_info.run_delay when it went off CPU */
 	__u32 off_kind;   /* enum sli_kind of the sleep */
 	__u32 _pad;
+	__u64 cg;         /* its cgroup2 id when the filter was last asked */
+	__u64 cg_keep;    /* keep_cgid's answer then */
+	__u64 cg_at;      /* then (run-queue clock) */
 };
 
 struct {
@@ -115,21 +123,12 @@ struct {
 	__type(value, struct task_state);
 } task_state SEC(".maps");
 
-struct bio_start {
-	__u64 ts;
-	__u64 cgid; /* the submitter's cgroup2 id; 0: not observed */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64); /* struct bio * */
-	__type(value, struct bio_start);
-} bio_starts SEC(".maps");
-
 /* node_on: node rows are kept; con_on: rows of observed cgroups are. */
 volatile __u32 node_on = 0;
 volatile __u32 con_on = 0;
+/* node_slot: the node_stats row the programs add to; user space flips it
+ * each period and then takes the other one, which nothing writes. */
+volatile __u32 node_slot = 0;
 
 /* queued_clock (set before load when the kernel's task_struct has
  * sched_info.last_queued, CONFIG_SCHED_INFO): sched_switch alone times
@@ -149,32 +148,57 @@ static __always_inline __u32 bucket_of(__u64 ns)
 	return SLI_NBUCKETS - 1;
 }
 
-/* stat_add adds one latency to a row of the running CPU (both maps are
- * per CPU). The scheduler kinds are accounted only from sched_switch and
- * sched_wakeup(_new), which run with interrupts off: nothing else adds
- * to the row on this CPU meanwhile, so plain adds are exact and spare
- * four locked instructions per latency and row. mem and io latencies may
- * be accounted in a task and, on the same CPU, in an interrupt completing
- * a bio: atomic. */
-static __always_inline void stat_add(struct sli_row *row, __u32 kind, __u64 ns, __u32 b)
+/* stat_add_plain adds one latency of a scheduler kind to a row of the
+ * running CPU (both maps are per CPU). The scheduler kinds are accounted
+ * only from sched_switch and sched_wakeup(_new), which run with
+ * interrupts off: nothing else adds to the row on this CPU meanwhile, so
+ * plain adds are exact and spare four locked instructions per latency and
+ * row. kind is 64-bit so that the register checked is the one that
+ * indexes the row (a 32-bit one is zero-extended again after the check,
+ * which the verifier cannot follow). */
+static __always_inline void stat_add_plain(struct sli_row *row, __u64 kind, __u64 ns)
 {
+	__u32 b = bucket_of(ns);
 	struct sli_stat *s;
 
+	if (kind > SLI_BLOCK || b >= SLI_NBUCKETS)
+		return;
+	s = &row->s[kind];
+	s->ns += ns;
+	s->count++;
+	if (ns > s->max)
+		s->max = ns;
+	s->buckets[b]++;
+}
+
+/* stat_add adds one latency of any kind: mem and io latencies may be
+ * accounted in a task and, on the same CPU, in an interrupt completing a
+ * bio: atomic. */
+static __always_inline void stat_add(struct sli_row *row, __u64 kind, __u64 ns)
+{
+	__u32 b = bucket_of(ns);
+	struct sli_stat *s;
+
+	if (kind <= SLI_BLOCK) {
+		stat_add_plain(row, kind, ns);
+		return;
+	}
 	if (kind >= SLI_KIND_MAX || b >= SLI_NBUCKETS)
 		return;
 	s = &row->s[kind];
-	if (kind <= SLI_BLOCK) {
-		s->ns += ns;
-		s->count++;
-		if (ns > s->max)
-			s->max = ns;
-		s->buckets[b]++;
-		return;
-	}
 	__sync_fetch_and_add(&s->ns, ns);
 	__sync_fetch_and_add(&s->count, 1);
 	galago_max_u64(&s->max, ns);
 	__sync_fetch_and_add(&s->buckets[b], 1);
+}
+
+static __always_inline void count_lost(void)
+{
+	__u32 z = 0;
+	__u64 *lost = bpf_map_lookup_elem(&sli_lost, &z);
+
+	if (lost)
+		__sync_fetch_and_add(lost, 1);
 }
 
 static __always_inline struct sli_row *con_row(__u64 cgid)
@@ -186,39 +210,63 @@ static __always_inline struct sli_row *con_row(__u64 cgid)
 		return row;
 	bpf_map_update_elem(&con_stats, &cgid, &zero, BPF_NOEXIST);
 	row = bpf_map_lookup_elem(&con_stats, &cgid);
-	if (!row) {
-		__u32 z = 0;
-		__u64 *lost = bpf_map_lookup_elem(&sli_lost, &z);
-
-		if (lost)
-			__sync_fetch_and_add(lost, 1);
-	}
+	if (!row)
+		count_lost();
 	return row;
+}
+
+/* node_row: the node row the programs add to on this CPU. */
+static __always_inline struct sli_row *node_row(void)
+{
+	__u32 z = node_slot & 1;
+
+	return bpf_map_lookup_elem(&node_stats, &z);
 }
 
 /* account adds one latency of kind to the node row and to the row of
  * cgroup cgid (0: no cgroup row; see keep_cgid). A global function: the
  * verifier checks it once, not at each of its callers' call sites. */
-__noinline int account(__u32 kind, __u64 ns, __u64 cgid)
+__noinline int account(__u64 kind, __u64 ns, __u64 cgid)
 {
-	__u32 b = bucket_of(ns), z = 0;
 	struct sli_row *row;
 
 	if (node_on) {
-		row = bpf_map_lookup_elem(&node_stats, &z);
-		if (!row) {
-			static const struct sli_row zero = {};
-
-			bpf_map_update_elem(&node_stats, &z, &zero, BPF_NOEXIST);
-			row = bpf_map_lookup_elem(&node_stats, &z);
-		}
+		row = node_row();
 		if (row)
-			stat_add(row, kind, ns, b);
+			stat_add(row, kind, ns);
 	}
 	if (cgid) {
 		row = con_row(cgid);
 		if (row)
-			stat_add(row, kind, ns, b);
+			stat_add(row, kind, ns);
+	}
+	return 0;
+}
+
+/* account_switch_in adds what a switch-in usually ends, a sleep (slept ns
+ * of kind) and a run delay (wait ns), 0 for none, with one lookup of each
+ * row for both. Scheduler kinds only. Global, as account. */
+__noinline int account_switch_in(__u64 kind, __u64 slept, __u64 wait, __u64 cgid)
+{
+	struct sli_row *row;
+
+	if (node_on) {
+		row = node_row();
+		if (row) {
+			if (slept)
+				stat_add_plain(row, kind, slept);
+			if (wait)
+				stat_add_plain(row, SLI_RUNDELAY, wait);
+		}
+	}
+	if (cgid) {
+		row = con_row(cgid);
+		if (row) {
+			if (slept)
+				stat_add_plain(row, kind, slept);
+			if (wait)
+				stat_add_plain(row, SLI_RUNDELAY, wait);
+		}
 	}
 	return 0;
 }
@@ -235,6 +283,29 @@ static __always_inline __u64 keep_cgid(__u32 tgid, __u64 cgid)
 static __always_inline __u64 task_cgid(struct task_struct *t)
 {
 	return con_on ? keep_cgid(t->tgid, t->cgroups->dfl_cgrp->kn->id) : 0;
+}
+
+/* FILTER_TTL: how long a thread's filter answer is reused (ns): a change
+ * of the snoopers reaches the rows of a running thread within it. */
+#define FILTER_TTL 100000000ULL
+
+/* task_cgid_cached: task_cgid of t, whose task storage is s, asked of the
+ * filter (one to three hash lookups) at most every FILTER_TTL while t
+ * stays in its cgroup. */
+static __always_inline __u64 task_cgid_cached(struct task_struct *t, struct task_state *s, __u64 now)
+{
+	__u64 cg, keep;
+
+	if (!con_on)
+		return 0;
+	cg = t->cgroups->dfl_cgrp->kn->id;
+	if (s->cg == cg && now >= s->cg_at && now - s->cg_at < FILTER_TTL)
+		return s->cg_keep;
+	keep = keep_cgid(t->tgid, cg);
+	s->cg = cg;
+	s->cg_keep = keep;
+	s->cg_at = now;
+	return keep;
 }
 
 
@@ -265,8 +336,9 @@ static __always_inline __u64 sched_now(struct task_struct *t)
  * is the kernel's own figure. */
 static __always_inline void switched_in_queued(struct task_struct *next, __u64 now)
 {
-	__u64 q = 0, rd = 0, wait = 0, cgid = task_cgid(next);
 	struct task_state *s = bpf_task_storage_get(&task_state, next, 0, 0);
+	__u64 q = 0, rd = 0, wait = 0, slept = 0, cgid = s ? task_cgid_cached(next, s, now) : task_cgid(next);
+	__u32 kind = SLI_SLEEP;
 
 	if (bpf_core_field_exists(struct sched_info, last_queued)) {
 		q = next->sched_info.last_queued;
@@ -276,15 +348,17 @@ static __always_inline void switched_in_queued(struct task_struct *next, __u64 n
 		wait = now - q;
 	if (s) {
 		if (node_on || cgid) {
-			if (s->off_ts && q > s->off_ts)
-				account(s->off_kind, q - s->off_ts, cgid);
+			if (s->off_ts && q > s->off_ts) {
+				slept = q - s->off_ts;
+				kind = s->off_kind;
+			}
 			if (rd > s->run_delay)
 				wait += rd - s->run_delay;
 		}
 		s->off_ts = 0;
 	}
-	if (wait && (node_on || cgid))
-		account(SLI_RUNDELAY, wait, cgid);
+	if ((slept || wait) && (node_on || cgid))
+		account_switch_in(kind, slept, wait, cgid);
 }
 
 SEC("tp_btf/sched_switch")
@@ -478,54 +552,38 @@ int BPF_PROG(sli_compaction_end, struct compact_control *cc)
 
 /* ---- io ---- */
 
+/* A bio's owner (struct galago_bio_start) is its submitter's cgroup2 id
+ * when the submitter is observed, else 0. */
+static __always_inline void galago_bio_done(const struct galago_bio_start *st, __u32 err, __u64 now)
+{
+	if (now > st->ts)
+		account(SLI_BIO, now - st->ts, st->owner); /* filtered at submission */
+}
+
+static __always_inline void galago_bio_lost(void)
+{
+	count_lost();
+}
+
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(sli_bio_queue, struct bio *bio)
 {
-	__u64 key = (__u64)bio, id = bpf_get_current_pid_tgid();
-	struct bio_start st = {.ts = bpf_ktime_get_ns()};
+	__u64 id = bpf_get_current_pid_tgid();
 
-	if (con_on)
-		st.cgid = keep_cgid(id >> 32, bpf_get_current_cgroup_id());
-	bpf_map_update_elem(&bio_starts, &key, &st, BPF_ANY);
+	galago_bio_submitted(bio, con_on ? keep_cgid(id >> 32, bpf_get_current_cgroup_id()) : 0);
 	return 0;
-}
-
-static __always_inline void bio_done(struct bio *bio, __u64 now)
-{
-	__u64 key = (__u64)bio;
-	struct bio_start *st = bpf_map_lookup_elem(&bio_starts, &key);
-	__u64 ts, cgid;
-
-	if (!st)
-		return;
-	ts = st->ts;
-	cgid = st->cgid;
-	bpf_map_delete_elem(&bio_starts, &key);
-	if (now > ts)
-		account(SLI_BIO, now - ts, cgid); /* filtered at submission */
 }
 
 SEC("tp_btf/block_bio_complete")
 int BPF_PROG(sli_bio_complete, struct request_queue *q, struct bio *bio)
 {
-	bio_done(bio, bpf_ktime_get_ns());
+	galago_bio_completed(bio, 0, bpf_ktime_get_ns());
 	return 0;
 }
 
-#define RQ_MAX_BIOS 16
-
-/* blk-mq devices trace the request's completion, not its bios': the first
- * RQ_MAX_BIOS bios of a merged request are completed here (the others age
- * out of bio_starts unmeasured). */
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(sli_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	__u64 now = bpf_ktime_get_ns();
-	struct bio *bio = rq->bio;
-
-	for (int i = 0; i < RQ_MAX_BIOS && bio; i++) {
-		bio_done(bio, now);
-		bio = bio->bi_next;
-	}
+	galago_rq_completed(rq, 0, bpf_ktime_get_ns());
 	return 0;
 }

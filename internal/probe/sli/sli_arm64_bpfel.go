@@ -13,10 +13,10 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type sliBioStart struct {
-	_    structs.HostLayout
-	Ts   uint64
-	Cgid uint64
+type sliGalagoBioStart struct {
+	_     structs.HostLayout
+	Ts    uint64
+	Owner uint64
 }
 
 type sliSliKind uint32
@@ -52,6 +52,9 @@ type sliTaskState struct {
 	RunDelay  uint64
 	OffKind   uint32
 	Pad       uint32
+	Cg        uint64
+	CgKeep    uint64
+	CgAt      uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -87,6 +90,7 @@ const (
 	sliVarConOn                  = "con_on"
 	sliVarGalagoFilterCfg        = "galago_filter_cfg"
 	sliVarNodeOn                 = "node_on"
+	sliVarNodeSlot               = "node_slot"
 	sliVarQueuedClock            = "queued_clock"
 )
 
@@ -173,6 +177,7 @@ type sliVariableSpecs struct {
 	ConOn            *ebpf.VariableSpec `ebpf:"con_on"`
 	GalagoFilterCfg  *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
 	NodeOn           *ebpf.VariableSpec `ebpf:"node_on"`
+	NodeSlot         *ebpf.VariableSpec `ebpf:"node_slot"`
 	QueuedClock      *ebpf.VariableSpec `ebpf:"queued_clock"`
 }
 
@@ -232,6 +237,7 @@ type sliVariables struct {
 	ConOn            *ebpf.Variable `ebpf:"con_on"`
 	GalagoFilterCfg  *ebpf.Variable `ebpf:"galago_filter_cfg"`
 	NodeOn           *ebpf.Variable `ebpf:"node_on"`
+	NodeSlot         *ebpf.Variable `ebpf:"node_slot"`
 	QueuedClock      *ebpf.Variable `ebpf:"queued_clock"`
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/bpfrt/bpfspec"
 )
 
@@ -22,15 +23,16 @@ func TestSpec(t *testing.T) {
 		bpfspec.Programs(t, spec, progs)
 		rowSize := uint32(unsafe.Sizeof(sliSliRow{}))
 		want := map[string]bpfspec.Map{
-			"node_stats": {Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: rowSize, MaxEntries: 1},
+			"node_stats": {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: rowSize, MaxEntries: 2},
 			"con_stats":  {Type: ebpf.PerCPUHash, KeySize: 8, ValueSize: rowSize, MaxEntries: 4096},
 			"sli_lost":   {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
-			"task_state": {Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 48},
-			"bio_starts": {Type: ebpf.LRUHash, KeySize: 8, ValueSize: 16, MaxEntries: 65536},
+			"task_state": {Type: ebpf.TaskStorage, KeySize: 4, ValueSize: 72},
+			"bio_starts": {Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: 65536},
 		}
 		maps.Copy(want, filterMaps)
 		bpfspec.Maps(t, spec, want)
 		bpfspec.StructSize(t, spec, "sli_row", int(rowSize))
+		bpfspec.StructSize(t, spec, "galago_bio_start", int(unsafe.Sizeof(bpfrt.BioStart{})))
 	})
 	if n := len(sliSliRow{}.S[0].Buckets); n != len(bounds)+1 {
 		t.Errorf("%d buckets in the kernel's rows, %d bounds in Go", n, len(bounds))

@@ -22,7 +22,7 @@ func (p *Probe) syncBackendsLocked() {
 	p.agg.clientOf = nil
 	if o := p.origins; o != nil && p.cfg.Params.ClusterIPBackend == 2 {
 		p.agg.clientOf = func(c *conn) (netip.AddrPort, bool) {
-			return o.Lookup(netip.AddrPortFrom(c.local, c.raw.Sport), netip.AddrPortFrom(c.remot, c.raw.Dport))
+			return o.Lookup(c.raw.Netns, netip.AddrPortFrom(c.local, c.raw.Sport), netip.AddrPortFrom(c.remot, c.raw.Dport))
 		}
 	}
 	p.backends = conntrack.ForParam(p.backends, p.cfg.Params.ClusterIPBackend, conntrack.Options{
