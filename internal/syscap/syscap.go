@@ -16,6 +16,10 @@
 // Limits: the first chunk of each turn (a run of chunks in one direction)
 // keeps up to Config.Cap bytes, later chunks of the turn Config.ContCap;
 // parsers step over the rest by the lengths protocols declare (l7.Chunk).
+// The protocols in Config.Whole (asked by a consumer: Kafka, for the kafka
+// probe's record counts) keep every chunk whole up to Config.WholeMax
+// bytes instead, sent in CaptureMax-byte records and joined again before
+// the handler (whole.go); their cost grows with the bytes they move.
 // TLS connections are ignored here (their plaintext comes from uprobes).
 // Data moved by sendfile/splice is not seen. 32-bit (ia32) processes'
 // syscalls are not told apart from 64-bit ones.
