@@ -23,10 +23,13 @@ const (
 	// WholeMaxLimit is the most of a chunk the kernel captures whole
 	// (SYSCAP_WHOLE_RECS records).
 	WholeMaxLimit = 64 * CaptureMax
-	// maxJoins bounds the chunks being joined at once (one per
-	// connection in the middle of a syscall's records); a chunk past it is
-	// handed on with its first record's bytes only.
-	maxJoins = 1024
+	// maxJoins bounds the chunks being joined at once (a join lasts from
+	// a chunk's first record to its last, normally a few records later;
+	// one whose last records were lost waits for its connection's next
+	// record or a sweep), so at most maxJoins * WholeMaxLimit (16 MiB) is
+	// held; a chunk past it is handed on with its first record's bytes
+	// only (the rest a gap).
+	maxJoins = 64
 	// staleSweeps is how many sweeps a join waits for records that were
 	// lost (normally its records follow each other within microseconds).
 	staleSweeps = 1
