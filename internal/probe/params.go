@@ -179,7 +179,7 @@ var paramSpecs = []paramSpec{
 		get:   func(p *Params) any { return p.L7Protocol },
 		echo:  echoFor("l7"),
 	},
-	numSpec("support_ssl", 0, 1, func(p *Params) *int { return &p.SupportSSL }, echoFor("l7")),
+	numSpec("support_ssl", 0, 1, func(p *Params) *int { return &p.SupportSSL }, echoFor("l7", "kafka")),
 	numSpec("cluster_ip_backend", 0, 2, func(p *Params) *int { return &p.ClusterIPBackend }, echoFor("tcp", "l7")),
 	strSpec("pyroscope_server", maxLen(64), func(p *Params) *string { return &p.PyroscopeServer }, flamegraphOnly),
 	numSpec("svg_period", 30, 600, func(p *Params) *int { return &p.SvgPeriod }, flamegraphOnly),

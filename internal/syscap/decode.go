@@ -59,6 +59,11 @@ type Data struct {
 	Bytes []byte
 	// Peer is the datagram's remote address on an unconnected UDP socket.
 	Peer netip.AddrPort
+	// more and off are the record's place in a chunk captured whole
+	// (whole.go): more records follow; off is the offset of Bytes in the
+	// chunk (a continuation when not 0). The handler never sees them set.
+	more bool
+	off  int
 }
 
 // Close is the close() of a traced connection by its process (or the
@@ -86,6 +91,8 @@ const (
 	recData    = uint32(syscapSyscapRecTypeSYSCAP_REC_DATA)
 	recClose   = uint32(syscapSyscapRecTypeSYSCAP_REC_CLOSE)
 	flagPeer   = 0x1
+	flagMore   = 0x4
+	flagCont   = 0x8
 	afInet     = 2
 	afInet6    = 10
 )
@@ -96,6 +103,7 @@ var (
 	offDTgid, offDConn, offDTS, offSize = unsafe.Offsetof(d0.Tgid), unsafe.Offsetof(d0.ConnId), unsafe.Offsetof(d0.Ts), unsafe.Offsetof(d0.Size)
 	offLen, offDir, offFlags, offPeer   = unsafe.Offsetof(d0.Len), unsafe.Offsetof(d0.Dir), unsafe.Offsetof(d0.Flags), unsafe.Offsetof(d0.Peer)
 	offPeerPort, offPeerFamily          = unsafe.Offsetof(d0.PeerPort), unsafe.Offsetof(d0.PeerFamily)
+	offOff                              = unsafe.Offsetof(d0.Off)
 )
 
 // recordType is the type of a ring buffer record (its first u32), 0 if too short.
@@ -132,6 +140,15 @@ func decodeData(raw []byte, d *Data) error {
 		Dir:    dir,
 		Size:   size,
 		Bytes:  raw[dataHdrSize : dataHdrSize+n],
+	}
+	if f := raw[offFlags]; f&(flagMore|flagCont) != 0 {
+		d.more = f&flagMore != 0
+		if f&flagCont != 0 {
+			d.off = int(le.Uint32(raw[offOff:]))
+			if d.off <= 0 || d.off+n > size {
+				return fmt.Errorf("syscap: continuation of %d bytes at %d of a %d-byte chunk", n, d.off, size)
+			}
+		}
 	}
 	if raw[offFlags]&flagPeer != 0 {
 		d.Peer = addrPort(le.Uint16(raw[offPeerFamily:]), raw[offPeer:offPeer+16], le.Uint16(raw[offPeerPort:]))

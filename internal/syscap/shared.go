@@ -159,6 +159,12 @@ func (s *Shared) applyLocked() error {
 		}
 		union.Cap = max(union.Cap, sub.cfg.Cap)
 		union.ContCap = max(union.ContCap, sub.cfg.ContCap)
+		for _, p := range sub.cfg.Whole {
+			if !slices.Contains(union.Whole, p) {
+				union.Whole = append(union.Whole, p)
+			}
+		}
+		union.WholeMax = max(union.WholeMax, sub.cfg.WholeMax)
 		if i > 0 && sub.targets != s.subs[0].targets {
 			same = false
 		}
@@ -183,7 +189,8 @@ func (s *Shared) applyLocked() error {
 }
 
 func sameConfig(a, b Config) bool {
-	return a.Cap == b.Cap && a.ContCap == b.ContCap && slices.Equal(a.Protocols, b.Protocols)
+	return a.Cap == b.Cap && a.ContCap == b.ContCap && slices.Equal(a.Protocols, b.Protocols) &&
+		slices.Equal(a.Whole, b.Whole) && a.WholeMax == b.WholeMax
 }
 
 // Run waits until ctx is done (nil) or the shared capture fails (its

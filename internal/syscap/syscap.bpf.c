@@ -36,6 +36,9 @@
  *   classes (128 bytes to 4 KiB of data, doubling) so that a 40-byte
  *   request does not reserve 4 KiB nor a 230-byte HTTP answer 1 KiB: the
  *   ring holds more records and the reader copies fewer bytes.
+ *   Connections of the protocols in syscap_whole_protos (Kafka, for the
+ *   kafka probe's record counts) are captured whole instead, up to
+ *   syscap_whole_max bytes a chunk, in 4 KiB records (emit_whole).
  * Maps: conns (hash, (tgid << 32 | fd) -> struct syscap_conn),
  *   events (ring buffer), lost_events, conn_lost (connections not tracked
  *   because conns was full), next_id, filter_* (common.h).
@@ -149,6 +152,8 @@ enum syscap_rec_type {
 /* Data record flags. */
 #define SYSCAP_F_PEER 0x1 /* peer/peer_port hold the datagram's address */
 #define SYSCAP_F_SSL 0x2  /* plaintext of a TLS connection, from the TLS uprobes */
+#define SYSCAP_F_MORE 0x4 /* whole capture: more of this chunk's bytes follow, in SYSCAP_F_CONT records */
+#define SYSCAP_F_CONT 0x8 /* whole capture: these bytes are the chunk's from off on */
 
 #define SYSCAP_CAP_MAX 4096
 #define SYSCAP_CAP_M2 2048
@@ -223,7 +228,7 @@ struct syscap_data_hdr {
 	__u8 peer[16]; /* SYSCAP_F_PEER: the datagram's remote address */
 	__u16 peer_port;
 	__u16 peer_family;
-	__u32 _pad;
+	__u32 off; /* SYSCAP_F_CONT: offset of these bytes in the chunk */
 };
 
 struct syscap_data_s {
@@ -712,7 +717,7 @@ static __always_inline void fill_hdr(struct syscap_data_hdr *h, __u32 tgid, cons
 	h->ts = ts;
 	h->size = size > 0xffffffffULL ? 0xffffffffU : size;
 	h->dir = dir;
-	h->_pad = 0;
+	h->off = 0;
 	fill_peer(h, c->l4 == SYSCAP_L4_UDP ? peer : NULL);
 	if (c->state == SYSCAP_TLS)
 		h->flags |= SYSCAP_F_SSL;
@@ -972,6 +977,82 @@ static __always_inline bool stream_infer(__u32 tgid, __u32 fd, struct syscap_con
 	return true;
 }
 
+/* ---- whole capture (Kafka): a chunk's bytes past the first 4 KiB ----
+ * The protocols in syscap_whole_protos (a consumer counts what lies deep
+ * in large messages: the record count of every batch of a Fetch response
+ * or Produce request) have every chunk captured from its first byte up to
+ * syscap_whole_max, in records of SYSCAP_CAP_MAX bytes: the first flagged
+ * SYSCAP_F_MORE, the next ones SYSCAP_F_CONT with their offset (and
+ * SYSCAP_F_MORE but the last). User space joins them into one chunk; a
+ * record lost to a full ring leaves the rest of the chunk a gap, as the
+ * plain capture does. A chunk of several iovecs keeps its first record
+ * only (emit_data). */
+volatile __u32 syscap_whole_protos = 0; /* bit (1 << enum syscap_proto) */
+volatile __u32 syscap_whole_max = 0;    /* bytes kept of a chunk (<= SYSCAP_WHOLE_RECS * SYSCAP_CAP_MAX) */
+#define SYSCAP_WHOLE_RECS 64
+
+static __always_inline bool whole(const struct syscap_conn *c)
+{
+	return c->proto < 32 && (syscap_whole_protos & (1U << c->proto));
+}
+
+/* whole_rec sends the n bytes at off of a chunk in one record. */
+static __always_inline bool whole_rec(const struct syscap_conn *c, __u32 tgid, const void *src, __u64 off, __u64 n,
+				      __u64 size, __u8 dir, __u64 ts, __u8 flags)
+{
+	struct syscap_data_l *r = GALAGO_RB_RESERVE(&events, struct syscap_data_l);
+
+	if (!r)
+		return false;
+	fill_hdr(&r->h, tgid, c, ts, size, dir, NULL);
+	r->h.flags |= flags;
+	r->h.off = off;
+	r->h.len = COPY_ONE(r->data, SYSCAP_CAP_MAX, src + off, n);
+	GALAGO_RB_SUBMIT(&events, r);
+	return true;
+}
+
+/* emit_whole sends a chunk of more than SYSCAP_CAP_MAX bytes in records of
+ * SYSCAP_CAP_MAX; 0 when the chunk is not one for it (emit_data's). A
+ * global function: its loop is verified once, not in each of on_data's
+ * paths. */
+__noinline int emit_whole(const struct syscap_conn *c, const struct bufs *b, __u64 size, __u8 dir, __u64 ts)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const void *src;
+	__u64 end = size < syscap_whole_max ? size : syscap_whole_max;
+	__u64 full;
+
+	if (!c || !b)
+		return 0;
+	src = b->buf;
+	if (b->iov) {
+		struct iovec v;
+
+		if (b->iovcnt != 1 || bpf_probe_read_user(&v, sizeof(v), b->iov))
+			return 0;
+		src = v.iov_base;
+		if (v.iov_len < end)
+			end = v.iov_len;
+	}
+	if (end <= SYSCAP_CAP_MAX)
+		return 0;
+	/* Every record but the last is full: a constant size keeps the
+	 * loop's paths alike, so the verifier prunes them. */
+	full = (end - 1) / SYSCAP_CAP_MAX;
+	if (full > SYSCAP_WHOLE_RECS - 1)
+		full = SYSCAP_WHOLE_RECS - 1;
+	for (__u32 i = 0; i < SYSCAP_WHOLE_RECS - 1; i++) {
+		if (i >= full)
+			break;
+		if (!whole_rec(c, tgid, src, (__u64)i * SYSCAP_CAP_MAX, SYSCAP_CAP_MAX, size, dir, ts,
+			       i ? SYSCAP_F_CONT | SYSCAP_F_MORE : SYSCAP_F_MORE))
+			return 1;
+	}
+	whole_rec(c, tgid, src, full * SYSCAP_CAP_MAX, end - full * SYSCAP_CAP_MAX, size, dir, ts, SYSCAP_F_CONT);
+	return 1;
+}
+
 /* on_data handles one chunk of fd: the raw bytes of a syscall, or with
  * plaintext the decrypted bytes of a TLS call. A global function: the
  * verifier checks it once, not at each of its call sites (the syscall
@@ -1028,6 +1109,11 @@ __noinline int on_data(__u32 fd, const struct bufs *b, __u64 size, __u8 dir, boo
 		return 0;
 	cap = c->dir == dir ? syscap_cont_cap : syscap_cap;
 	c->dir = dir;
+	if (whole(c)) {
+		if (emit_whole(c, b, size, dir, ts))
+			return 0;
+		cap = SYSCAP_CAP_MAX;
+	}
 	if (cap > SYSCAP_CAP_MAX)
 		cap = SYSCAP_CAP_MAX;
 	emit_data(tgid, c, b, size, dir, cap, ts);

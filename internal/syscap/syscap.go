@@ -16,6 +16,10 @@
 // Limits: the first chunk of each turn (a run of chunks in one direction)
 // keeps up to Config.Cap bytes, later chunks of the turn Config.ContCap;
 // parsers step over the rest by the lengths protocols declare (l7.Chunk).
+// The protocols in Config.Whole (asked by a consumer: Kafka, for the kafka
+// probe's record counts) keep every chunk whole up to Config.WholeMax
+// bytes instead, sent in CaptureMax-byte records and joined again before
+// the handler (whole.go); their cost grows with the bytes they move.
 // TLS connections are ignored here (their plaintext comes from uprobes).
 // Data moved by sendfile/splice is not seen. 32-bit (ia32) processes'
 // syscalls are not told apart from 64-bit ones.
@@ -57,6 +61,12 @@ type Config struct {
 	// Cap is how many bytes of a turn's first chunk are captured, ContCap
 	// of its later chunks (0: defaults; at most CaptureMax).
 	Cap, ContCap int
+	// Whole are protocols whose chunks are captured whole, up to WholeMax
+	// bytes each (0: DefaultWholeMax; at most WholeMaxLimit), in records
+	// of CaptureMax bytes joined again before the handler sees them (see
+	// whole.go).
+	Whole    []l7.Protocol
+	WholeMax int
 }
 
 // Defaults of Config.
@@ -121,6 +131,7 @@ type Capture struct {
 	lostSeen uint64
 	sslSeen  uint64
 	data     Data // reused for every Data record
+	joins    joins
 	tlsOn    bool
 	tlsFiles map[fileID][]link.Link // TLS uprobes by library file (nil: none to attach)
 	goFiles  map[fileID][]link.Link // Go TLS uprobes by executable (nil: none to attach)
@@ -222,12 +233,10 @@ func (c *Capture) Programs() map[string]*ebpf.Program {
 
 // SetConfig applies the protocols and capture sizes.
 func (c *Capture) SetConfig(cfg Config) error {
-	var mask uint32
-	for _, p := range cfg.Protocols {
-		if p > 0 && p < 32 {
-			mask |= 1 << p
-		}
+	if err := checkWhole(cfg); err != nil {
+		return err
 	}
+	mask := protoMask(cfg.Protocols)
 	capFirst, capCont := cfg.Cap, cfg.ContCap
 	if capFirst <= 0 {
 		capFirst = DefaultCap
@@ -244,6 +253,8 @@ func (c *Capture) SetConfig(cfg Config) error {
 		{c.objs.SyscapProtos, mask},
 		{c.objs.SyscapCap, uint32(min(capFirst, CaptureMax))},
 		{c.objs.SyscapContCap, uint32(min(capCont, CaptureMax))},
+		{c.objs.SyscapWholeProtos, protoMask(cfg.Whole)},
+		{c.objs.SyscapWholeMax, uint32(wholeMax(cfg.WholeMax))},
 	} {
 		if err := v.v.Set(v.val); err != nil {
 			return fmt.Errorf("syscap: set config: %w", err)
@@ -328,7 +339,7 @@ func (c *Capture) handle(raw []byte) error {
 		if err := decodeData(raw, &c.data); err != nil {
 			return err
 		}
-		c.opts.Handler.Data(&c.data)
+		c.deliverData(&c.data)
 		c.data.Bytes = nil
 	case recConn:
 		conn, err := decodeConn(raw)
@@ -363,6 +374,7 @@ func (c *Capture) handle(raw []byte) error {
 			}
 		}
 		c.mu.Unlock()
+		c.flushWhole(cl.ConnID)
 		c.opts.Handler.Close(&cl)
 	default:
 		return fmt.Errorf("syscap: record of type %d", recordType(raw))
@@ -444,13 +456,13 @@ func (c *Capture) sweep() error {
 		}
 	}
 	c.mu.Unlock()
-	if len(closed) > 0 {
-		c.hmu.Lock()
-		for i := range closed {
-			c.opts.Handler.Close(&closed[i])
-		}
-		c.hmu.Unlock()
+	c.hmu.Lock()
+	c.flushStaleWhole()
+	for i := range closed {
+		c.flushWhole(closed[i].ConnID)
+		c.opts.Handler.Close(&closed[i])
 	}
+	c.hmu.Unlock()
 	return c.PollLost()
 }
 

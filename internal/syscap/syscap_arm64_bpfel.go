@@ -120,7 +120,7 @@ type syscapSyscapDataHdr struct {
 	Peer       [16]uint8
 	PeerPort   uint16
 	PeerFamily uint16
-	Pad        uint32
+	Off        uint32
 }
 
 type syscapSyscapDir uint32
@@ -395,6 +395,8 @@ const (
 	syscapVarSyscapContCap           = "syscap_cont_cap"
 	syscapVarSyscapProtos            = "syscap_protos"
 	syscapVarSyscapSsl               = "syscap_ssl"
+	syscapVarSyscapWholeMax          = "syscap_whole_max"
+	syscapVarSyscapWholeProtos       = "syscap_whole_protos"
 	syscapVarTprofMinNs              = "tprof_min_ns"
 	syscapVarTprofTypes              = "tprof_types"
 )
@@ -526,6 +528,8 @@ type syscapVariableSpecs struct {
 	SyscapContCap           *ebpf.VariableSpec `ebpf:"syscap_cont_cap"`
 	SyscapProtos            *ebpf.VariableSpec `ebpf:"syscap_protos"`
 	SyscapSsl               *ebpf.VariableSpec `ebpf:"syscap_ssl"`
+	SyscapWholeMax          *ebpf.VariableSpec `ebpf:"syscap_whole_max"`
+	SyscapWholeProtos       *ebpf.VariableSpec `ebpf:"syscap_whole_protos"`
 	TprofMinNs              *ebpf.VariableSpec `ebpf:"tprof_min_ns"`
 	TprofTypes              *ebpf.VariableSpec `ebpf:"tprof_types"`
 }
@@ -640,6 +644,8 @@ type syscapVariables struct {
 	SyscapContCap           *ebpf.Variable `ebpf:"syscap_cont_cap"`
 	SyscapProtos            *ebpf.Variable `ebpf:"syscap_protos"`
 	SyscapSsl               *ebpf.Variable `ebpf:"syscap_ssl"`
+	SyscapWholeMax          *ebpf.Variable `ebpf:"syscap_whole_max"`
+	SyscapWholeProtos       *ebpf.Variable `ebpf:"syscap_whole_protos"`
 	TprofMinNs              *ebpf.Variable `ebpf:"tprof_min_ns"`
 	TprofTypes              *ebpf.Variable `ebpf:"tprof_types"`
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,9 +106,13 @@ func TestKubernetesManifestRunsUnderContainerd(t *testing.T) {
 	// unreadable where the test runs inside a sandbox).
 	args := []string{"run", "-d", "--net-host", "--with-ns", fmt.Sprintf("pid:/proc/%d/ns/pid", os.Getpid())}
 	// drop: ["ALL"]: this ctr takes no ALL, so containerd's default set
-	// (the OCI default capabilities) is dropped by name.
+	// (the OCI default capabilities) is dropped by name, but for those
+	// the DaemonSet adds (ctr drops after it adds).
 	for _, cp := range []string{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID",
 		"SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL", "AUDIT_WRITE"} {
+		if slices.Contains(c.SecurityContext.Capabilities.Add, corev1.Capability(cp)) {
+			continue
+		}
 		args = append(args, "--cap-drop", "CAP_"+cp)
 	}
 	bounding := boundingSet(t)
@@ -224,6 +229,7 @@ var capNumbers = map[string]uint{
 	"BPF": unix.CAP_BPF, "PERFMON": unix.CAP_PERFMON, "NET_ADMIN": unix.CAP_NET_ADMIN,
 	"SYS_PTRACE": unix.CAP_SYS_PTRACE, "DAC_READ_SEARCH": unix.CAP_DAC_READ_SEARCH,
 	"SYS_RESOURCE": unix.CAP_SYS_RESOURCE, "SYSLOG": unix.CAP_SYSLOG, "SYS_ADMIN": unix.CAP_SYS_ADMIN,
+	"KILL": unix.CAP_KILL, "DAC_OVERRIDE": unix.CAP_DAC_OVERRIDE,
 }
 
 // boundingSet is the test process's capability bounding set.

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,6 +27,7 @@ l7 {"cmd":{"probe":["l7_bytes_metrics","l7_rpc_metrics"]},"blacklist":{},"params
 flamegraph {"cmd":{"probe":["oncpu","offcpu"]},"blacklist":{},"params":{"report_period":5,"flame_dir":"FLAMEDIR","output_dir":"FLAMEDIR"},"state":"running"}
 container {"blacklist":{},"params":{"report_period":5},"state":"running"}
 applog {"cmd":{"probe":["container_log","file_log"]},"blacklist":{},"params":{"report_period":5},"state":"running"}
+jvm {"blacklist":{},"params":{"report_period":5},"state":"running"}
 `
 
 // unitSetting returns the value of key in the unit's [Service] section.
@@ -90,9 +93,12 @@ func troubles(log string) []string {
 // CapabilityBoundingSet (and no_new_privs) beside a run with every
 // capability, both starting every probe: each probe runs under the
 // reduced set, and it reports nothing left undone that the full-root run
-// does not report too.
+// does not report too. A JVM of another user (nobody) runs beside them:
+// attaching to it takes CAP_KILL (SIGQUIT) and CAP_DAC_OVERRIDE (its 0600
+// socket), without which the capped run logs its attach as unavailable.
 func TestCapabilitySetOfTheUnit(t *testing.T) {
 	requireE2E(t)
+	otherUsersJVM(t)
 	unit, err := os.ReadFile(unitPath)
 	if err != nil {
 		t.Fatal(err)
@@ -140,4 +146,24 @@ func TestCapabilitySetOfTheUnit(t *testing.T) {
 	if t.Failed() {
 		t.Logf("capability set %v; the full-root run reports:\n%s", caps, strings.Join(base, "\n"))
 	}
+}
+
+// otherUsersJVM runs a JVM (rmiregistry: a JDK program that stays up)
+// as nobody for the rest of the test.
+func otherUsersJVM(t *testing.T) {
+	t.Helper()
+	java, err := exec.LookPath("rmiregistry")
+	if err != nil {
+		t.Fatalf("a JDK's rmiregistry is needed: %v", err)
+	}
+	cmd := exec.Command(java, strconv.Itoa(freePort(t)))
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
 }

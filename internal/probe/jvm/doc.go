@@ -55,7 +55,8 @@
 // threads_deadlocked counts monitor deadlocks (Thread.print without -l:
 // ownable synchronizers would need a heap walk). With GOPHER_HOST_PATH
 // set, galago must share the host's pid namespace to signal a JVM; it
-// needs CAP_KILL to signal another user's JVM (the systemd unit's
-// capability set lacks it: such JVMs get the hsperfdata tables only,
-// unless their attach listener already runs).
+// needs CAP_KILL to signal another user's JVM and CAP_DAC_OVERRIDE to
+// connect to its attach socket (mode 0600, the JVM's user's): the
+// systemd unit and the DaemonSet hold both; without them such JVMs get
+// the hsperfdata tables only (one log line each).
 package jvm

@@ -29,10 +29,14 @@
 // processes on this host is seen on any device, loopback included, and
 // traffic that only passes through the host (forwarded) is not. dev_name
 // is accepted and not used (one log line at start says so). Kafka over
-// TLS is not read: the capture's TLS plaintext comes from OpenSSL and Go
-// crypto/tls uprobes, which this feature does not attach, and Java
-// clients and brokers use neither (gala-gopher's XDP program cannot read
-// it either).
+// TLS: with support_ssl 1 (the l7 feature's param, accepted here too)
+// the feature attaches the capture's TLS uprobes to every process
+// (OpenSSL's libssl, Go executables' crypto/tls; rescanned every 2 s) and
+// counts from the plaintext, as exactly as plain Kafka (tested: franz-go
+// and kfake over Go crypto/tls). Java clients and brokers (JSSE) use
+// neither library and are not read over TLS; gala-gopher's XDP program
+// reads no TLS at all. The uprobes cost every TLS read and write of the
+// host a few microseconds, so support_ssl is 0 by default.
 //
 // Cost: the capture's (see internal/syscap), plus parsing the Kafka
 // connections in user space: the parser streams bodies and keeps a few
@@ -41,13 +45,28 @@
 // Bounds and losses, counted in galago_probe_events_lost_total
 // {probe="kafka"} with the capture's own: at most 4096 rows per period
 // (records of rows beyond are lost); bytes a parser could not frame
-// (desyncs). The capture keeps a prefix of each syscall's bytes (4 KiB
-// for the first of a turn, 256 bytes for the next, see internal/syscap),
-// so a large Produce request or Fetch response is read in part: a topic
-// whose later batch headers fell in the gap counts what was read and adds
-// one loss; a message whose topic entries fell in the gap adds one loss
-// and its topics there are not counted (measured: a 28 KB Fetch response
-// of 30 records of one topic then 2000 snappy-compressed records of
-// another counted the first 30 and lost the 2000; 30-record responses are
-// exact).
+// (desyncs). The feature asks the capture for Kafka connections' chunks
+// whole (syscap Config.Whole), not the 4 KiB prefix other protocols get:
+// every read and write of a Kafka connection is captured up to 256 KiB,
+// in 4 KiB ring records joined again in user space, so every batch
+// header of a large Produce request or Fetch response is read (measured:
+// a 46 KB Produce request and a 50 KB Fetch response of 2000
+// snappy-compressed records, beside 30- and 40-record topics, counted
+// exactly, nothing lost). Past 256 KiB in one syscall, or when a ring
+// record is lost, the rest of the chunk is a gap: a topic whose later
+// batch headers fell in it counts what was read and adds one loss; a
+// message whose topic entries fell in it adds one loss and its topics
+// there are not counted.
+//
+// Cost of the whole capture: a Kafka connection's chunk costs one ring
+// record per 4 KiB (copied twice: into the ring, then joined), so a
+// consumer fetching 100 MB/s moves 100 MB/s through the ring; bursts past
+// the ring's size are lost, counted. Other connections pay one bit test.
+// Measured (syscap's BenchmarkWhole50K: 50 KB answers in a loop on
+// loopback, both ends traced, three runs): 21-26 us of BPF per exchange
+// captured whole against 5-8 us with the 4 KiB prefix; at that rate
+// (about 1 GB/s through the ring) 4-20% of the chunks' bytes were lost to
+// the full ring, counted. On other connections syscap_sys_exit's ns/run
+// did not move (Redis round trips, base and new interleaved three times:
+// 355-407 ns/run before, 243-458 after, within the shared machine's noise).
 package kafkaprobe

@@ -3,6 +3,10 @@ package kafkaprobe
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"net"
@@ -22,19 +26,30 @@ import (
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/realsrv"
 	"github.com/galago-project/galago/internal/table"
+	"github.com/galago-project/galago/internal/testcert"
 )
 
 // The broker's topics and how many records the client produces to each:
 // orders one record per Produce request, payments in batches of
-// paymentsBatch records per request.
+// paymentsBatch records per request, bulk all in one snappy-compressed
+// request (tens of KB, as is the Fetch response that returns them: the
+// batch headers after the first 4 KiB are read from the whole capture).
 const (
-	nOrders, nPayments, paymentsBatch = 30, 40, 8
+	nOrders, nPayments, paymentsBatch, nBulk = 30, 40, 8, 2000
 )
 
 // kafkaBroker runs franz-go's kfake as a broker process on a loopback
 // port with the two topics, prints "port <n>" and serves until killed.
 func kafkaBroker() error {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "payments"))
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "payments", "bulk")}
+	if certFile := os.Getenv("GALAGO_KAFKA_TLS_CERT"); certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, os.Getenv("GALAGO_KAFKA_TLS_KEY"))
+		if err != nil {
+			return err
+		}
+		opts = append(opts, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	}
+	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return err
 	}
@@ -53,11 +68,22 @@ func kafkaBroker() error {
 // topics back, and prints what the broker acknowledged and what was
 // fetched: "count <Producer|Consumer> <topic> <n>" lines.
 func kafkaClient() error {
-	seed := kgo.SeedBrokers("127.0.0.1:" + os.Getenv("GALAGO_KAFKA_PORT"))
+	seed := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:" + os.Getenv("GALAGO_KAFKA_PORT"))}
+	if caFile := os.Getenv("GALAGO_KAFKA_TLS_CA"); caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("no certificate in %s", caFile)
+		}
+		seed = append(seed, kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	counts := map[string]int{}
-	prod, err := kgo.NewClient(seed)
+	prod, err := kgo.NewClient(append(seed, kgo.ProducerBatchCompression(kgo.SnappyCompression()))...)
 	if err != nil {
 		return err
 	}
@@ -79,20 +105,32 @@ func kafkaClient() error {
 		}
 		counts["Producer payments"] += len(res)
 	}
-	cons, err := kgo.NewClient(seed, kgo.ConsumeTopics("orders", "payments"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	var bulk []*kgo.Record
+	for i := range nBulk {
+		// Random hex: snappy keeps the batch tens of KB.
+		v := make([]byte, 6)
+		_, _ = rand.Read(v)
+		bulk = append(bulk, &kgo.Record{Topic: "bulk", Value: []byte(hex.EncodeToString(v) + strconv.Itoa(i))})
+	}
+	res := prod.ProduceSync(ctx, bulk...)
+	if err := res.FirstErr(); err != nil {
+		return fmt.Errorf("produce: %w", err)
+	}
+	counts["Producer bulk"] += len(res)
+	cons, err := kgo.NewClient(append(seed, kgo.ConsumeTopics("orders", "payments", "bulk"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))...)
 	if err != nil {
 		return err
 	}
 	defer cons.Close()
-	for counts["Consumer orders"]+counts["Consumer payments"] < nOrders+nPayments {
+	for counts["Consumer orders"]+counts["Consumer payments"]+counts["Consumer bulk"] < nOrders+nPayments+nBulk {
 		fs := cons.PollFetches(ctx)
 		if err := fs.Err0(); err != nil {
 			return fmt.Errorf("fetch: %w", err)
 		}
 		fs.EachRecord(func(r *kgo.Record) { counts["Consumer "+r.Topic]++ })
 	}
-	cons.PauseFetchTopics("orders", "payments")
+	cons.PauseFetchTopics("orders", "payments", "bulk")
 	time.Sleep(300 * time.Millisecond)
 	for k, n := range counts {
 		fmt.Printf("count %s %d\n", k, n)
@@ -123,55 +161,69 @@ func (t *tally) snapshot() map[string]uint64 {
 	return maps.Clone(t.n)
 }
 
-// TestKafkaProbePrivileged: a franz-go client produces to two topics of a
-// kfake broker (one record per request to one, batches of eight to the
-// other) and consumes them back, both processes on loopback, so both ends
-// of every connection are traced. The records per msg_type and topic
-// equal what the broker acknowledged and what the client fetched, each
-// counted once; with kafka_port another port nothing is counted.
-func TestKafkaProbePrivileged(t *testing.T) {
+// kafkaEnv is a kfake broker process and the means to run clients.
+type kafkaEnv struct {
+	ctx    context.Context
+	procs  *realsrv.Procs
+	helper func(name string, env ...string) *exec.Cmd
+	port   int
+}
+
+// startKafka starts the broker (env: its TLS settings, if any).
+func startKafka(t *testing.T, env ...string) *kafkaEnv {
 	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sys_exit"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	procs := realsrv.NewProcs()
-	defer procs.StopAll()
+	t.Cleanup(cancel)
+	k := &kafkaEnv{ctx: ctx, procs: realsrv.NewProcs()}
+	t.Cleanup(k.procs.StopAll)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	helper := func(name string, env ...string) *exec.Cmd {
+	k.helper = func(name string, env ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, self, "-test.run=^$")
 		cmd.Env = append(append(os.Environ(), helperEnv+"="+name), env...)
 		return cmd
 	}
-	broker, err := procs.Start("kafkabroker", helper("kafkabroker"))
+	broker, err := k.procs.Start("kafkabroker", k.helper("kafkabroker", env...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var port int
 	probetest.WaitFor(t, "the broker's port", func() bool {
 		out := broker.Output.String()
 		if i := strings.Index(out, "port "); i >= 0 {
 			if j := strings.IndexByte(out[i:], '\n'); j > 0 {
-				port, _ = strconv.Atoi(out[i+5 : i+j])
+				k.port, _ = strconv.Atoi(out[i+5 : i+j])
 			}
 		}
-		return port > 0
+		return k.port > 0
 	})
+	return k
+}
 
+// startProbe starts the feature on the broker's port, its rows tallied.
+// Its TLS scan looks at this process only: the broker and the clients run
+// the same executable.
+func (k *kafkaEnv) startProbe(t *testing.T, cfg probe.Config) (*Probe, *tally, *probetest.Runtime) {
 	p := New(WithShared(testShared))
 	p.reportEvery = 100 * time.Millisecond
-	tl := &tally{port: uint16(port), n: map[string]uint64{}}
+	self := os.Getpid()
+	p.tlsScope = func(pid int) bool { return pid == self }
+	tl := &tally{port: uint16(k.port), n: map[string]uint64{}}
 	p.onFlush = tl.add
 	rt := probetest.NewRuntime(t, probetest.ProbeName(p.Name()))
-	cfg := probe.Config{Params: probe.DefaultParams()}
-	cfg.Params.KafkaPort = port
+	cfg.Params.KafkaPort = k.port
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Shutdown(t, p) })
+	return p, tl, rt
+}
 
-	out, err := procs.Run(ctx, helper("kafkaclient", "GALAGO_KAFKA_PORT="+strconv.Itoa(port)))
+// client runs kafkaClient and returns what it counted.
+func (k *kafkaEnv) client(t *testing.T, env ...string) map[string]uint64 {
+	t.Helper()
+	out, err := k.procs.Run(k.ctx, k.helper("kafkaclient", append(env, "GALAGO_KAFKA_PORT="+strconv.Itoa(k.port))...))
 	if err != nil {
 		t.Fatalf("kafkaclient: %v\n%s", err, out)
 	}
@@ -184,10 +236,24 @@ func TestKafkaProbePrivileged(t *testing.T) {
 			want[f[1]+" "+f[2]] = n
 		}
 	}
-	if want["Producer orders"] != nOrders || want["Producer payments"] != nPayments ||
-		want["Consumer orders"] != nOrders || want["Consumer payments"] != nPayments {
-		t.Fatalf("client counted %v, want %d orders and %d payments each way", want, nOrders, nPayments)
+	return want
+}
+
+// checkClient checks a client's first counts against what it was told to
+// produce.
+func checkClient(t *testing.T, want map[string]uint64) {
+	t.Helper()
+	if want["Producer orders"] != nOrders || want["Producer payments"] != nPayments || want["Producer bulk"] != nBulk ||
+		want["Consumer orders"] != nOrders || want["Consumer payments"] != nPayments || want["Consumer bulk"] != nBulk {
+		t.Fatalf("client counted %v, want %d orders, %d payments and %d bulk each way", want, nOrders, nPayments, nBulk)
 	}
+}
+
+// expectCounts waits for the tally to equal want, checks that later
+// periods add nothing, that nothing was lost and that the table's records
+// say the same.
+func expectCounts(t *testing.T, k *kafkaEnv, tl *tally, rt *probetest.Runtime, want map[string]uint64) {
+	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); !maps.Equal(tl.snapshot(), want); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("counted %v, want %v (%d lost)", tl.snapshot(), want, rt.LostCount())
@@ -201,31 +267,79 @@ func TestKafkaProbePrivileged(t *testing.T) {
 	if n := rt.LostCount(); n != 0 {
 		t.Errorf("%d lost", n)
 	}
-	// The table's records say the same.
 	fromRecs := map[string]uint64{}
 	for _, r := range rt.Records() {
 		if r.Table != table.Kafkaprobe {
 			t.Fatalf("record of table %s", r.Table.Name)
 		}
-		if r.Str("server_port") == strconv.Itoa(port) && r.Str("server_ip") == "127.0.0.1" && r.Str("client_ip") == "127.0.0.1" {
+		if r.Str("server_port") == strconv.Itoa(k.port) && r.Str("server_ip") == "127.0.0.1" && r.Str("client_ip") == "127.0.0.1" {
 			fromRecs[r.Str("msg_type")+" "+r.Str("topic")] += uint64(r.Values[table.Kafkaprobe.MustIndex("num")].Num)
 		}
 	}
 	if !maps.Equal(fromRecs, want) {
 		t.Errorf("kafkaprobe records sum to %v, want %v", fromRecs, want)
 	}
+}
+
+// TestKafkaProbePrivileged: a franz-go client produces to three topics of
+// a kfake broker (one record per request to one, batches of eight to
+// another, 2000 snappy-compressed records in one request to the third,
+// fetched back in a response of tens of KB) and consumes them back, both
+// processes on loopback, so both ends of every connection are traced.
+// The records per msg_type and topic equal what the broker acknowledged
+// and what the client fetched, each counted once; with kafka_port another
+// port nothing is counted.
+func TestKafkaProbePrivileged(t *testing.T) {
+	k := startKafka(t)
+	cfg := probe.Config{Params: probe.DefaultParams()}
+	p, tl, rt := k.startProbe(t, cfg)
+	want := k.client(t)
+	checkClient(t, want)
+	expectCounts(t, k, tl, rt, want)
 
 	// Another kafka_port: the same traffic is not this feature's.
-	cfg.Params.KafkaPort = port + 1
+	cfg.Params.KafkaPort = k.port + 1
 	if err := p.Reconfigure(cfg); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(150 * time.Millisecond)
-	if out, err := procs.Run(ctx, helper("kafkaclient", "GALAGO_KAFKA_PORT="+strconv.Itoa(port))); err != nil {
-		t.Fatalf("kafkaclient: %v\n%s", err, out)
-	}
+	k.client(t)
 	time.Sleep(300 * time.Millisecond)
 	if got := tl.snapshot(); !maps.Equal(got, want) {
-		t.Fatalf("with kafka_port %d counted %v, want still %v", port+1, got, want)
+		t.Fatalf("with kafka_port %d counted %v, want still %v", k.port+1, got, want)
 	}
+}
+
+// TestKafkaProbeTLSPrivileged: the same exchange over TLS (kfake and
+// franz-go with Go's crypto/tls), read from the plaintext the Go TLS
+// uprobes capture once support_ssl is 1: counted exactly as plain.
+func TestKafkaProbeTLSPrivileged(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, "galago kafka test CA")
+	certFile, keyFile := testcert.WriteFiles(t, dir, "broker", ca.Issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth))
+	caFile := ca.WriteCA(t, dir, "ca")
+	k := startKafka(t, "GALAGO_KAFKA_TLS_CERT="+certFile, "GALAGO_KAFKA_TLS_KEY="+keyFile)
+	cfg := probe.Config{Params: probe.DefaultParams()}
+	cfg.Params.SupportSSL = 1
+	_, tl, rt := k.startProbe(t, cfg)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The broker and the client are this test binary: its Go TLS uprobes.
+	start := time.Now()
+	probetest.WaitFor(t, "Go TLS uprobes on the test binary", func() bool {
+		for _, l := range rt.LogEntries() {
+			if l.Msg == "kafka: TLS uprobes attached" && l.Attrs["library"] == "go crypto/tls" && strings.HasSuffix(l.Attrs["file"], self) {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("Go TLS uprobes attached in %v", time.Since(start))
+	start = time.Now()
+	want := k.client(t, "GALAGO_KAFKA_TLS_CA="+caFile)
+	checkClient(t, want)
+	expectCounts(t, k, tl, rt, want)
+	t.Logf("client and counts in %v", time.Since(start))
 }

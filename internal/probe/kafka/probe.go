@@ -25,7 +25,11 @@ type Probe struct {
 	reportEvery time.Duration
 	// onFlush, when set, sees each period's rows (tests).
 	onFlush func(map[rowKey]uint64)
-	now     func() time.Time
+	// tlsScope, when set, limits the processes whose TLS libraries and
+	// executables get uprobes (tests: scanning every process of a busy
+	// machine takes seconds).
+	tlsScope func(pid int) bool
+	now      func() time.Time
 
 	mu    sync.Mutex
 	cfg   probe.Config
@@ -39,6 +43,8 @@ type Probe struct {
 	names map[uint32]*procNames
 	out   []l7.Exchange
 	kick  chan struct{}
+	// tlsKick wakes the TLS uprobe loop at a change of support_ssl.
+	tlsKick chan struct{}
 }
 
 // conn is one traced Kafka connection.
@@ -72,7 +78,7 @@ func WithHostPath(root string) Option { return func(p *Probe) { p.hostPath = roo
 
 // New returns the kafka feature.
 func New(opts ...Option) *Probe {
-	p := &Probe{now: time.Now, kick: make(chan struct{}, 1)}
+	p := &Probe{now: time.Now, kick: make(chan struct{}, 1), tlsKick: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(p)
 	}
@@ -115,7 +121,9 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		return fmt.Errorf("%s: %w", Name, err)
 	}
 	// Every process, as gala-gopher's kafkaprobe (no snoopers).
-	if err := p.sub.SetConfig(syscap.Config{Protocols: []l7.Protocol{l7.Kafka}}); err != nil {
+	// Whole chunks: every batch header of a large Fetch response or
+	// Produce request, not only those in its first 4 KiB.
+	if err := p.sub.SetConfig(syscap.Config{Protocols: []l7.Protocol{l7.Kafka}, Whole: []l7.Protocol{l7.Kafka}, WholeMax: syscap.WholeMaxLimit}); err != nil {
 		leave, p.sub, p.rt = p.sub, nil, nil // left once p.mu is released (see Stop)
 		return fmt.Errorf("%s: %w", Name, err)
 	}
@@ -123,7 +131,31 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		"kafka_port", cfg.Params.KafkaPort)
 	rt.Go(p.sub.Run)
 	rt.Go(p.loop)
+	rt.Go(p.tlsLoop)
 	return nil
+}
+
+// tlsLoop keeps the capture's TLS uprobes (OpenSSL, Go crypto/tls) on
+// every process while support_ssl is 1, so that Kafka over TLS is read
+// from its plaintext.
+func (p *Probe) tlsLoop(ctx context.Context) error {
+	p.mu.Lock()
+	log, sub := p.rt.Logger(), p.sub
+	p.mu.Unlock()
+	scope := p.tlsScope
+	if scope == nil {
+		scope = func(int) bool { return true }
+	}
+	root := p.hostPath
+	if root == "" {
+		root = "/"
+	}
+	return syscap.RunTLS(ctx, sub, root, func(msg string, args ...any) { log.Info(Name+": "+msg, args...) }, p.tlsKick,
+		func() (bool, func(int) bool) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.cfg.Params.SupportSSL == 1, scope
+		})
 }
 
 // Reconfigure applies new parameters (report_period, kafka_port).
@@ -134,9 +166,11 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return fmt.Errorf("%s: not started", Name)
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{p.kick, p.tlsKick} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func FuzzDecode(f *testing.F) {
 			l.add(&e)
 		}
 		l.close(e.id)
-		if rows := l.flush(); len(l.open) != 0 || len(rows) > 1 {
+		if rows, _ := l.flush(); len(l.open) != 0 || len(rows) > 1 {
 			t.Fatalf("after close: %d open, rows %v", len(l.open), rows)
 		}
 	})
@@ -114,23 +114,49 @@ func TestLinks(t *testing.T) {
 	l.close(connID{10, 2})
 	l.close(connID{10, 99}) // linked before the probe: ignored
 	key := func(client string, server netip.AddrPort) rowKey {
-		return rowKey{client: netip.MustParseAddr(client), virtual: front, server: server, l7: true}
+		c := netip.MustParseAddrPort(client)
+		return rowKey{client: c.Addr(), clientPort: c.Port(), virtual: front, server: server, l7: true}
 	}
-	want := map[rowKey]uint64{key("10.0.0.9", a): 2, key("10.0.0.9", b): 1, key("10.0.0.8", a): 1}
-	if got := l.flush(); !equal(got, want) {
+	flush := func() map[rowKey]uint64 {
+		rows, folded := l.flush()
+		if folded {
+			t.Fatalf("%d rows folded", len(rows))
+		}
+		return rows
+	}
+	want := map[rowKey]uint64{key("10.0.0.9:1000", a): 1, key("10.0.0.9:1000", b): 1, key("10.0.0.9:1001", a): 1, key("10.0.0.8:1000", a): 1}
+	if got := flush(); !equal(got, want) {
 		t.Fatalf("period 1: %v, want %v", got, want)
 	}
-	want = map[rowKey]uint64{key("10.0.0.8", a): 1}
-	if got := l.flush(); !equal(got, want) {
+	want = map[rowKey]uint64{key("10.0.0.8:1000", a): 1}
+	if got := flush(); !equal(got, want) {
 		t.Fatalf("period 2: %v, want %v", got, want)
 	}
 	// Its process died without closing it.
 	l.forget(func(tgid uint32) bool { return tgid != 10 })
-	if got := l.flush(); !equal(got, want) {
+	if got := flush(); !equal(got, want) {
 		t.Fatalf("period 3: %v, want %v", got, want)
 	}
-	if got := l.flush(); len(got) != 0 || len(l.open) != 0 {
+	if got := flush(); len(got) != 0 || len(l.open) != 0 {
 		t.Fatalf("period 4: %v, %d open", got, len(l.open))
+	}
+
+	// Past maxRows rows, a period is reported per client address (port 0:
+	// client_port not set), every link counted.
+	l.maxRows = 3
+	for i, c := range []string{"10.0.0.9:1000", "10.0.0.9:1001", "10.0.0.9:1002", "10.0.0.8:1000"} {
+		l.add(ev(10, uint64(i), c, a))
+	}
+	rows, folded := l.flush()
+	want = map[rowKey]uint64{key("10.0.0.9:0", a): 3, key("10.0.0.8:0", a): 1}
+	if !folded || !equal(rows, want) {
+		t.Fatalf("folded %v: %v, want %v", folded, rows, want)
+	}
+	if r := record(key("10.0.0.9:0", a), 3, time.Now(), time.Second); r.Str("client_port") != "" {
+		t.Errorf("a folded row's client_port %q", r.Str("client_port"))
+	}
+	if r := record(key("10.0.0.9:1000", a), 1, time.Now(), time.Second); r.Str("client_port") != "1000" {
+		t.Errorf("client_port %q, want 1000", r.Str("client_port"))
 	}
 }
 

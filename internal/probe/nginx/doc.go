@@ -35,14 +35,17 @@
 // nothing changes. No snoopers, as in gala-gopher: every process running
 // a probed file is observed.
 //
-// Table nginx_link: keys client_ip, virtual_ip, virtual_port, server_ip,
-// server_port, is_l7; link_count is the number of client connections
-// linked to that server that were open at some time in the period (a
-// connection kept alive over several periods counts in each; a keep-alive
-// connection whose requests went to two servers counts once for each).
-// client_port is not set: links are counted per client address, as
-// gala-gopher's statistics key does, since clients' ephemeral ports would
-// make a row per connection.
+// Table nginx_link: keys client_ip, client_port, virtual_ip,
+// virtual_port, server_ip, server_port, is_l7; link_count is the number
+// of client connections linked to that server that were open at some
+// time in the period (a connection kept alive over several periods counts
+// in each; a keep-alive connection whose requests went to two servers
+// counts once for each). As gala-gopher's statistics key (client address
+// and port), a row is one client connection, so link_count is 1 per
+// upstream it went to. Clients' ports are ephemeral: a period with more
+// than 1024 rows is reported per client address instead, client_port not
+// set and link_count the connections of the address (one log line the
+// first time), so the series stay bounded.
 //
 // Not observed: UDP stream proxying (the client "connection" is nginx's
 // listening socket) and upstreams over unix sockets (logged once);

@@ -8,12 +8,13 @@ import (
 	"github.com/galago-project/galago/internal/table"
 )
 
-// rowKey is one nginx_link row: links from one client address through one
-// listening address to one upstream server, L7 (http) or L4 (stream).
-// Clients' ports are not a key, as in gala-gopher's statistics: they are
-// ephemeral and would make a row per connection.
+// rowKey is one nginx_link row: links from one client address and port
+// (as gala-gopher's statistics key: a row per client connection) through
+// one listening address to one upstream server, L7 (http) or L4 (stream).
+// clientPort 0: the period's rows were folded per client address.
 type rowKey struct {
 	client          netip.Addr
+	clientPort      uint16
 	virtual, server netip.AddrPort
 	l7              bool
 }
@@ -22,18 +23,26 @@ type rowKey struct {
 // connections beyond are counted as lost.
 const maxConns = 65536
 
+// maxPortRows bounds the rows of a period: clients' ports are ephemeral,
+// so rows are per connection; a period with more links than this is
+// reported per client address (client_port not set), every link still
+// counted.
+const maxPortRows = 1024
+
 // links follows the proxied client connections and counts, per period,
 // those that were open at some time in it: a client connection counts
 // once per upstream server it was linked to.
 type links struct {
-	max  int // maxConns; smaller in tests
-	open map[connID]map[rowKey]struct{}
+	max int // maxConns; smaller in tests
+	// maxRows is maxPortRows; smaller in tests.
+	maxRows int
+	open    map[connID]map[rowKey]struct{}
 	// closed are the links of the connections that closed in the period.
 	closed map[rowKey]uint64
 }
 
 func newLinks() *links {
-	return &links{max: maxConns, open: map[connID]map[rowKey]struct{}{}, closed: map[rowKey]uint64{}}
+	return &links{max: maxConns, maxRows: maxPortRows, open: map[connID]map[rowKey]struct{}{}, closed: map[rowKey]uint64{}}
 }
 
 // add applies a link event; false when the bound dropped it.
@@ -46,7 +55,7 @@ func (l *links) add(e *event) bool {
 		set = map[rowKey]struct{}{}
 		l.open[e.id] = set
 	}
-	set[rowKey{client: e.client.Addr(), virtual: e.virtual, server: e.server, l7: e.l7}] = struct{}{}
+	set[rowKey{client: e.client.Addr(), clientPort: e.client.Port(), virtual: e.virtual, server: e.server, l7: e.l7}] = struct{}{}
 	return true
 }
 
@@ -70,8 +79,9 @@ func (l *links) forget(alive func(tgid uint32) bool) {
 }
 
 // flush returns the period's link counts and starts a new period: the
-// open connections count again in the next.
-func (l *links) flush() map[rowKey]uint64 {
+// open connections count again in the next. folded says the period had
+// more than maxRows rows and they were summed per client address.
+func (l *links) flush() (rows map[rowKey]uint64, folded bool) {
 	out := l.closed
 	for _, set := range l.open {
 		for k := range set {
@@ -79,7 +89,15 @@ func (l *links) flush() map[rowKey]uint64 {
 		}
 	}
 	l.closed = map[rowKey]uint64{}
-	return out
+	if len(out) <= l.maxRows {
+		return out, false
+	}
+	byAddr := make(map[rowKey]uint64, l.maxRows)
+	for k, n := range out {
+		k.clientPort = 0
+		byAddr[k] += n
+	}
+	return byAddr, true
 }
 
 // record is a row's nginx_link record.
@@ -87,6 +105,9 @@ func record(k rowKey, n uint64, end time.Time, period time.Duration) *table.Reco
 	t := table.NginxLink
 	rec := t.NewRecord(end, period)
 	rec.SetStr(t.MustIndex("client_ip"), k.client.String())
+	if k.clientPort != 0 {
+		rec.SetStr(t.MustIndex("client_port"), strconv.Itoa(int(k.clientPort)))
+	}
 	rec.SetStr(t.MustIndex("virtual_ip"), k.virtual.Addr().String())
 	rec.SetStr(t.MustIndex("virtual_port"), strconv.Itoa(int(k.virtual.Port())))
 	rec.SetStr(t.MustIndex("server_ip"), k.server.Addr().String())

@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -160,7 +162,9 @@ stream {
 		return len(f) == len(hooks)
 	})
 
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	// The clients' ports: each connection is a row of its own.
+	httpPorts, streamPorts := &dialedPorts{}, &dialedPorts{}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DialContext: httpPorts.dial}}
 	for i := range nHTTP {
 		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/r%d", httpPort, i))
 		if err != nil {
@@ -173,7 +177,7 @@ stream {
 		}
 	}
 	for i := range nStream {
-		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(streamPort))
+		c, err := streamPorts.dial(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(streamPort))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,13 +228,25 @@ stream {
 	if hA.accepts.Load()+hB.accepts.Load() >= nHTTP {
 		t.Errorf("upstreams accepted %d connections for %d requests: nginx kept none alive", hA.accepts.Load()+hB.accepts.Load(), nHTTP)
 	}
-	if len(rows) != len(want) {
-		t.Errorf("rows %v, want %v", rows, want)
-	}
-	for k, n := range want {
-		if rows[k] != n {
-			t.Errorf("link %+v: %d, want %d (all rows %v)", k, rows[k], n, rows)
+	// A row per client connection (its port), link_count 1; summed per
+	// upstream, the connections each upstream served.
+	perLink := map[rowKey]uint64{}
+	for k, n := range rows {
+		dialed := httpPorts
+		if !k.l7 {
+			dialed = streamPorts
 		}
+		if n != 1 || !dialed.has(k.clientPort) {
+			t.Errorf("row %+v: %d, want 1 for a client port of %v", k, n, dialed.list())
+		}
+		k.clientPort = 0
+		perLink[k] += n
+	}
+	if len(rows) != nHTTP+nStream {
+		t.Errorf("%d rows, want one per client connection (%d)", len(rows), nHTTP+nStream)
+	}
+	if !equal(perLink, want) {
+		t.Errorf("links per upstream %v, want %v", perLink, want)
 	}
 	var recs []*table.Record
 	for _, r := range rt.Records() {
@@ -241,11 +257,12 @@ stream {
 			recs = append(recs, r)
 		}
 	}
-	if len(recs) != len(want) {
-		t.Fatalf("%d records, want %d", len(recs), len(want))
+	if len(recs) != len(rows) {
+		t.Fatalf("%d records, want %d", len(recs), len(rows))
 	}
 	for _, r := range recs {
-		if r.Str("client_ip") != "127.0.0.1" || r.Str("client_port") != "" {
+		cp, _ := strconv.Atoi(r.Str("client_port"))
+		if r.Str("client_ip") != "127.0.0.1" || (!httpPorts.has(uint16(cp)) && !streamPorts.has(uint16(cp))) {
 			t.Errorf("record %v", r.Labels())
 		}
 	}
@@ -273,6 +290,8 @@ stream {
 		{"HTTP/1.1", httpPort, 1, &http.Transport{MaxConnsPerHost: 1}},
 		{"HTTP/2", h2Port, 2, &http.Transport{MaxConnsPerHost: 1, Protocols: &h2}},
 	} {
+		dialed := &dialedPorts{}
+		c.tr.DialContext = dialed.dial
 		before := []int64{hA.requests.Load(), hB.requests.Load()}
 		client = &http.Client{Transport: c.tr}
 		for i := range 4 {
@@ -287,10 +306,13 @@ stream {
 			}
 		}
 		c.tr.CloseIdleConnections()
+		if len(dialed.list()) != 1 {
+			t.Fatalf("%s: %d client connections, want 1", c.name, len(dialed.list()))
+		}
 		want = map[rowKey]uint64{}
 		for i, u := range []*countingListener{hA, hB} {
 			if u.requests.Load() > before[i] {
-				want[rowKey{client: lo, virtual: netip.AddrPortFrom(lo, uint16(c.front)), server: netip.AddrPortFrom(lo, uint16(port(u))), l7: true}] = 1
+				want[rowKey{client: lo, clientPort: dialed.list()[0], virtual: netip.AddrPortFrom(lo, uint16(c.front)), server: netip.AddrPortFrom(lo, uint16(port(u))), l7: true}] = 1
 			}
 		}
 		probetest.WaitFor(t, c.name+": the kept-alive connection closed", func() bool {
@@ -343,3 +365,27 @@ func TestNginxElfPathPrivileged(t *testing.T) {
 		t.Fatalf("elf_path %q after a refused change, want %q", kept, nginxBin)
 	}
 }
+
+// dialedPorts are the local ports of the connections a client dialed.
+type dialedPorts struct {
+	mu    sync.Mutex
+	ports []uint16
+}
+
+func (d *dialedPorts) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		d.mu.Lock()
+		d.ports = append(d.ports, uint16(c.LocalAddr().(*net.TCPAddr).Port))
+		d.mu.Unlock()
+	}
+	return c, err
+}
+
+func (d *dialedPorts) list() []uint16 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.ports)
+}
+
+func (d *dialedPorts) has(port uint16) bool { return slices.Contains(d.list(), port) }

@@ -51,17 +51,19 @@ type Probe struct {
 	onFlush func(map[rowKey]uint64)
 	now     func() time.Time
 
-	mu      sync.Mutex
-	cfg     probe.Config
-	rt      probe.Runtime
-	coll    *ebpf.Collection
-	reader  *bpfrt.Reader
-	files   map[fileID]*attached
-	elf     *fileID // params.elf_path's file, when set
-	links   *links
-	skips   [nginxNginxSkipNGINX_SKIP_MAX]uint64
-	kick    chan struct{}
-	stopped bool
+	mu     sync.Mutex
+	cfg    probe.Config
+	rt     probe.Runtime
+	coll   *ebpf.Collection
+	reader *bpfrt.Reader
+	files  map[fileID]*attached
+	elf    *fileID // params.elf_path's file, when set
+	links  *links
+	// foldLogged: the first period folded per client address was logged.
+	foldLogged bool
+	skips      [nginxNginxSkipNGINX_SKIP_MAX]uint64
+	kick       chan struct{}
+	stopped    bool
 }
 
 // attached is one ELF file's uprobes.
@@ -385,7 +387,12 @@ func (p *Probe) report() {
 		}
 		return ok
 	})
-	rows := p.links.flush()
+	rows, folded := p.links.flush()
+	if folded && !p.foldLogged {
+		p.foldLogged = true
+		rt.Logger().Warn("nginx: more links in a period than rows per client connection allowed: reported per client address, client_port not set (logged once)",
+			"max_rows", p.links.maxRows)
+	}
 	p.mu.Unlock()
 	if p.onFlush != nil {
 		p.onFlush(rows)
