@@ -108,7 +108,8 @@
 // child gets no socket storage: at the end of its handshake the owner is
 // looked up in the listener index (galago_listen_owners). A client costs
 // one socket storage (the owner, needed by the softirq hooks; the connect()
-// time is kept in its aux word). Owners in a hash keyed by socket cookie
+// time is kept in its socket_aux word), shared with the tcp probe when both
+// run (see "One owner per socket" in the tcp package documentation). Owners in a hash keyed by socket cookie
 // instead were measured (BENCHMARKS.md, network section): this program
 // cost the same, and deleting the owners at tp_btf/tcp_destroy_sock added
 // ~0.5 µs per destroyed socket.

@@ -19,7 +19,9 @@ import (
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/probe/tcp"
 	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/sockowner"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -243,9 +245,9 @@ func udpBurst(t *testing.T, sfd, rfd, port, n, size int) int {
 }
 
 // startProbe starts a probe with fast periods; stop via the returned func.
-func startProbe(t *testing.T, cfg probe.Config) (*Probe, *probetest.Runtime, func()) {
+func startProbe(t *testing.T, cfg probe.Config, opts ...Option) (*Probe, *probetest.Runtime, func()) {
 	t.Helper()
-	p := New(withInterval(300 * time.Millisecond))
+	p := New(append([]Option{withInterval(300 * time.Millisecond)}, opts...)...)
 	rt := probetest.NewRuntime(t)
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatalf("start: %v", err)
@@ -304,14 +306,52 @@ func sums(recs []*table.Record, tbl *table.Table, keys map[string]string) (map[s
 	return out, histCount, n
 }
 
+func mapID(t *testing.T, m *ebpf.Map) ebpf.MapID {
+	t.Helper()
+	info, err := m.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		t.Fatal("no map ID")
+	}
+	return id
+}
+
 // settle waits for the ring buffer and a few periods to pass.
 func settle() { time.Sleep(time.Second) }
 
+// TestPrivilegedTCP runs with the tcp probe sharing the socket owners, as
+// the daemon runs them, its hooks attached first: tcp creates each owner,
+// this probe finds it, and its counts (estab_latency from the connect time
+// in socket_aux included) stay exact beside tcp's own per-socket words.
 func TestPrivilegedTCP(t *testing.T) {
 	privileged(t)
 	ns := newNetns(t)
 	pid := strconv.Itoa(os.Getpid())
-	_, rt, stop := startProbe(t, defaultCfg())
+	owners := sockowner.NewShared()
+	tp := tcp.New(tcp.WithOwners(owners))
+	trt := probetest.NewRuntime(t)
+	if err := tp.Start(trt.Context(), probe.Config{SubItems: 0xff, Params: probe.DefaultParams()}, trt); err != nil {
+		t.Fatalf("start tcp: %v", err)
+	}
+	t.Cleanup(func() { trt.Shutdown(t, tp) })
+	p, rt, stop := startProbe(t, defaultCfg(), WithOwners(owners))
+	spec, err := loadSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, release, err := owners.Acquire(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{sockowner.OwnersMap, sockowner.ListenMap} {
+		if got, want := mapID(t, p.coll.Maps[name]), mapID(t, shared[name]); got != want {
+			t.Errorf("%s: the probe uses map %d, the shared one is %d", name, got, want)
+		}
+	}
+	release()
 
 	before := ns.counters(t)
 

@@ -432,9 +432,9 @@ int BPF_PROG(tcp_state, const struct sock *sk, const int oldstate, const int new
 		return 0;
 
 	if (oldstate == TCP_CLOSE && newstate == TCP_SYN_SENT) {
-		/* The start of connect(), for estab_latency: in the owner's aux
+		/* The start of connect(), for estab_latency: in the owner's socket_aux
 		 * word (no second socket storage per connection). */
-		o->aux = bpf_ktime_get_ns();
+		o->socket_aux = bpf_ktime_get_ns();
 		tcp_add_sk(SOCKET_C_SYN_SENT, sk, o, SOCKET_ROLE_CLIENT);
 		return 0;
 	}
@@ -445,10 +445,10 @@ int BPF_PROG(tcp_state, const struct sock *sk, const int oldstate, const int new
 			__u64 lat = 0;
 			bool have = false;
 
-			if (o->aux) {
-				lat = bpf_ktime_get_ns() - o->aux;
+			if (o->socket_aux) {
+				lat = bpf_ktime_get_ns() - o->socket_aux;
 				have = true;
-				o->aux = 0;
+				o->socket_aux = 0;
 			}
 			tcp_open(&k, SOCKET_C_ACTIVE_OPEN, lat, have);
 		} else {

@@ -204,7 +204,7 @@
 //
 //   - inet_sock_set_state fires five times. On a client, three do work:
 //     connect() (CLOSE -> SYN_SENT: the owner, one socket storage),
-//     ESTABLISHED (the SYN RTT, kept in the owner's aux word with the
+//     ESTABLISHED (the SYN RTT, kept in the owner's tcp_aux word with the
 //     generation: no second storage) and CLOSE (one 224-byte ring record
 //     read from tcp_sock with direct BTF loads); FIN_WAIT1 and FIN_WAIT2
 //     return on the state numbers, before reading the socket. On an
