@@ -11,7 +11,6 @@ package socket
 //	GALAGO_PRIVILEGED_TESTS=1 go test -run '^$' -bench OwnersShared -benchtime 1x ./internal/probe/socket
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -59,13 +58,26 @@ func BenchmarkOwnersShared(b *testing.B) {
 			}
 		}
 	}
-	for _, s := range setups {
-		for prog, vs := range per[s] {
-			slices.Sort(vs)
-			b.ReportMetric(vs[len(vs)/2], fmt.Sprintf("ns/conn-%s-%s", prog, s))
-			b.Logf("%s %s ns per connection, every round: %.0f", s, prog, vs)
+	// The median of each set-up, and of the paired differences (a round's
+	// shared minus its own, less exposed to the load drifting between
+	// rounds).
+	for _, prog := range []string{"set_state", "tcp/on_set_state", "socket/tcp_state", "total"} {
+		own, shared := per["own"][prog], per["shared"][prog]
+		diff := make([]float64, len(own))
+		for i := range own {
+			diff[i] = shared[i] - own[i]
 		}
+		b.Logf("%s ns per connection by round: own %.0f, shared %.0f", prog, own, shared)
+		b.ReportMetric(median(own), "ns/conn-"+prog+"-own")
+		b.ReportMetric(median(shared), "ns/conn-"+prog+"-shared")
+		b.ReportMetric(median(diff), "ns/conn-"+prog+"-diff")
 	}
+}
+
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // ownersRound starts both probes, makes n connections and returns the
