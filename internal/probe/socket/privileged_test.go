@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -704,5 +705,70 @@ func TestPrivilegedRestartLeavesNothing(t *testing.T) {
 				t.Errorf("link %d still exists after Stop", id)
 			}
 		}
+	}
+}
+
+// TestPrivilegedIPv6: endpoints of IPv6 sockets carry their addresses
+// (read from sock_common with direct loads): three connections over ::1
+// and one 100-byte datagram, each end exact.
+func TestPrivilegedIPv6(t *testing.T) {
+	privileged(t)
+	_, rt, stop := startProbe(t, defaultCfg())
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	const conns, size = 3, 100
+	for i := 0; i < conns; i++ {
+		c, err := net.Dial("tcp6", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+	}
+	u, err := net.ListenPacket("udp6", "[::1]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	s, err := net.Dial("udp6", u.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := u.ReadFrom(make([]byte, 2*size)); err != nil || n != size {
+		t.Fatalf("udp read %d, %v", n, err)
+	}
+	settle()
+	stop()
+	recs, _ := rt.Take()
+	pid := strconv.Itoa(os.Getpid())
+	keys := map[string]string{"tgid": pid, "client_ip": "::1", "server_ip": "::1", "server_port": port}
+	keys["role"] = "client"
+	cl, clLat, _ := sums(recs, table.EndpointTcp, keys)
+	keys["role"] = "server"
+	sv, _, _ := sums(recs, table.EndpointTcp, keys)
+	if cl["active_open"] != conns || cl["syn_sent"] != conns || clLat != conns || sv["passive_open"] != conns || sv["synack_sent"] != conns {
+		t.Errorf("client %v (estab_latency count %d), server %v: want %d opens each", cl, clLat, sv, conns)
+	}
+	uport := strconv.Itoa(u.LocalAddr().(*net.UDPAddr).Port)
+	snd, _, _ := sums(recs, table.EndpointUdp, map[string]string{"tgid": pid, "local_ip": "::1", "remote_ip": "::1", "remote_port": uport})
+	rcv, _, _ := sums(recs, table.EndpointUdp, map[string]string{"tgid": pid, "local_ip": "::1", "local_port": uport})
+	if snd["bind_sends"] != size || rcv["bind_rcvs"] != size {
+		t.Errorf("udp sender %v, receiver %v: want %d bytes each way", snd, rcv, size)
 	}
 }
