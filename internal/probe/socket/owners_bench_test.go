@@ -31,20 +31,7 @@ func BenchmarkOwnersShared(b *testing.B) {
 		b.Skip("set GALAGO_PRIVILEGED_TESTS=1")
 	}
 	const rounds, conns = 6, 3000
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
+	ln := closingServer(b, "tcp", "127.0.0.1:0")
 	setups := []string{"own", "shared"}
 	per := map[string]map[string][]float64{} // setup -> program -> ns per connection
 	for r := 0; r < rounds*b.N; r++ {

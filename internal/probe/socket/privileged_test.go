@@ -708,18 +708,15 @@ func TestPrivilegedRestartLeavesNothing(t *testing.T) {
 	}
 }
 
-// TestPrivilegedIPv6: endpoints of IPv6 sockets carry their addresses
-// (read from sock_common with direct loads): three connections over ::1
-// and one 100-byte datagram, each end exact.
-func TestPrivilegedIPv6(t *testing.T) {
-	privileged(t)
-	_, rt, stop := startProbe(t, defaultCfg())
-	ln, err := net.Listen("tcp6", "[::1]:0")
+// closingServer listens on addr and closes every connection it accepts,
+// until the test ends.
+func closingServer(t testing.TB, network, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -729,6 +726,17 @@ func TestPrivilegedIPv6(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
+	return ln
+}
+
+// TestPrivilegedIPv6: endpoints of IPv6 sockets carry their addresses
+// (read from sock_common with direct loads): three connections over ::1
+// and one 100-byte datagram, each end exact.
+func TestPrivilegedIPv6(t *testing.T) {
+	privileged(t)
+	_, rt, stop := startProbe(t, defaultCfg())
+	ln := closingServer(t, "tcp6", "[::1]:0")
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	const conns, size = 3, 100
 	for i := 0; i < conns; i++ {
 		c, err := net.Dial("tcp6", ln.Addr().String())
