@@ -27,8 +27,12 @@
  * came from BTF arguments or a BTF pointer walk). Kernel 5.11+ (sk storage in
  * tracing programs), BTF (CO-RE).
  *
- * The maps are per BPF object: two probes including this header each keep
- * their own owners (each fills them from its own hooks and iterators).
+ * Sharing. Every object including this header declares the same two maps;
+ * the loader may give several objects one pair (cilium/ebpf
+ * MapReplacements, internal/sockowner), so that a socket seen by two probes
+ * has one owner storage element, created by whichever hook runs first.
+ * Each probe's own per-socket state therefore lives in a word of its own
+ * (tcp_aux, socket_aux), never in the other's.
  * Role and src values are an ABI with Go code that reads them: change both.
  */
 #ifndef GALAGO_SOCKOWNER_H
@@ -69,12 +73,14 @@ struct galago_sk_owner {
 	__u16 _pad;
 	__u64 cgroup_id; /* cgroup2 id of the owner (for the snooper filter) */
 	char comm[GALAGO_TASK_COMM_LEN];
-	/* State of the probe that owns the map (each probe has its own
-	 * owners), kept here rather than in a second socket storage: a storage
-	 * element allocated per socket costs more than the hook that uses it.
-	 * Only the probe writes it (0 in a new owner); an inherited owner
-	 * copies the listener's, which the probe overwrites. */
-	__u64 aux;
+	/* Per-socket state of the tcp and of the socket probe, kept here
+	 * rather than in a second socket storage: a storage element allocated
+	 * per socket costs more than the hook that uses it. Each word is
+	 * written by its probe only (0 in a new owner), so the two probes can
+	 * share the owners; an inherited owner copies the listener's, which
+	 * the probe overwrites. */
+	__u64 tcp_aux;
+	__u64 socket_aux;
 };
 
 struct {

@@ -53,6 +53,7 @@ import (
 	"github.com/galago-project/galago/internal/procfs"
 	"github.com/galago-project/galago/internal/proctrack"
 	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/sockowner"
 	"github.com/galago-project/galago/internal/syscap"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -142,11 +143,13 @@ func runDaemon(cfg *config.Config) error {
 	mgr.Register(flowtracer.Name, func() probe.Probe {
 		return flowtracer.New(flowtracer.WithOrigins(origins), flowtracer.WithStats(bpfStats), flowtracer.WithMissingHooks(missing))
 	})
+	// One socket owner storage for tcp and socket: one element per socket.
+	owners := sockowner.NewShared()
 	mgr.Register(tcp.Name, func() probe.Probe {
-		return tcp.New(tcp.WithStats(bpfStats), tcp.WithMissingHooks(missing), tcp.WithOrigins(origins))
+		return tcp.New(tcp.WithStats(bpfStats), tcp.WithMissingHooks(missing), tcp.WithOrigins(origins), tcp.WithOwners(owners))
 	})
 	mgr.Register(socket.Name, func() probe.Probe {
-		return socket.New(socket.WithStats(bpfStats), socket.WithMissingHooks(missing))
+		return socket.New(socket.WithStats(bpfStats), socket.WithMissingHooks(missing), socket.WithOwners(owners))
 	})
 	mgr.Register(ioprobe.Name, func() probe.Probe {
 		return ioprobe.New(ioprobe.WithStats(bpfStats), ioprobe.WithMissingHooks(missing), ioprobe.WithHostPath(cfg.HostPath))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -19,7 +20,9 @@ import (
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/probe/tcp"
 	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/sockowner"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -243,9 +246,9 @@ func udpBurst(t *testing.T, sfd, rfd, port, n, size int) int {
 }
 
 // startProbe starts a probe with fast periods; stop via the returned func.
-func startProbe(t *testing.T, cfg probe.Config) (*Probe, *probetest.Runtime, func()) {
+func startProbe(t *testing.T, cfg probe.Config, opts ...Option) (*Probe, *probetest.Runtime, func()) {
 	t.Helper()
-	p := New(withInterval(300 * time.Millisecond))
+	p := New(append([]Option{withInterval(300 * time.Millisecond)}, opts...)...)
 	rt := probetest.NewRuntime(t)
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatalf("start: %v", err)
@@ -304,14 +307,52 @@ func sums(recs []*table.Record, tbl *table.Table, keys map[string]string) (map[s
 	return out, histCount, n
 }
 
+func mapID(t *testing.T, m *ebpf.Map) ebpf.MapID {
+	t.Helper()
+	info, err := m.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		t.Fatal("no map ID")
+	}
+	return id
+}
+
 // settle waits for the ring buffer and a few periods to pass.
 func settle() { time.Sleep(time.Second) }
 
+// TestPrivilegedTCP runs with the tcp probe sharing the socket owners, as
+// the daemon runs them, its hooks attached first: tcp creates each owner,
+// this probe finds it, and its counts (estab_latency from the connect time
+// in socket_aux included) stay exact beside tcp's own per-socket words.
 func TestPrivilegedTCP(t *testing.T) {
 	privileged(t)
 	ns := newNetns(t)
 	pid := strconv.Itoa(os.Getpid())
-	_, rt, stop := startProbe(t, defaultCfg())
+	owners := sockowner.NewShared()
+	tp := tcp.New(tcp.WithOwners(owners))
+	trt := probetest.NewRuntime(t)
+	if err := tp.Start(trt.Context(), probe.Config{SubItems: 0xff, Params: probe.DefaultParams()}, trt); err != nil {
+		t.Fatalf("start tcp: %v", err)
+	}
+	t.Cleanup(func() { trt.Shutdown(t, tp) })
+	p, rt, stop := startProbe(t, defaultCfg(), WithOwners(owners))
+	spec, err := loadSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, release, err := owners.Acquire(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{sockowner.OwnersMap, sockowner.ListenMap} {
+		if got, want := mapID(t, p.coll.Maps[name]), mapID(t, shared[name]); got != want {
+			t.Errorf("%s: the probe uses map %d, the shared one is %d", name, got, want)
+		}
+	}
+	release()
 
 	before := ns.counters(t)
 
@@ -664,5 +705,78 @@ func TestPrivilegedRestartLeavesNothing(t *testing.T) {
 				t.Errorf("link %d still exists after Stop", id)
 			}
 		}
+	}
+}
+
+// closingServer listens on addr and closes every connection it accepts,
+// until the test ends.
+func closingServer(t testing.TB, network, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	return ln
+}
+
+// TestPrivilegedIPv6: endpoints of IPv6 sockets carry their addresses
+// (read from sock_common with direct loads): three connections over ::1
+// and one 100-byte datagram, each end exact.
+func TestPrivilegedIPv6(t *testing.T) {
+	privileged(t)
+	_, rt, stop := startProbe(t, defaultCfg())
+	ln := closingServer(t, "tcp6", "[::1]:0")
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	const conns, size = 3, 100
+	for i := 0; i < conns; i++ {
+		c, err := net.Dial("tcp6", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+	}
+	u, err := net.ListenPacket("udp6", "[::1]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	s, err := net.Dial("udp6", u.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := u.ReadFrom(make([]byte, 2*size)); err != nil || n != size {
+		t.Fatalf("udp read %d, %v", n, err)
+	}
+	settle()
+	stop()
+	recs, _ := rt.Take()
+	pid := strconv.Itoa(os.Getpid())
+	keys := map[string]string{"tgid": pid, "client_ip": "::1", "server_ip": "::1", "server_port": port}
+	keys["role"] = "client"
+	cl, clLat, _ := sums(recs, table.EndpointTcp, keys)
+	keys["role"] = "server"
+	sv, _, _ := sums(recs, table.EndpointTcp, keys)
+	if cl["active_open"] != conns || cl["syn_sent"] != conns || clLat != conns || sv["passive_open"] != conns || sv["synack_sent"] != conns {
+		t.Errorf("client %v (estab_latency count %d), server %v: want %d opens each", cl, clLat, sv, conns)
+	}
+	uport := strconv.Itoa(u.LocalAddr().(*net.UDPAddr).Port)
+	snd, _, _ := sums(recs, table.EndpointUdp, map[string]string{"tgid": pid, "local_ip": "::1", "remote_ip": "::1", "remote_port": uport})
+	rcv, _, _ := sums(recs, table.EndpointUdp, map[string]string{"tgid": pid, "local_ip": "::1", "local_port": uport})
+	if snd["bind_sends"] != size || rcv["bind_rcvs"] != size {
+		t.Errorf("udp sender %v, receiver %v: want %d bytes each way", snd, rcv, size)
 	}
 }

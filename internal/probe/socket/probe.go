@@ -16,6 +16,7 @@ import (
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/sockowner"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -84,6 +85,10 @@ type Probe struct {
 	seq      uint64        // report periods ended (socket_period)
 	lost     uint64        // agg_lost reported so far
 	stopOnce sync.Once
+	// owners: the socket owner maps shared with the tcp probe (nil: the
+	// object's own); releaseOwners gives them back after coll is closed.
+	owners        *sockowner.Shared
+	releaseOwners func()
 }
 
 var (
@@ -102,6 +107,10 @@ func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
 // WithMissingHooks reports missing hooks through the daemon's reporter, so
 // each is logged once per daemon rather than once per start.
 func WithMissingHooks(m *bpfrt.MissingHooks) Option { return func(p *Probe) { p.missing = m } }
+
+// WithOwners shares the socket owner maps with the other probes given the
+// same Shared (one owner storage element per socket).
+func WithOwners(s *sockowner.Shared) Option { return func(p *Probe) { p.owners = s } }
 
 // withInterval replaces report_period (tests use sub-second periods).
 func withInterval(d time.Duration) Option { return func(p *Probe) { p.interval = d } }
@@ -210,7 +219,12 @@ func (p *Probe) load(cfg probe.Config) error {
 	if p.absent["tcp_state"] && p.absent["udp_send"] && p.absent["udp_recv"] && p.absent["udp_drop"] {
 		return fmt.Errorf("socket: no usable hook: %w", probe.ErrNotSupported)
 	}
-	p.coll, err = ebpf.NewCollection(spec)
+	replace, release, err := p.owners.Acquire(spec)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	p.releaseOwners = release
+	p.coll, err = ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: replace})
 	if err != nil {
 		return fmt.Errorf("socket: load: %w", err)
 	}
@@ -346,6 +360,10 @@ func (p *Probe) closeLocked() error {
 	if p.coll != nil {
 		p.coll.Close()
 		p.coll = nil
+	}
+	if p.releaseOwners != nil {
+		p.releaseOwners()
+		p.releaseOwners = nil
 	}
 	return errors.Join(errs...)
 }

@@ -21,14 +21,15 @@ type socketGalagoListenKey struct {
 }
 
 type socketGalagoSkOwner struct {
-	_        structs.HostLayout
-	Tgid     uint32
-	Role     uint8
-	Src      uint8
-	Pad      uint16
-	CgroupId uint64
-	Comm     [16]int8
-	Aux      uint64
+	_         structs.HostLayout
+	Tgid      uint32
+	Role      uint8
+	Src       uint8
+	Pad       uint16
+	CgroupId  uint64
+	Comm      [16]int8
+	TcpAux    uint64
+	SocketAux uint64
 }
 
 type socketSocketTcpCounter uint32

@@ -87,8 +87,8 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 		"udp_endpoints":        {Type: ebpf.Hash, KeySize: udpKeySize, ValueSize: udpValSize, MaxEntries: 16384},
 		"agg_lost":             {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
 		"lost_events":          {Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
-		"galago_sk_owners":     {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 40},
-		"galago_listen_owners": {Type: ebpf.Hash, KeySize: 8, ValueSize: 40, MaxEntries: 16384},
+		"galago_sk_owners":     {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 48},
+		"galago_listen_owners": {Type: ebpf.Hash, KeySize: 8, ValueSize: 48, MaxEntries: 16384},
 		"walk_asked":           {Type: ebpf.SkStorage, KeySize: 4, ValueSize: 1},
 	}
 	maps.Copy(wantMaps, fmaps)
@@ -112,5 +112,5 @@ func checkSpec(t *testing.T, spec *ebpf.CollectionSpec) {
 	bpfspec.StructSize(t, spec, "socket_tcp_val", tcpValSize)
 	bpfspec.StructSize(t, spec, "socket_udp_key", udpKeySize)
 	bpfspec.StructSize(t, spec, "socket_udp_val", udpValSize)
-	bpfspec.StructSize(t, spec, "galago_sk_owner", 40)
+	bpfspec.StructSize(t, spec, "galago_sk_owner", 48)
 }

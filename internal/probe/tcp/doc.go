@@ -204,7 +204,7 @@
 //
 //   - inet_sock_set_state fires five times. On a client, three do work:
 //     connect() (CLOSE -> SYN_SENT: the owner, one socket storage),
-//     ESTABLISHED (the SYN RTT, kept in the owner's aux word with the
+//     ESTABLISHED (the SYN RTT, kept in the owner's tcp_aux word with the
 //     generation: no second storage) and CLOSE (one 224-byte ring record
 //     read from tcp_sock with direct BTF loads); FIN_WAIT1 and FIN_WAIT2
 //     return on the state numbers, before reading the socket. On an
@@ -249,6 +249,37 @@
 // the hash's cold inserts and deletes and one more program per destroyed
 // socket and probe cost as much); an iterator over the owner storage
 // (iter/bpf_sk_storage_map), which this kernel refuses to load.
+//
+// # One owner per socket
+//
+// tcp and socket both need the owner of each socket (bpf/include/sockowner.h)
+// and both keep it up to date from inet_sock_set_state and their fd-table
+// walks. The daemon gives both probes one internal/sockowner.Shared: the
+// object loaded while the other runs takes the same galago_sk_owners and
+// galago_listen_owners maps (cilium/ebpf MapReplacements), so a socket has
+// one owner storage element, created by whichever probe's hook runs first;
+// the other finds it. Each probe keeps its per-socket state in a word of its
+// own in the owner (tcp_aux: SYN RTT and generation; socket_aux: the
+// connect() time), so neither disturbs the other. The maps live while
+// either probe holds them (a probe restarting alone keeps the other's
+// owners).
+//
+// Measured with BenchmarkOwnersShared (internal/probe/socket: both probes,
+// loopback connections from the test process, own and shared owners
+// alternating, 6 rounds of 3 000 connections per run, three runs on
+// 2026-11-27 on the shared VM): socket's inet_sock_set_state program
+// 0.55-1.1 µs cheaper per connection in every run (e.g. 3.4 → 2.8 µs,
+// lower in each of the 6 rounds), tcp's unchanged within the noise (its
+// hook still creates both owners of a connection: the client's at
+// connect(), the accepted socket's at ESTABLISHED); the two programs
+// together 8.4-9.0 µs → 7.0-8.4 µs per connection, median paired
+// difference -1.0 µs in the last run. Not done: one inet_sock_set_state
+// program for both probes (the tracepoint still dispatches two programs
+// on each of a connection's ten transitions). Doing it through a tail call
+// from tcp's program into socket's needs a hand-over between socket's own
+// link and the tail call when either probe starts or stops alone, and no
+// order of the two steps is exact: either the events between them count
+// twice or not at all.
 //
 // # Events (report_event=1)
 //

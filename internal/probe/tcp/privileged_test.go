@@ -28,7 +28,9 @@ import (
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/probe/socket"
 	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/sockowner"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -195,9 +197,9 @@ const (
 
 func allItems() uint32 { return 0xff }
 
-func startProbe(t *testing.T, cfg probe.Config) (*Probe, *probetest.Runtime) {
+func startProbe(t *testing.T, cfg probe.Config, opts ...Option) (*Probe, *probetest.Runtime) {
 	t.Helper()
-	p := New(withPeriods(testSample, testReport))
+	p := New(append([]Option{withPeriods(testSample, testReport)}, opts...)...)
 	rt := probetest.NewRuntime(t)
 	if err := p.Start(context.Background(), cfg, rt); err != nil {
 		t.Fatalf("Start: %v", err)
@@ -324,10 +326,22 @@ func TestPrivilegedTransfer(t *testing.T) {
 	}
 }
 
+// TestPrivilegedShortLived runs with the socket probe sharing the socket
+// owners, as the daemon runs them, its hooks attached first: socket
+// creates the client's owner (and writes its socket_aux), this probe finds
+// it; the bytes (which depend on the owner's role) and the close record's
+// generation (in tcp_aux) stay exact.
 func TestPrivilegedShortLived(t *testing.T) {
 	requirePrivileged(t)
 	n := setupNetns(t)
-	_, rt := startProbe(t, defaultCfg())
+	owners := sockowner.NewShared()
+	sp := socket.New(socket.WithOwners(owners))
+	srt := probetest.NewRuntime(t)
+	if err := sp.Start(context.Background(), probe.Config{SubItems: 0xff, Params: probe.DefaultParams()}, srt); err != nil {
+		t.Fatalf("start socket: %v", err)
+	}
+	t.Cleanup(func() { srt.Shutdown(t, sp) })
+	_, rt := startProbe(t, defaultCfg(), WithOwners(owners))
 	const size = 100000
 	addr := serverV4 + ":20200"
 	srv := startHelper(t, n.sns, "short-server", addr, 0, 0)

@@ -17,6 +17,7 @@ import (
 	"github.com/galago-project/galago/internal/conntrack"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/flowtracer"
+	"github.com/galago-project/galago/internal/sockowner"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -78,6 +79,11 @@ type Probe struct {
 	// backends: cluster_ip_backend's lookups (backend.go); nil for 0.
 	backends *conntrack.Resolver
 	origins  *flowtracer.Origins
+	// owners: the socket owner maps shared with the socket probe (nil:
+	// the object's own); releaseOwners gives them back after the objects
+	// are closed.
+	owners        *sockowner.Shared
+	releaseOwners func()
 }
 
 var (
@@ -95,6 +101,10 @@ func WithStats(s *bpfrt.Stats) Option { return func(p *Probe) { p.stats = s } }
 // WithOrigins is the flowtracer probe's table of real clients, read for
 // server connections with cluster_ip_backend=2.
 func WithOrigins(o *flowtracer.Origins) Option { return func(p *Probe) { p.origins = o } }
+
+// WithOwners shares the socket owner maps with the other probes given the
+// same Shared (one owner storage element per socket).
+func WithOwners(s *sockowner.Shared) Option { return func(p *Probe) { p.owners = s } }
 
 // WithMissingHooks reports missing hooks through m (one per daemon keeps
 // restarts quiet); without it the probe logs them through its own logger.
@@ -207,8 +217,13 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		// The kfunc would fail the whole collection's load.
 		delete(spec.Programs, "on_sock_ops")
 	}
+	replace, release, err := p.owners.Acquire(spec)
+	if err != nil {
+		return fmt.Errorf("tcp: %w", err)
+	}
+	p.releaseOwners = release
 	objs := &tcpObjects{}
-	if err := spec.LoadAndAssign(objs, nil); err != nil {
+	if err := spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: replace}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			log.Error("tcp: verifier", "log", fmt.Sprintf("%+v", ve))
@@ -362,6 +377,10 @@ func (p *Probe) closeLocked() {
 	if p.objs != nil {
 		_ = p.objs.Close()
 		p.objs = nil
+	}
+	if p.releaseOwners != nil {
+		p.releaseOwners()
+		p.releaseOwners = nil
 	}
 	if p.backends != nil {
 		_ = p.backends.Close()

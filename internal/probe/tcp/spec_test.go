@@ -99,7 +99,7 @@ func checkSpec(t *testing.T, obj []byte) {
 	if err := spec.Types.TypeByName("galago_sk_owner", &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Size != 40 {
-		t.Errorf("struct galago_sk_owner is %d bytes, want 40", st.Size)
+	if st.Size != 48 {
+		t.Errorf("struct galago_sk_owner is %d bytes, want 48", st.Size)
 	}
 }

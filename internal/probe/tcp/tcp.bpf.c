@@ -40,7 +40,7 @@
  *                           (TSTAMP_SENDMSG_CB) to the ACK of its last byte
  *                           (TSTAMP_ACK_CB), one DELAY record per sample.
  * Maps: galago_sk_owners, galago_listen_owners (sockowner.h; the owner's
- *   aux word: SYN RTT and generation), tcp_counters (sk storage: the event
+ *   tcp_aux word: SYN RTT and generation), tcp_counters (sk storage: the event
  *   counters above, created by the first event), events (ring buffer: CLOSE and
  *   LATE records), lost_events, filter_* (snooper filter, common.h).
  * Kernel: 5.11+ (sk storage in tracing programs), 6.1+ for the drop reason
@@ -70,7 +70,7 @@ enum tcp_rec_type {
 
 /* Per-socket event counters the kernel does not keep itself (socket
  * storage, created by the first such event). In records, syn_srtt_us and
- * gen come from the owner's aux word, not from the storage. */
+ * gen come from the owner's tcp_aux word, not from the storage. */
 struct tcp_counters {
 	__u32 send_rsts;
 	__u32 receive_rsts;
@@ -200,7 +200,7 @@ static __always_inline bool owner_observed(const struct galago_sk_owner *o)
 	return o && o->tgid && galago_observed_in(o->tgid, o->cgroup_id);
 }
 
-/* The owner's aux word (sockowner.h) holds the two per-connection values
+/* The owner's tcp_aux word (sockowner.h) holds the two per-connection values
  * every connection has, so that no second socket storage is allocated per
  * connection: the low 32 bits the smoothed RTT when the handshake
  * completed (us, 0 unknown), the high 32 bits the generation (connections
@@ -208,12 +208,12 @@ static __always_inline bool owner_observed(const struct galago_sk_owner *o)
  * only by the rare events it counts. */
 static __always_inline __u32 owner_syn_srtt(const struct galago_sk_owner *o)
 {
-	return (__u32)o->aux;
+	return (__u32)o->tcp_aux;
 }
 
 static __always_inline __u32 owner_gen(const struct galago_sk_owner *o)
 {
-	return o->aux >> 32;
+	return o->tcp_aux >> 32;
 }
 
 static __always_inline void fill_addrs(struct tcp_conn *e, const struct sock *sk)
@@ -492,7 +492,7 @@ int BPF_PROG(on_set_state, const struct sock *sk, const int oldstate, const int 
 	if (newstate == TCP_ESTABLISHED) {
 		tp = bpf_skc_to_tcp_sock((void *)sk);
 		if (tp)
-			o->aux = ((__u64)owner_gen(o) << 32) | (__u32)(tp->srtt_us >> 3);
+			o->tcp_aux = ((__u64)owner_gen(o) << 32) | (__u32)(tp->srtt_us >> 3);
 		return 0;
 	}
 	if (newstate != TCP_CLOSE || oldstate == TCP_LISTEN)
@@ -509,7 +509,7 @@ int BPF_PROG(on_set_state, const struct sock *sk, const int oldstate, const int 
 		GALAGO_RB_SUBMIT(&events, e);
 	}
 	/* A socket can connect again after tcp_disconnect: start afresh. */
-	o->aux = (__u64)(owner_gen(o) + 1) << 32;
+	o->tcp_aux = (__u64)(owner_gen(o) + 1) << 32;
 	if (c)
 		__builtin_memset(c, 0, sizeof(*c));
 	return 0;
