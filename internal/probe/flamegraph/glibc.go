@@ -61,7 +61,7 @@ func newGlibcHooks(root string, progs map[string]*ebpf.Program, log *slog.Logger
 	log = log.With("sub_item", "mem_glibc")
 	return &glibcHooks{set: uprobes.Set{Root: root, Match: uprobes.IsLibc,
 		Probes: func(string) ([]uprobes.Probe, error) { return probes, nil },
-		Warn: func(msg string, args ...any) { log.Warn("flamegraph: mem_glibc: "+msg, args...) },
+		Warn:   func(msg string, args ...any) { log.Warn("flamegraph: mem_glibc: "+msg, args...) },
 		Info: func(_ string, args ...any) {
 			log.Info("flamegraph: mem_glibc: the process maps no libc (static, or another allocator): its allocations are not seen", args...)
 		}}}
