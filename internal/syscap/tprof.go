@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -13,6 +17,7 @@ import (
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/snoop"
+	"github.com/galago-project/galago/internal/uprobes"
 )
 
 // TprofType is the type of a thread event (enum syscap_tprof_type).
@@ -26,10 +31,35 @@ const (
 	TprofNet    = TprofType(syscapSyscapTprofTypeSYSCAP_TP_NET)
 	TprofSched  = TprofType(syscapSyscapTprofTypeSYSCAP_TP_SCHED)
 	TprofLock   = TprofType(syscapSyscapTprofTypeSYSCAP_TP_LOCK)
-	numTprof    = int(syscapSyscapTprofTypeSYSCAP_TP_MAX)
+	// TprofPthread is a pthread_sync event: Call is the function
+	// (PthreadFunc), Arg the lock's address.
+	TprofPthread = TprofType(syscapSyscapTprofTypeSYSCAP_TP_PTHREAD)
+	// TprofPyGC is a python_gc event: Arg is the generation, Ret the
+	// objects collected.
+	TprofPyGC = TprofType(syscapSyscapTprofTypeSYSCAP_TP_PYGC)
+	numTprof  = int(syscapSyscapTprofTypeSYSCAP_TP_MAX)
 )
 
-var tprofTypeNames = [...]string{"oncpu", "offcpu", "file", "net", "sched", "lock"}
+// tprofTypeNames are event.type: gala-gopher's names (its trace
+// categories for pthread_sync and python_gc).
+var tprofTypeNames = [...]string{"oncpu", "offcpu", "file", "net", "sched", "lock", "pthread_sync", "python_gc"}
+
+// pthreadFuncs are pthread_sync's functions of the C library, by the id
+// the uprobes' cookies carry (TprofEvent.Call of a TprofPthread event).
+var pthreadFuncs = [...]string{"pthread_mutex_lock", "pthread_mutex_timedlock", "pthread_mutex_clocklock",
+	"pthread_mutex_trylock", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock", "pthread_rwlock_timedrdlock",
+	"pthread_rwlock_timedwrlock", "pthread_rwlock_clockrdlock", "pthread_rwlock_clockwrlock", "pthread_rwlock_tryrdlock",
+	"pthread_rwlock_trywrlock", "pthread_spin_lock", "pthread_spin_trylock", "pthread_cond_wait", "pthread_cond_timedwait",
+	"pthread_cond_clockwait", "pthread_barrier_wait", "pthread_join", "pthread_timedjoin_np", "pthread_tryjoin_np",
+	"sem_wait", "sem_timedwait", "sem_clockwait", "sem_trywait"}
+
+// PthreadFunc names a pthread_sync event's function (its Call).
+func PthreadFunc(c TprofCall) string {
+	if int(c) < len(pthreadFuncs) {
+		return pthreadFuncs[c]
+	}
+	return fmt.Sprintf("pthread(%d)", uint8(c))
+}
 
 func (t TprofType) String() string {
 	if int(t) < len(tprofTypeNames) {
@@ -103,7 +133,14 @@ func DecodeTprof(raw []byte) (TprofEvent, error) {
 	// the bpfel object): a copy, not encoding/binary's reflection (a
 	// tenth of the time, and this runs per event).
 	r := *(*syscapSyscapTprofRec)(unsafe.Pointer(&raw[0]))
-	if int(r.Type) >= numTprof || int(r.Call) >= len(tprofCallNames) {
+	calls := len(tprofCallNames)
+	switch TprofType(r.Type) {
+	case TprofPthread:
+		calls = len(pthreadFuncs)
+	case TprofPyGC:
+		calls = 1
+	}
+	if int(r.Type) >= numTprof || int(r.Call) >= calls {
 		return TprofEvent{}, fmt.Errorf("syscap: tprofiling record of type %d call %d", r.Type, r.Call)
 	}
 	e := TprofEvent{Start: r.Start, Dur: r.Dur, PID: r.Pid, TGID: r.Tgid, Comm: bpfrt.CString(r.Comm[:]),
@@ -132,6 +169,11 @@ type tprofObjects struct {
 	Exit      *ebpf.Program  `ebpf:"syscap_tprof_sys_exit"`
 	Switch    *ebpf.Program  `ebpf:"syscap_tprof_switch"`
 	TaskExit  *ebpf.Program  `ebpf:"syscap_tprof_task_exit"`
+	PtEnter   *ebpf.Program  `ebpf:"syscap_tprof_pthread_enter"`
+	PtExit    *ebpf.Program  `ebpf:"syscap_tprof_pthread_exit"`
+	GCStart   *ebpf.Program  `ebpf:"syscap_tprof_gc_start"`
+	GCDone    *ebpf.Program  `ebpf:"syscap_tprof_gc_done"`
+	UThreads  *ebpf.Map      `ebpf:"tprof_uthreads"`
 	Threads   *ebpf.Map      `ebpf:"tprof_threads"`
 	Events    *ebpf.Map      `ebpf:"tprof_events"`
 	RingLost  *ebpf.Map      `ebpf:"lost_events"`
@@ -153,7 +195,7 @@ type tprofObjects struct {
 
 func (o *tprofObjects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.Threads, o.Events, o.RingLost,
+	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.PtEnter, o.PtExit, o.GCStart, o.GCDone, o.UThreads, o.Threads, o.Events, o.RingLost,
 		o.Lost, o.Stacks, o.StackLost, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
 		if c != nil && !isNilCloser(c) {
 			errs = append(errs, c.Close())
@@ -182,6 +224,10 @@ type TprofOptions struct {
 	OnStackLost func(uint64)
 	// OnError receives undecodable records.
 	OnError func(error)
+	// HostRoot is where the host's /proc is (GOPHER_HOST_PATH); "" is /.
+	HostRoot string
+	// Log reports the processes whose uprobes could not be attached.
+	Log *slog.Logger
 }
 
 // DefaultTprofRing is the tprofiling ring's default size.
@@ -208,6 +254,9 @@ type Tprof struct {
 
 	mu        sync.Mutex
 	links     map[string]link.Link
+	mask      uint32       // the types enabled
+	pthread   *uprobes.Set // pthread_sync's uprobes, per observed process
+	pygc      *uprobes.Set // python_gc's USDT probes, per observed process
 	lost      bpfrt.LostCounter
 	stackLost bpfrt.LostCounter
 }
@@ -251,6 +300,7 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, fmt.Errorf("syscap: load tprofiling programs: %w", err)
 	}
+	t.pthread, t.pygc = t.uprobeSets(o)
 	t.lost = bpfrt.LostCounter{Map: t.objs.Lost, OnLost: o.OnLost}
 	if o.OnStackLost == nil {
 		o.OnStackLost = o.OnLost
@@ -301,6 +351,7 @@ func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.mask = mask
 	if err := t.objs.MinNs.Set(minNs); err != nil {
 		return fmt.Errorf("syscap: set tprof_min_ns: %w", err)
 	}
@@ -309,8 +360,9 @@ func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 	}
 	sys := mask&(1<<TprofFile|1<<TprofNet|1<<TprofSched|1<<TprofLock) != 0
 	// sched_switch also takes the stack of a syscall that blocks (the
-	// only one a call that never returns gets).
-	sched := mask != 0
+	// only one a call that never returns gets); the uprobe types need
+	// it not.
+	sched := mask&^(1<<TprofPthread|1<<TprofPyGC) != 0
 	for _, p := range []struct {
 		name string
 		prog *ebpf.Program
@@ -353,6 +405,10 @@ func (t *Tprof) Programs() map[string]*ebpf.Program {
 	progs["syscap_tprof_sys_exit"] = t.objs.Exit
 	progs["syscap_tprof_switch"] = t.objs.Switch
 	progs["syscap_tprof_task_exit"] = t.objs.TaskExit
+	progs["syscap_tprof_pthread_enter"] = t.objs.PtEnter
+	progs["syscap_tprof_pthread_exit"] = t.objs.PtExit
+	progs["syscap_tprof_gc_start"] = t.objs.GCStart
+	progs["syscap_tprof_gc_done"] = t.objs.GCDone
 	return progs
 }
 
@@ -407,6 +463,11 @@ func (t *Tprof) Stack(id int32, pcs *[TprofStackDepth]uint64) ([]uint64, error) 
 func (t *Tprof) Close() error {
 	t.mu.Lock()
 	var errs []error
+	for _, u := range []*uprobes.Set{t.pthread, t.pygc} {
+		if u != nil {
+			u.Close()
+		}
+	}
 	for name, l := range t.links {
 		errs = append(errs, l.Close())
 		delete(t.links, name)
@@ -423,4 +484,107 @@ func (t *Tprof) Close() error {
 	errs = append(errs, t.objs.close())
 	t.objs = tprofObjects{}
 	return errors.Join(errs...)
+}
+
+// uprobeSets are pthread_sync's and python_gc's uprobes: attached per
+// observed process (UprobeOptions.PID), so the lock calls of the rest of
+// the machine do not trap.
+func (t *Tprof) uprobeSets(o TprofOptions) (pthread, pygc *uprobes.Set) {
+	root := o.HostRoot
+	if root == "" {
+		root = "/"
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	report := func(item string) (warn, info func(string, ...any)) {
+		l := log.With("sub_item", item)
+		return func(msg string, args ...any) { l.Warn("tprofiling: "+item+": "+msg, args...) },
+			func(msg string, args ...any) { l.Debug("tprofiling: "+item+": "+msg, args...) }
+	}
+	pt := &uprobes.Set{Root: root, Match: uprobes.IsLibc, PerProcess: true, Probes: t.pthreadProbes}
+	pt.Warn, pt.Info = report("pthread_sync")
+	gc := &uprobes.Set{Root: root, PerProcess: true, Probes: t.pygcProbes, Match: func(base string) bool {
+		return strings.HasPrefix(base, "python") || strings.HasPrefix(base, "libpython")
+	}}
+	gc.Warn, gc.Info = report("python_gc")
+	return pt, gc
+}
+
+// pthreadProbes are the pthread functions of a C library (the default
+// version of each), return probes first.
+func (t *Tprof) pthreadProbes(path string) ([]uprobes.Probe, error) {
+	offs, err := uprobes.DefaultSymbols(path, pthreadFuncs[:])
+	if err != nil {
+		return nil, err
+	}
+	var out []uprobes.Probe
+	for _, ret := range []bool{true, false} {
+		for id, name := range pthreadFuncs {
+			off, ok := offs[name]
+			if !ok {
+				continue
+			}
+			prog := t.objs.PtEnter
+			if ret {
+				prog = t.objs.PtExit
+			}
+			// Optional: a function whose first instruction a uprobe
+			// cannot replace (pthread_spin_lock's lock prefix on x86) is
+			// left out.
+			out = append(out, uprobes.Probe{Symbol: name, Address: off, Prog: prog, Ret: ret, Cookie: uint64(id), Optional: true})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no pthread function", filepath.Base(path))
+	}
+	return out, nil
+}
+
+// pygcProbes are CPython's python:gc__start (generation) and
+// python:gc__done (objects collected) USDT probes; none in a python
+// built without them.
+func (t *Tprof) pygcProbes(path string) ([]uprobes.Probe, error) {
+	var out []uprobes.Probe
+	for _, n := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"gc__start", t.objs.GCStart}, {"gc__done", t.objs.GCDone}} {
+		u, err := uprobes.FindUSDT(path, "python", n.name)
+		if errors.Is(err, uprobes.ErrNoNote) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(u.Args) != 1 {
+			return nil, fmt.Errorf("%s: python:%s has %d arguments, want 1", filepath.Base(path), n.name, len(u.Args))
+		}
+		cookie, err := uprobes.ArgCookie(u.Args[0], runtime.GOARCH)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, uprobes.Probe{Symbol: "python:" + n.name, Address: u.Offset, RefCtr: u.Semaphore, Prog: n.prog, Cookie: cookie})
+	}
+	return out, nil
+}
+
+// ScanUprobes attaches pthread_sync's and python_gc's uprobes to the
+// observed processes new since the last scan and detaches those of the
+// processes gone, or all of a type turned off. A process is seen from
+// the scan after its start: call it every tick.
+func (t *Tprof) ScanUprobes(observed func(pid int) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, u := range []struct {
+		set *uprobes.Set
+		typ TprofType
+	}{{t.pthread, TprofPthread}, {t.pygc, TprofPyGC}} {
+		if t.mask&(1<<u.typ) == 0 {
+			u.set.Close()
+			continue
+		}
+		u.set.Scan(observed)
+	}
 }

@@ -35,7 +35,9 @@ type Probe struct {
 	RefCtr uint64
 	Prog   *ebpf.Program
 	Ret    bool
-	// Optional: a file without Symbol skips every probe of that symbol.
+	// Optional: a file without Symbol, or where its probe cannot be
+	// attached, skips every probe of that symbol (reported to Info when
+	// the symbol is there).
 	Optional bool
 	// Cookie is what bpf_get_attach_cookie returns in the program.
 	Cookie uint64
@@ -173,8 +175,11 @@ func (s *Set) Attach(path string, pid int) error {
 			attach, kind = ex.Uretprobe, "uretprobe"
 		}
 		l, err := attach(pr.Symbol, pr.Prog, opts)
-		if pr.Optional && errors.Is(err, link.ErrNoSymbol) {
+		if pr.Optional && err != nil {
 			missing[pr.Symbol] = true
+			if !errors.Is(err, link.ErrNoSymbol) {
+				s.Info("probe left out", "file", path, "symbol", pr.Symbol, "err", err)
+			}
 			continue
 		}
 		if err != nil {

@@ -25,6 +25,13 @@ type Event struct {
 	Ino           uint64
 	Local, Remote netip.AddrPort
 	FutexOp       string
+	// LockAddr is a pthread_sync event's lock (lock.addr); GCGen and
+	// GCCollected a python_gc event's generation and objects collected
+	// (gc.generation, gc.collected; the first collection's of an
+	// aggregate).
+	LockAddr    uint64
+	GCGen       int64
+	GCCollected int64
 	// FilePath is file.path: the fd's file, read from /proc when the
 	// event is reported ("" for sockets and when the fd is gone).
 	FilePath string
@@ -75,6 +82,12 @@ func fromKernel(k syscap.TprofEvent) Event {
 	switch k.Type {
 	case syscap.TprofOncpu, syscap.TprofOffcpu:
 		e.Name = e.Type
+	case syscap.TprofPthread:
+		e.Name, e.LockAddr = syscap.PthreadFunc(k.Call), k.Arg
+		return e
+	case syscap.TprofPyGC:
+		e.Name, e.GCGen, e.GCCollected = e.Type, int64(k.Arg), k.Ret
+		return e
 	default:
 		e.Name = k.Call.String()
 	}

@@ -27,7 +27,7 @@ var (
 	contendSrc []byte
 )
 
-var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock"}
+var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock", "pthread_sync", "python_gc"}
 
 // workload is a running test program whose stdout the test reads.
 type workload struct {
@@ -92,6 +92,8 @@ func startProbe(t *testing.T, hub *Hub, params probe.Params, pid int) (*Probe, *
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
 	}
+	// The uprobes now, not at the first tick: the workload starts next.
+	p.tp.ScanUprobes(func(q int) bool { return q == pid })
 	return p, rt
 }
 
@@ -272,7 +274,9 @@ func logEvents(t *testing.T, rt *probetest.Runtime) []logEvent {
 
 // TestPrivilegedContention is the seed's case 2 on the kafka channel (the
 // event log records): CompeteThd2's long futex waits match the waits the
-// program timed itself (start and duration within 10%), its net write
+// program timed itself (start and duration within 10%), and so do its
+// long pthread_sync events (pthread_mutex_lock, with the mutex's address),
+// whose counts add up to exactly its lock calls; its net write
 // events count exactly its write() calls on the connection, tcp-server's
 // read events count exactly its read() calls and name read() in their
 // func.stack, and CompeteThd1's on-CPU events add up to its CPU time
@@ -291,6 +295,7 @@ func TestPrivilegedContention(t *testing.T) {
 		waits                          []wait
 		writer, server, burner         uint32
 		writes, reads, cpu, port, wtid int64
+		mutex                          string
 	)
 	for burner == 0 {
 		f := w.line(t)
@@ -302,6 +307,8 @@ func TestPrivilegedContention(t *testing.T) {
 			writer, writes, port = uint32(num(t, f[1])), num(t, f[2]), num(t, f[3])
 		case "server":
 			server, reads = uint32(num(t, f[1])), num(t, f[2])
+		case "mutex":
+			mutex = f[1]
 		case "burner":
 			burner, cpu = uint32(num(t, f[1])), num(t, f[2])
 		}
@@ -331,6 +338,26 @@ func TestPrivilegedContention(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("no futex of CompeteThd2 starting at %d ms lasting %v (within 10%%)", wantStart, time.Duration(wt.dur))
+		}
+		found = false
+		for _, e := range evs {
+			if e.tid != writer || e.vals["event.name"] != "pthread_mutex_lock" {
+				continue
+			}
+			st, _ := e.vals["start_time"].(float64)
+			d, _ := e.vals["duration"].(float64)
+			if math.Abs(st-float64(wantStart)) <= 3 && within(d, float64(wt.dur)/1e6, 0.1) {
+				found = true
+				if e.vals["event.type"] != "pthread_sync" || e.vals["lock.addr"] != mutex || e.vals["count"] != 1.0 {
+					t.Errorf("pthread_mutex_lock %v: want event.type pthread_sync, lock.addr %s, count 1", e.vals, mutex)
+				}
+				if st, _ := e.vals["func.stack"].(string); !strings.HasSuffix(st, ";writer;") {
+					t.Errorf("pthread_mutex_lock: func.stack %q, want it to end in ;writer;", st)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no pthread_mutex_lock of CompeteThd2 starting at %d ms lasting %v (within 10%%)", wantStart, time.Duration(wt.dur))
 		}
 	}
 	count := func(tid uint32, name, typ string) (n int64, conn string) {
@@ -363,6 +390,9 @@ func TestPrivilegedContention(t *testing.T) {
 	}
 	if stacks == 0 {
 		t.Error("tcp-server: no read event with a func.stack")
+	}
+	if n, _ := count(writer, "pthread_mutex_lock", "pthread_sync"); n != writes {
+		t.Errorf("CompeteThd2: %d pthread_mutex_lock events, the program locked %d times", n, writes)
 	}
 	n, conn := count(writer, "write", "net")
 	if n != writes {

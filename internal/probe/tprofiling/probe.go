@@ -50,6 +50,7 @@ var subItemTypes = []struct {
 }{
 	{"oncpu", syscap.TprofOncpu}, {"offcpu", syscap.TprofOffcpu}, {"syscall_file", syscap.TprofFile},
 	{"syscall_net", syscap.TprofNet}, {"syscall_sched", syscap.TprofSched}, {"syscall_lock", syscap.TprofLock},
+	{"pthread_sync", syscap.TprofPthread}, {"python_gc", syscap.TprofPyGC},
 }
 
 // typeItem is the sub-item of each event type.
@@ -177,6 +178,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 			rt.Error()
 			p.log.Warn("tprofiling: bad record", "err", err)
 		},
+		HostRoot: filepath.Dir(p.procRoot), Log: p.log,
 	})
 	if err != nil {
 		if errors.Is(err, bpfrt.ErrHookUnavailable) {
@@ -329,6 +331,9 @@ func monoNow() uint64 {
 // sends them to the hub and the configured channel.
 func (p *Probe) output(final bool) error {
 	cfg := p.config()
+	// pthread_sync's and python_gc's uprobes, per observed process: the
+	// processes new since the last tick.
+	p.tp.ScanUprobes(func(pid int) bool { return cfg.Targets == nil || cfg.Targets.Observed(pid) })
 	mono := monoNow()
 	c := clock{offset: p.now().UnixNano() - int64(mono)}
 	p.amu.Lock()

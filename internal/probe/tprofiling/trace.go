@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -48,6 +49,13 @@ func (e *Event) attrs() map[string]any {
 	if e.FutexOp != "" {
 		a["futex.op"] = e.FutexOp
 	}
+	switch e.Type {
+	case "pthread_sync":
+		a["lock.addr"] = "0x" + strconv.FormatUint(e.LockAddr, 16)
+	case "python_gc":
+		a["gc.generation"] = e.GCGen
+		a["gc.collected"] = e.GCCollected
+	}
 	if e.Stack != "" {
 		a["func.stack"] = e.Stack
 	}
@@ -86,9 +94,12 @@ func traceEvents(evs []Event, c clock, procName func(tgid uint32) string, named 
 				traceEvent{Name: e.Name, Cat: "oncpu", Ph: "e", TS: c.us(e.End()), PID: e.TGID, TID: e.PID, ID: id, Cname: "good"})
 			continue
 		}
+		// gala-gopher's categories: its own for offcpu, pthread_sync and
+		// python_gc, syscall for the calls.
 		cat := "syscall"
-		if e.Type == "offcpu" {
-			cat = "offcpu"
+		switch e.Type {
+		case "offcpu", "pthread_sync", "python_gc":
+			cat = e.Type
 		}
 		d := float64(e.Dur) / 1e3
 		out = append(out, traceEvent{Name: e.Name, Cat: cat, Ph: "X", TS: c.us(e.Start), Dur: &d, PID: e.TGID, TID: e.PID, Args: args})
