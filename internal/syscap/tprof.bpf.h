@@ -33,9 +33,10 @@
  *   tprof_lost (threads
  *   not tracked because tprof_threads was full); tprof_stack_lost (stacks
  *   not recorded).
- *   uprobe/uretprobe  pthread_sync: the C library's lock and wait
- *                      functions (tprof.go attaches them per observed
- *                      process, the cookie naming the function): entry
+ *   uprobe.multi/uretprobe.multi  pthread_sync: the C library's lock
+ *                      and wait functions (tprof.go attaches them per
+ *                      observed process, one link per direction, the
+ *                      cookie naming the function): entry
  *                      time and the lock's address in tprof_uthreads, one
  *                      record at the return of a call that lasted
  *                      min_exec_dur, with the caller's user stack.
@@ -664,7 +665,7 @@ static __always_inline void tprof_user_rec(void *ctx, __u32 type, __u32 call, __
 	GALAGO_RB_SUBMIT(&tprof_events, r);
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int BPF_KPROBE(syscap_tprof_pthread_enter, void *lock)
 {
 	struct syscap_tprof_ucall *u;
@@ -680,7 +681,7 @@ int BPF_KPROBE(syscap_tprof_pthread_enter, void *lock)
 	return 0;
 }
 
-SEC("uretprobe")
+SEC("uretprobe.multi")
 int BPF_KRETPROBE(syscap_tprof_pthread_exit, long ret)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();

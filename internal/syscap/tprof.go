@@ -503,7 +503,7 @@ func (t *Tprof) uprobeSets(o TprofOptions) (pthread, pygc *uprobes.Set) {
 		return func(msg string, args ...any) { l.Warn("tprofiling: "+item+": "+msg, args...) },
 			func(msg string, args ...any) { l.Debug("tprofiling: "+item+": "+msg, args...) }
 	}
-	pt := &uprobes.Set{Root: root, Match: uprobes.IsLibc, PerProcess: true, Probes: t.pthreadProbes}
+	pt := &uprobes.Set{Root: root, Match: uprobes.IsLibc, PerProcess: true, Multi: true, Probes: t.pthreadProbes}
 	pt.Warn, pt.Info = report("pthread_sync")
 	gc := &uprobes.Set{Root: root, PerProcess: true, Probes: t.pygcProbes, Match: func(base string) bool {
 		return strings.HasPrefix(base, "python") || strings.HasPrefix(base, "libpython")
@@ -519,6 +519,18 @@ func (t *Tprof) pthreadProbes(path string) ([]uprobes.Probe, error) {
 	if err != nil {
 		return nil, err
 	}
+	if runtime.GOARCH == "amd64" {
+		// A uprobe cannot replace an instruction with a lock prefix
+		// (pthread_spin_lock's first one): one such address would fail
+		// the whole uprobe_multi link.
+		locked, err := uprobes.LockPrefixed(path, offs)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range locked {
+			delete(offs, name)
+		}
+	}
 	var out []uprobes.Probe
 	for _, ret := range []bool{true, false} {
 		for id, name := range pthreadFuncs {
@@ -530,10 +542,7 @@ func (t *Tprof) pthreadProbes(path string) ([]uprobes.Probe, error) {
 			if ret {
 				prog = t.objs.PtExit
 			}
-			// Optional: a function whose first instruction a uprobe
-			// cannot replace (pthread_spin_lock's lock prefix on x86) is
-			// left out.
-			out = append(out, uprobes.Probe{Symbol: name, Address: off, Prog: prog, Ret: ret, Cookie: uint64(id), Optional: true})
+			out = append(out, uprobes.Probe{Symbol: name, Address: off, Prog: prog, Ret: ret, Cookie: uint64(id)})
 		}
 	}
 	if len(out) == 0 {

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -286,4 +287,26 @@ func ArgCookie(spec, arch string) (uint64, error) {
 		}
 		return pack(ArgReg, r, 0), nil
 	}
+}
+
+// LockPrefixed are the names among offs (file offsets of functions)
+// whose first byte is x86's lock prefix (0xf0), an instruction a uprobe
+// cannot replace.
+func LockPrefixed(path string, offs map[string]uint64) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	b := make([]byte, 1)
+	for name, off := range offs {
+		if _, err := f.ReadAt(b, int64(off)); err != nil {
+			return nil, fmt.Errorf("%s: read %s: %w", path, name, err)
+		}
+		if b[0] == 0xf0 {
+			out = append(out, name)
+		}
+	}
+	return out, nil
 }

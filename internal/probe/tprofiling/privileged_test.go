@@ -25,6 +25,8 @@ var (
 	deadlockSrc []byte
 	//go:embed testdata/contend.c
 	contendSrc []byte
+	//go:embed testdata/pygc.py
+	pygcSrc []byte
 )
 
 var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock", "pthread_sync", "python_gc"}
@@ -426,5 +428,85 @@ func TestPrivilegedContention(t *testing.T) {
 	// (addresses differ run to run) is counted lost, its events sent.
 	if n, s := rt.LostCount(), p.stackLost.Load(); n != s {
 		t.Errorf("lost %d (%d of them stacks)", n, s)
+	}
+}
+
+// TestPrivilegedPythonGC runs Debian's python3 (its USDT notes; in CI's
+// TEST_DEBS) collecting N times with automatic collections off: the trace
+// file holds exactly N python_gc collections of the process (the counts
+// of its events add up to N), of generation 2, their durations add up to
+// the collections' time.perf_counter_ns within 10%, and each event of one
+// collection says what gc.collect() returned it collected.
+func TestPrivilegedPythonGC(t *testing.T) {
+	const python = "/usr/bin/python3"
+	probetest.RequirePrivileged(t)
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s: %v (Debian's python3 is in TEST_DEBS)", python, err)
+	}
+	script := filepath.Join(t.TempDir(), "pygc.py")
+	if err := os.WriteFile(script, pygcSrc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(python, script)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &workload{cmd: cmd, stdin: probetest.StartReady(t, cmd), out: bufio.NewScanner(stdout)}
+	dir := t.TempDir()
+	params := probe.DefaultParams()
+	params.OutputDir = dir
+	params.MinAggrDur = 10
+	p, rt := startProbe(t, nil, params, w.pid())
+	w.start(t)
+	var (
+		tid       uint32
+		wantNs    int64
+		collected = map[int64]bool{}
+	)
+	const n = 5
+	for range n {
+		f := w.line(t)
+		tid = uint32(num(t, f[1]))
+		wantNs += num(t, f[2])
+		collected[num(t, f[3])] = true
+	}
+	rt.Shutdown(t, p)
+	files, _ := filepath.Glob(filepath.Join(dir, "timeline-trace-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("trace files %v, want one", files)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc traceDoc
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("trace file is not JSON: %v", err)
+	}
+	var (
+		count int
+		durUs float64
+	)
+	for _, e := range doc.TraceEvents {
+		if e.Cat != "python_gc" {
+			continue
+		}
+		if e.TID != tid || e.Name != "python_gc" || e.Args["event.type"] != "python_gc" || e.Args["gc.generation"] != 2.0 || e.Dur == nil {
+			t.Errorf("python_gc event %+v: want thread %d, name and event.type python_gc, generation 2", e, tid)
+			continue
+		}
+		c, _ := e.Args["count"].(float64)
+		count += int(c)
+		durUs += *e.Dur
+		if got, _ := e.Args["gc.collected"].(float64); c == 1 && !collected[int64(got)] {
+			t.Errorf("python_gc collected %v, gc.collect() returned %v", got, collected)
+		}
+	}
+	if count != n {
+		t.Errorf("%d python_gc collections in the trace, python collected %d times", count, n)
+	}
+	if !within(durUs*1e3, float64(wantNs), 0.1) {
+		t.Errorf("python_gc events last %.0f µs, python timed %.0f µs (want within 10%%)", durUs, float64(wantNs)/1e3)
 	}
 }
