@@ -442,8 +442,8 @@ func (t *Tprof) InFlight() ([]TprofOpen, error) {
 
 // Stack reads the user stack id (TprofEvent.UserStack) into pcs, leaf
 // first, and returns the frames read. The kernel keeps each distinct
-// stack under one id for the load's life, so a caller may cache what an
-// id names.
+// stack under one id until DeleteStacks removes it, so a caller may cache
+// what an id names until then.
 func (t *Tprof) Stack(id int32, pcs *[TprofStackDepth]uint64) ([]uint64, error) {
 	if id < 0 {
 		return nil, fmt.Errorf("syscap: no stack (%d)", id)
@@ -596,4 +596,63 @@ func (t *Tprof) ScanUprobes(observed func(pid int) bool) {
 		}
 		u.set.Scan(observed)
 	}
+}
+
+// HeldStacks are the stack ids the threads' rows name: of their calls in
+// progress, and those they went off the CPU in.
+func (t *Tprof) HeldStacks() (map[int32]bool, error) {
+	held := map[int32]bool{}
+	var (
+		tid uint32
+		v   syscapSyscapTprofThread
+	)
+	it := t.objs.Threads.Iterate()
+	for it.Next(&tid, &v) {
+		held[v.ScStack], held[v.OffStack] = true, true
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("syscap: read tprof_threads: %w", err)
+	}
+	return held, nil
+}
+
+// StackIDs are the ids tprof_stacks holds now.
+func (t *Tprof) StackIDs() ([]int32, error) {
+	var (
+		id  int32
+		ids []int32
+	)
+	it := t.objs.Stacks.Iterate()
+	var pcs [TprofStackDepth]uint64
+	for it.Next(&id, &pcs) {
+		ids = append(ids, id)
+	}
+	if err := it.Err(); err != nil {
+		return ids, fmt.Errorf("syscap: read tprof_stacks: %w", err)
+	}
+	return ids, nil
+}
+
+// DeleteStacks removes the stacks of ids from tprof_stacks but those a
+// thread's row still names (the stack of its call in progress, or the
+// one it went off the CPU in, which its next off-CPU event carries), and
+// returns the ids removed. The kernel then gives a removed id to the
+// next new stack that hashes to it: a caller caching what an id names
+// forgets the removed ones.
+func (t *Tprof) DeleteStacks(ids []int32) ([]int32, error) {
+	held, err := t.HeldStacks()
+	if err != nil {
+		return nil, err
+	}
+	var done []int32
+	for _, id := range ids {
+		if held[id] {
+			continue
+		}
+		if err := t.objs.Stacks.Delete(&id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return done, fmt.Errorf("syscap: delete tprof_stacks[%d]: %w", id, err)
+		}
+		done = append(done, id)
+	}
+	return done, nil
 }

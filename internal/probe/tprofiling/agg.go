@@ -173,6 +173,17 @@ func (a *aggregator) add(e Event) {
 	a.pending[k] = &ne
 }
 
+// stackIDs are the stack ids the open aggregates name.
+func (a *aggregator) stackIDs() map[int32]bool {
+	ids := make(map[int32]bool, len(a.pending))
+	for _, p := range a.pending {
+		if p.StackID >= 0 {
+			ids[p.StackID] = true
+		}
+	}
+	return ids
+}
+
 func (a *aggregator) emit(e Event) {
 	if len(a.out) >= a.maxOut {
 		a.dropped++

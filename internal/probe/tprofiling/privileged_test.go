@@ -88,7 +88,9 @@ func startProbe(t *testing.T, hub *Hub, params probe.Params, pid int) (*Probe, *
 	for _, item := range allItems {
 		sub |= probe.MustSubItemBit(Name, item)
 	}
-	p := New(WithHub(hub), withPeriods(50*time.Millisecond, time.Hour))
+	// The stack map pruned every 300 ms: the tests' func.stack checks
+	// hold while stacks are deleted under them.
+	p := New(WithHub(hub), withPeriods(50*time.Millisecond, time.Hour, 300*time.Millisecond))
 	rt := probetest.NewRuntime(t)
 	cfg := probe.Config{SubItems: sub, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
@@ -132,7 +134,8 @@ func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*wa
 // once the probe stops, the trace file holds each thread's futex wait as
 // in progress, starting when the program said it blocked (within 20 ms)
 // and lasting until the stop (its end within the Shutdown call), with no
-// on-CPU slice after it, and its func.stack names the program's functions.
+// on-CPU slice after it, and its func.stack names the program's functions
+// although the stack map was pruned meanwhile (to what the threads hold).
 func TestPrivilegedDeadlock(t *testing.T) {
 	w := startWorkload(t, "deadlock", deadlockSrc)
 	dir := t.TempDir()
@@ -149,6 +152,26 @@ func TestPrivilegedDeadlock(t *testing.T) {
 		blocked[tid], names[tid] = num(t, f[2]), f[0]
 	}
 	time.Sleep(time.Second)
+
+	// Pruned: the kernel's stack map holds only the stacks the threads'
+	// rows name (the deadlocked calls', main's read), which the file's
+	// func.stack checks below then find.
+	ids, err := p.tp.StackIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := p.tp.HeldStacks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if !held[id] {
+			t.Errorf("stack %d still in the kernel's map after pruning; the threads hold %v", id, held)
+		}
+	}
+	if len(ids) == 0 {
+		t.Error("the stack map is empty: the blocked calls' stacks were pruned")
+	}
 
 	// The live view: both threads in futex for about the run so far.
 	rec := httptest.NewRecorder()

@@ -41,6 +41,10 @@ const (
 	maxPerPeriod = 200000
 	// maxCache bounds the process and file name caches (cleared when full).
 	maxCache = 4096
+	// pruneEvery is how often the kernel's stack map is pruned: a stack
+	// no event has named for that long, and that no open aggregate nor
+	// thread holds, is deleted, so a long run keeps room for new stacks.
+	pruneEvery = 10 * time.Second
 )
 
 // subItemTypes are the built sub-items and the event types they enable.
@@ -80,6 +84,7 @@ type Probe struct {
 	procRoot string
 	period   time.Duration // replaces report_period when set (tests)
 	tick     time.Duration
+	pruneAge time.Duration // pruneEvery, shorter in tests
 	now      func() time.Time
 
 	mu       sync.Mutex
@@ -91,11 +96,15 @@ type Probe struct {
 
 	amu sync.Mutex // the aggregator: the reader adds, the run loop takes
 	agg *aggregator
+	// stackSeen is when (CLOCK_MONOTONIC ns) an event last named each
+	// stack id (under amu).
+	stackSeen map[int32]uint64
 
 	// run loop only
 	file       traceFile
 	periodEvs  []Event
 	lastReport time.Time
+	lastPrune  uint64 // CLOCK_MONOTONIC ns
 	paths      map[[3]uint64]string
 	stacks     *stackNames
 
@@ -135,14 +144,15 @@ func WithHub(h *Hub) Option { return func(p *Probe) { p.hub = h } }
 // and Java processes' main class (proc.name).
 func WithIdentity(ids identity.Resolver) Option { return func(p *Probe) { p.ids = ids } }
 
-// withPeriods replaces the tick and report_period (tests).
-func withPeriods(tick, report time.Duration) Option {
-	return func(p *Probe) { p.tick, p.period = tick, report }
+// withPeriods replaces the tick, report_period and the stack map's
+// pruning period (tests).
+func withPeriods(tick, report, prune time.Duration) Option {
+	return func(p *Probe) { p.tick, p.period, p.pruneAge = tick, report, prune }
 }
 
 // New returns a stopped tprofiling probe.
 func New(opts ...Option) *Probe {
-	p := &Probe{now: time.Now, procRoot: "/proc", tick: tick}
+	p := &Probe{now: time.Now, procRoot: "/proc", tick: tick, pruneAge: pruneEvery}
 	for _, o := range opts {
 		o(p)
 	}
@@ -168,6 +178,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return err
 	}
 	p.agg = newAggregator(window(cfg), maxPending, maxPerTick)
+	p.stackSeen = map[int32]uint64{}
 	tp, err := syscap.OpenTprof(syscap.TprofOptions{
 		Targets: cfg.Targets, Handle: p.onEvent, OnLost: rt.Lost,
 		OnStackLost: func(n uint64) {
@@ -260,6 +271,9 @@ func (p *Probe) onEvent(k syscap.TprofEvent) {
 	e := fromKernel(k)
 	p.amu.Lock()
 	p.agg.add(e)
+	if e.StackID >= 0 {
+		p.stackSeen[e.StackID] = e.End()
+	}
 	p.amu.Unlock()
 }
 
@@ -365,6 +379,13 @@ func (p *Probe) output(final bool) error {
 		p.stackLost.Add(noStack)
 		p.rt.Lost(noStack)
 	}
+	if mono-p.lastPrune >= uint64(p.pruneAge) {
+		p.lastPrune = mono
+		if err := p.pruneStacks(mono - uint64(p.pruneAge)); err != nil {
+			p.rt.Error()
+			p.log.Warn("tprofiling: pruning the stack map failed", "err", err)
+		}
+	}
 	p.hub.publish(evs, open, c)
 	if !kafka(cfg) {
 		if p.file.dir != outputDir(cfg) {
@@ -407,6 +428,41 @@ func (p *Probe) output(final bool) error {
 		lr.Log(l)
 	}
 	return nil
+}
+
+// pruneStacks deletes from the kernel's stack map the stacks no event has
+// named since before (CLOCK_MONOTONIC ns) and no open aggregate holds
+// (nor a thread: DeleteStacks keeps those). A stack the kernel recorded
+// that no event has named yet is given the time of this pass, so it goes
+// at the next one if still unnamed: an event in the ring is read well
+// within pruneEvery. Run loop only.
+func (p *Probe) pruneStacks(before uint64) error {
+	ids, err := p.tp.StackIDs()
+	if err != nil {
+		return err
+	}
+	now := monoNow()
+	var old []int32
+	p.amu.Lock()
+	held := p.agg.stackIDs()
+	for _, id := range ids {
+		seen, ok := p.stackSeen[id]
+		switch {
+		case !ok:
+			p.stackSeen[id] = now
+		case seen < before && !held[id]:
+			old = append(old, id)
+		}
+	}
+	p.amu.Unlock()
+	gone, err := p.tp.DeleteStacks(old)
+	p.amu.Lock()
+	for _, id := range gone {
+		delete(p.stackSeen, id)
+	}
+	p.amu.Unlock()
+	p.stacks.forget(gone)
+	return err
 }
 
 // notObserved returns a func that tells the events of processes the
