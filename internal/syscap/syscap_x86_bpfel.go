@@ -317,7 +317,8 @@ const (
 	syscapSyscapTprofTypeSYSCAP_TP_LOCK    syscapSyscapTprofType = 5
 	syscapSyscapTprofTypeSYSCAP_TP_PTHREAD syscapSyscapTprofType = 6
 	syscapSyscapTprofTypeSYSCAP_TP_PYGC    syscapSyscapTprofType = 7
-	syscapSyscapTprofTypeSYSCAP_TP_MAX     syscapSyscapTprofType = 8
+	syscapSyscapTprofTypeSYSCAP_TP_SAMPLE  syscapSyscapTprofType = 8
+	syscapSyscapTprofTypeSYSCAP_TP_MAX     syscapSyscapTprofType = 9
 )
 
 type syscapSyscapTprofUcall struct {
@@ -378,6 +379,7 @@ const (
 	syscapProgSyscapTprofGcStart      = "syscap_tprof_gc_start"
 	syscapProgSyscapTprofPthreadEnter = "syscap_tprof_pthread_enter"
 	syscapProgSyscapTprofPthreadExit  = "syscap_tprof_pthread_exit"
+	syscapProgSyscapTprofSample       = "syscap_tprof_sample"
 	syscapProgSyscapTprofSwitch       = "syscap_tprof_switch"
 	syscapProgSyscapTprofSysEnter     = "syscap_tprof_sys_enter"
 	syscapProgSyscapTprofSysExit      = "syscap_tprof_sys_exit"
@@ -476,6 +478,7 @@ type syscapProgramSpecs struct {
 	SyscapTprofGcStart      *ebpf.ProgramSpec `ebpf:"syscap_tprof_gc_start"`
 	SyscapTprofPthreadEnter *ebpf.ProgramSpec `ebpf:"syscap_tprof_pthread_enter"`
 	SyscapTprofPthreadExit  *ebpf.ProgramSpec `ebpf:"syscap_tprof_pthread_exit"`
+	SyscapTprofSample       *ebpf.ProgramSpec `ebpf:"syscap_tprof_sample"`
 	SyscapTprofSwitch       *ebpf.ProgramSpec `ebpf:"syscap_tprof_switch"`
 	SyscapTprofSysEnter     *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_enter"`
 	SyscapTprofSysExit      *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_exit"`
@@ -690,6 +693,7 @@ type syscapPrograms struct {
 	SyscapTprofGcStart      *ebpf.Program `ebpf:"syscap_tprof_gc_start"`
 	SyscapTprofPthreadEnter *ebpf.Program `ebpf:"syscap_tprof_pthread_enter"`
 	SyscapTprofPthreadExit  *ebpf.Program `ebpf:"syscap_tprof_pthread_exit"`
+	SyscapTprofSample       *ebpf.Program `ebpf:"syscap_tprof_sample"`
 	SyscapTprofSwitch       *ebpf.Program `ebpf:"syscap_tprof_switch"`
 	SyscapTprofSysEnter     *ebpf.Program `ebpf:"syscap_tprof_sys_enter"`
 	SyscapTprofSysExit      *ebpf.Program `ebpf:"syscap_tprof_sys_exit"`
@@ -717,6 +721,7 @@ func (p *syscapPrograms) Close() error {
 		p.SyscapTprofGcStart,
 		p.SyscapTprofPthreadEnter,
 		p.SyscapTprofPthreadExit,
+		p.SyscapTprofSample,
 		p.SyscapTprofSwitch,
 		p.SyscapTprofSysEnter,
 		p.SyscapTprofSysExit,

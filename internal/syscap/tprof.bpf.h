@@ -45,6 +45,9 @@
  *                      argument's location, internal/uprobes.ArgCookie):
  *                      one record per collection with its generation and
  *                      the objects collected.
+ *   perf_event         oncpu_sample: a cpu-clock sample (internal/bpfrt
+ *                      CPUClock, on every CPU) of an observed thread: one
+ *                      record with its user stack and the CPU.
  * Limits: a thread on a CPU when the programs attach has its first
  *   on-CPU slice unreported (its start was not seen); 32-bit (ia32)
  *   syscalls are not told apart. */
@@ -58,7 +61,8 @@ enum syscap_tprof_type {
 	SYSCAP_TP_LOCK = 5,
 	SYSCAP_TP_PTHREAD = 6, /* pthread_sync: call is the function (tprof.go's pthreadFuncs) */
 	SYSCAP_TP_PYGC = 7,    /* python_gc: arg the generation, ret what it collected */
-	SYSCAP_TP_MAX = 8,
+	SYSCAP_TP_SAMPLE = 8,  /* oncpu_sample: arg the CPU, dur 0 */
+	SYSCAP_TP_MAX = 9,
 };
 
 /* The calls traced, independent of the architecture's numbers. */
@@ -734,5 +738,17 @@ int BPF_KPROBE(syscap_tprof_gc_done)
 		return 0;
 	tprof_user_rec(ctx, SYSCAP_TP_PYGC, 0, start, now, (__u64)(__s64)u->gc_gen,
 		       tprof_usdt_arg(ctx, bpf_get_attach_cookie(ctx)));
+	return 0;
+}
+
+SEC("perf_event")
+int syscap_tprof_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), now;
+
+	if (!(tprof_types & (1U << SYSCAP_TP_SAMPLE)) || (__u32)id == 0 || !galago_observed(id >> 32))
+		return 0;
+	now = bpf_ktime_get_ns();
+	tprof_user_rec(ctx, SYSCAP_TP_SAMPLE, 0, now, now, bpf_get_smp_processor_id(), 0);
 	return 0;
 }

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -37,12 +38,14 @@ const (
 	// TprofPyGC is a python_gc event: Arg is the generation, Ret the
 	// objects collected.
 	TprofPyGC = TprofType(syscapSyscapTprofTypeSYSCAP_TP_PYGC)
-	numTprof  = int(syscapSyscapTprofTypeSYSCAP_TP_MAX)
+	// TprofSample is an oncpu_sample event: Arg is the CPU, Dur 0.
+	TprofSample = TprofType(syscapSyscapTprofTypeSYSCAP_TP_SAMPLE)
+	numTprof    = int(syscapSyscapTprofTypeSYSCAP_TP_MAX)
 )
 
 // tprofTypeNames are event.type: gala-gopher's names (its trace
 // categories for pthread_sync and python_gc).
-var tprofTypeNames = [...]string{"oncpu", "offcpu", "file", "net", "sched", "lock", "pthread_sync", "python_gc"}
+var tprofTypeNames = [...]string{"oncpu", "offcpu", "file", "net", "sched", "lock", "pthread_sync", "python_gc", "oncpu_sample"}
 
 // pthreadFuncs are pthread_sync's functions of the C library, by the id
 // the uprobes' cookies carry (TprofEvent.Call of a TprofPthread event).
@@ -137,7 +140,7 @@ func DecodeTprof(raw []byte) (TprofEvent, error) {
 	switch TprofType(r.Type) {
 	case TprofPthread:
 		calls = len(pthreadFuncs)
-	case TprofPyGC:
+	case TprofPyGC, TprofSample:
 		calls = 1
 	}
 	if int(r.Type) >= numTprof || int(r.Call) >= calls {
@@ -174,6 +177,7 @@ type tprofObjects struct {
 	GCStart   *ebpf.Program  `ebpf:"syscap_tprof_gc_start"`
 	GCDone    *ebpf.Program  `ebpf:"syscap_tprof_gc_done"`
 	UThreads  *ebpf.Map      `ebpf:"tprof_uthreads"`
+	Sample    *ebpf.Program  `ebpf:"syscap_tprof_sample"`
 	Threads   *ebpf.Map      `ebpf:"tprof_threads"`
 	Events    *ebpf.Map      `ebpf:"tprof_events"`
 	RingLost  *ebpf.Map      `ebpf:"lost_events"`
@@ -195,7 +199,7 @@ type tprofObjects struct {
 
 func (o *tprofObjects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.PtEnter, o.PtExit, o.GCStart, o.GCDone, o.UThreads, o.Threads, o.Events, o.RingLost,
+	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.PtEnter, o.PtExit, o.GCStart, o.GCDone, o.UThreads, o.Sample, o.Threads, o.Events, o.RingLost,
 		o.Lost, o.Stacks, o.StackLost, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
 		if c != nil && !isNilCloser(c) {
 			errs = append(errs, c.Close())
@@ -224,11 +228,16 @@ type TprofOptions struct {
 	OnStackLost func(uint64)
 	// OnError receives undecodable records.
 	OnError func(error)
+	// SampleHz is oncpu_sample's sampling frequency; 0 is TprofSampleHz.
+	SampleHz int
 	// HostRoot is where the host's /proc is (GOPHER_HOST_PATH); "" is /.
 	HostRoot string
 	// Log reports the processes whose uprobes could not be attached.
 	Log *slog.Logger
 }
+
+// TprofSampleHz is oncpu_sample's sampling frequency (gala-gopher's).
+const TprofSampleHz = 99
 
 // DefaultTprofRing is the tprofiling ring's default size.
 const DefaultTprofRing = 4 << 20
@@ -254,9 +263,11 @@ type Tprof struct {
 
 	mu        sync.Mutex
 	links     map[string]link.Link
-	mask      uint32       // the types enabled
-	pthread   *uprobes.Set // pthread_sync's uprobes, per observed process
-	pygc      *uprobes.Set // python_gc's USDT probes, per observed process
+	mask      uint32          // the types enabled
+	pthread   *uprobes.Set    // pthread_sync's uprobes, per observed process
+	pygc      *uprobes.Set    // python_gc's USDT probes, per observed process
+	clock     *bpfrt.CPUClock // oncpu_sample's sampling
+	samplePer time.Duration   // its period
 	lost      bpfrt.LostCounter
 	stackLost bpfrt.LostCounter
 }
@@ -301,6 +312,14 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 		return nil, fmt.Errorf("syscap: load tprofiling programs: %w", err)
 	}
 	t.pthread, t.pygc = t.uprobeSets(o)
+	if o.SampleHz == 0 {
+		o.SampleHz = TprofSampleHz
+	}
+	if o.SampleHz < 1 || o.SampleHz > 10000 {
+		t.Close()
+		return nil, fmt.Errorf("syscap: oncpu_sample frequency %d Hz: want 1..10000", o.SampleHz)
+	}
+	t.samplePer = time.Second / time.Duration(o.SampleHz)
 	t.lost = bpfrt.LostCounter{Map: t.objs.Lost, OnLost: o.OnLost}
 	if o.OnStackLost == nil {
 		o.OnStackLost = o.OnLost
@@ -362,7 +381,18 @@ func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 	// sched_switch also takes the stack of a syscall that blocks (the
 	// only one a call that never returns gets); the uprobe types need
 	// it not.
-	sched := mask&^(1<<TprofPthread|1<<TprofPyGC) != 0
+	sched := mask&^(1<<TprofPthread|1<<TprofPyGC|1<<TprofSample) != 0
+	switch on := mask&(1<<TprofSample) != 0; {
+	case on && t.clock == nil:
+		c, err := bpfrt.OpenCPUClock(t.objs.Sample, uint64(t.samplePer))
+		if err != nil {
+			return fmt.Errorf("syscap: oncpu_sample: %w", err)
+		}
+		t.clock = c
+	case !on && t.clock != nil:
+		t.clock.Close()
+		t.clock = nil
+	}
 	for _, p := range []struct {
 		name string
 		prog *ebpf.Program
@@ -409,6 +439,7 @@ func (t *Tprof) Programs() map[string]*ebpf.Program {
 	progs["syscap_tprof_pthread_exit"] = t.objs.PtExit
 	progs["syscap_tprof_gc_start"] = t.objs.GCStart
 	progs["syscap_tprof_gc_done"] = t.objs.GCDone
+	progs["syscap_tprof_sample"] = t.objs.Sample
 	return progs
 }
 
@@ -468,6 +499,8 @@ func (t *Tprof) Close() error {
 			u.Close()
 		}
 	}
+	t.clock.Close()
+	t.clock = nil
 	for name, l := range t.links {
 		errs = append(errs, l.Close())
 		delete(t.links, name)

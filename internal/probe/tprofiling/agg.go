@@ -25,6 +25,8 @@ type Event struct {
 	Ino           uint64
 	Local, Remote netip.AddrPort
 	FutexOp       string
+	// CPU is an oncpu_sample event's CPU (cpu).
+	CPU uint32
 	// LockAddr is a pthread_sync event's lock (lock.addr); GCGen and
 	// GCCollected a python_gc event's generation and objects collected
 	// (gc.generation, gc.collected; the first collection's of an
@@ -88,6 +90,9 @@ func fromKernel(k syscap.TprofEvent) Event {
 	case syscap.TprofPyGC:
 		e.Name, e.GCGen, e.GCCollected = e.Type, int64(k.Arg), k.Ret
 		return e
+	case syscap.TprofSample:
+		e.Name, e.CPU = e.Type, uint32(k.Arg)
+		return e
 	default:
 		e.Name = k.Call.String()
 	}
@@ -141,6 +146,12 @@ func newAggregator(window uint64, maxPending, maxOut int) *aggregator {
 
 // add takes one kernel event.
 func (a *aggregator) add(e Event) {
+	if e.Type == "oncpu_sample" {
+		// A sample is a point of the timeline, not merged (as
+		// gala-gopher's).
+		a.emit(e)
+		return
+	}
 	k := aggKey{e.PID, e.kind}
 	p := a.pending[k]
 	if p != nil && e.Dur < a.window && e.Start >= p.Start && e.Start < p.Start+a.window {

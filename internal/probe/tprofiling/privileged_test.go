@@ -29,7 +29,8 @@ var (
 	pygcSrc []byte
 )
 
-var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock", "pthread_sync", "python_gc"}
+var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock", "pthread_sync", "python_gc",
+	"oncpu_sample"}
 
 // workload is a running test program whose stdout the test reads.
 type workload struct {
@@ -91,6 +92,8 @@ func startProbe(t *testing.T, hub *Hub, params probe.Params, pid int) (*Probe, *
 	// The stack map pruned every 300 ms: the tests' func.stack checks
 	// hold while stacks are deleted under them.
 	p := New(WithHub(hub), withPeriods(50*time.Millisecond, time.Hour, 300*time.Millisecond))
+	// oncpu_sample at 1 kHz: enough samples of a short run for a 15% bound.
+	p.sampleHz = testSampleHz
 	rt := probetest.NewRuntime(t)
 	cfg := probe.Config{SubItems: sub, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
@@ -126,6 +129,9 @@ func wallOffset() int64 { return time.Now().UnixNano() - int64(monoNow()) }
 type traceDoc struct {
 	TraceEvents []traceEvent `json:"traceEvents"`
 }
+
+// testSampleHz is oncpu_sample's frequency in the tests.
+const testSampleHz = 1000
 
 func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*want }
 
@@ -301,7 +307,8 @@ func logEvents(t *testing.T, rt *probetest.Runtime) []logEvent {
 // event log records): CompeteThd2's long futex waits match the waits the
 // program timed itself (start and duration within 10%), and so do its
 // long pthread_sync events (pthread_mutex_lock, with the mutex's address),
-// whose counts add up to exactly its lock calls; its net write
+// whose counts add up to exactly its lock calls; CompeteThd1's
+// oncpu_sample events are its CPU time over the sample period; its net write
 // events count exactly its write() calls on the connection, tcp-server's
 // read events count exactly its read() calls and name read() in their
 // func.stack, and CompeteThd1's on-CPU events add up to its CPU time
@@ -446,6 +453,32 @@ func TestPrivilegedContention(t *testing.T) {
 	cpuMs, stealMs := float64(cpu)/1e6, float64(steal1-steal0+1)*1e3/float64(userHZ)
 	if oncpu < cpuMs*0.9 || oncpu > (cpuMs+stealMs)*1.1 {
 		t.Errorf("CompeteThd1: on CPU %.1f ms, its CPU time %.1f ms (+ %.0f ms stolen), want within 10%%", oncpu, cpuMs, stealMs)
+	}
+	// oncpu_sample: CompeteThd1's cpu-clock samples are its CPU time over
+	// the sample period within 15% (the same allowance for steal), each
+	// one event (count 1), with a func.stack (its content is not checked:
+	// the thread spins in the vDSO's clock_gettime and libc, whose frames
+	// have no frame pointer for the walk).
+	var samples, withStack int
+	for _, e := range evs {
+		if e.tid != burner || e.vals["event.name"] != "oncpu_sample" {
+			continue
+		}
+		samples++
+		if e.vals["count"] != 1.0 || e.vals["event.type"] != "oncpu_sample" {
+			t.Errorf("oncpu_sample %v: want count 1, event.type oncpu_sample", e.vals)
+		}
+		if st, _ := e.vals["func.stack"].(string); st != "" {
+			withStack++
+		}
+	}
+	if withStack == 0 {
+		t.Error("CompeteThd1: no oncpu_sample with a func.stack")
+	}
+	periodMs := 1e3 / float64(testSampleHz)
+	if got := float64(samples) * periodMs; got < cpuMs*0.85 || got > (cpuMs+stealMs)*1.15 {
+		t.Errorf("CompeteThd1: %d samples (%.0f ms at %.2f ms), its CPU time %.1f ms (+ %.0f ms stolen), want within 15%%",
+			samples, got, periodMs, cpuMs, stealMs)
 	}
 	// A stack whose bucket in the kernel's stack map holds another one
 	// (addresses differ run to run) is counted lost, its events sent.

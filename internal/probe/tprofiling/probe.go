@@ -54,7 +54,7 @@ var subItemTypes = []struct {
 }{
 	{"oncpu", syscap.TprofOncpu}, {"offcpu", syscap.TprofOffcpu}, {"syscall_file", syscap.TprofFile},
 	{"syscall_net", syscap.TprofNet}, {"syscall_sched", syscap.TprofSched}, {"syscall_lock", syscap.TprofLock},
-	{"pthread_sync", syscap.TprofPthread}, {"python_gc", syscap.TprofPyGC},
+	{"pthread_sync", syscap.TprofPthread}, {"python_gc", syscap.TprofPyGC}, {"oncpu_sample", syscap.TprofSample},
 }
 
 // typeItem is the sub-item of each event type.
@@ -85,6 +85,7 @@ type Probe struct {
 	period   time.Duration // replaces report_period when set (tests)
 	tick     time.Duration
 	pruneAge time.Duration // pruneEvery, shorter in tests
+	sampleHz int           // oncpu_sample's frequency: 0 is syscap.TprofSampleHz (tests set it)
 	now      func() time.Time
 
 	mu       sync.Mutex
@@ -189,7 +190,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 			rt.Error()
 			p.log.Warn("tprofiling: bad record", "err", err)
 		},
-		HostRoot: filepath.Dir(p.procRoot), Log: p.log,
+		HostRoot: filepath.Dir(p.procRoot), Log: p.log, SampleHz: p.sampleHz,
 	})
 	if err != nil {
 		if errors.Is(err, bpfrt.ErrHookUnavailable) {

@@ -55,6 +55,8 @@ func (e *Event) attrs() map[string]any {
 	case "python_gc":
 		a["gc.generation"] = e.GCGen
 		a["gc.collected"] = e.GCCollected
+	case "oncpu_sample":
+		a["cpu"] = e.CPU
 	}
 	if e.Stack != "" {
 		a["func.stack"] = e.Stack
@@ -92,6 +94,11 @@ func traceEvents(evs []Event, c clock, procName func(tgid uint32) string, named 
 			out = append(out,
 				traceEvent{Name: e.Name, Cat: "oncpu", Ph: "b", TS: c.us(e.Start), PID: e.TGID, TID: e.PID, ID: id, Cname: "good", Args: args},
 				traceEvent{Name: e.Name, Cat: "oncpu", Ph: "e", TS: c.us(e.End()), PID: e.TGID, TID: e.PID, ID: id, Cname: "good"})
+			continue
+		}
+		if e.Type == "oncpu_sample" {
+			// A sample event ("P"), category sample, as gala-gopher's.
+			out = append(out, traceEvent{Name: e.Name, Cat: "sample", Ph: "P", TS: c.us(e.Start), PID: e.TGID, TID: e.PID, Args: args})
 			continue
 		}
 		// gala-gopher's categories: its own for offcpu, pthread_sync and
