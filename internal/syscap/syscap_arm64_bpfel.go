@@ -309,16 +309,17 @@ type syscapSyscapTprofThread struct {
 type syscapSyscapTprofType uint32
 
 const (
-	syscapSyscapTprofTypeSYSCAP_TP_ONCPU   syscapSyscapTprofType = 0
-	syscapSyscapTprofTypeSYSCAP_TP_OFFCPU  syscapSyscapTprofType = 1
-	syscapSyscapTprofTypeSYSCAP_TP_FILE    syscapSyscapTprofType = 2
-	syscapSyscapTprofTypeSYSCAP_TP_NET     syscapSyscapTprofType = 3
-	syscapSyscapTprofTypeSYSCAP_TP_SCHED   syscapSyscapTprofType = 4
-	syscapSyscapTprofTypeSYSCAP_TP_LOCK    syscapSyscapTprofType = 5
-	syscapSyscapTprofTypeSYSCAP_TP_PTHREAD syscapSyscapTprofType = 6
-	syscapSyscapTprofTypeSYSCAP_TP_PYGC    syscapSyscapTprofType = 7
-	syscapSyscapTprofTypeSYSCAP_TP_SAMPLE  syscapSyscapTprofType = 8
-	syscapSyscapTprofTypeSYSCAP_TP_MAX     syscapSyscapTprofType = 9
+	syscapSyscapTprofTypeSYSCAP_TP_ONCPU    syscapSyscapTprofType = 0
+	syscapSyscapTprofTypeSYSCAP_TP_OFFCPU   syscapSyscapTprofType = 1
+	syscapSyscapTprofTypeSYSCAP_TP_FILE     syscapSyscapTprofType = 2
+	syscapSyscapTprofTypeSYSCAP_TP_NET      syscapSyscapTprofType = 3
+	syscapSyscapTprofTypeSYSCAP_TP_SCHED    syscapSyscapTprofType = 4
+	syscapSyscapTprofTypeSYSCAP_TP_LOCK     syscapSyscapTprofType = 5
+	syscapSyscapTprofTypeSYSCAP_TP_PTHREAD  syscapSyscapTprofType = 6
+	syscapSyscapTprofTypeSYSCAP_TP_PYGC     syscapSyscapTprofType = 7
+	syscapSyscapTprofTypeSYSCAP_TP_SAMPLE   syscapSyscapTprofType = 8
+	syscapSyscapTprofTypeSYSCAP_TP_MEMGLIBC syscapSyscapTprofType = 9
+	syscapSyscapTprofTypeSYSCAP_TP_MAX      syscapSyscapTprofType = 10
 )
 
 type syscapSyscapTprofUcall struct {
@@ -328,6 +329,10 @@ type syscapSyscapTprofUcall struct {
 	GcStart uint64
 	PtFn    uint32
 	GcGen   int32
+	AlSize  uint64
+	AlOld   uint64
+	AlFn    uint32
+	Pad     uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -375,6 +380,9 @@ const (
 	syscapProgSyscapStatEnter         = "syscap_stat_enter"
 	syscapProgSyscapStatExit          = "syscap_stat_exit"
 	syscapProgSyscapSysExit           = "syscap_sys_exit"
+	syscapProgSyscapTprofAllocEnter   = "syscap_tprof_alloc_enter"
+	syscapProgSyscapTprofAllocReturn  = "syscap_tprof_alloc_return"
+	syscapProgSyscapTprofFreeEnter    = "syscap_tprof_free_enter"
 	syscapProgSyscapTprofGcDone       = "syscap_tprof_gc_done"
 	syscapProgSyscapTprofGcStart      = "syscap_tprof_gc_start"
 	syscapProgSyscapTprofPthreadEnter = "syscap_tprof_pthread_enter"
@@ -474,6 +482,9 @@ type syscapProgramSpecs struct {
 	SyscapStatEnter         *ebpf.ProgramSpec `ebpf:"syscap_stat_enter"`
 	SyscapStatExit          *ebpf.ProgramSpec `ebpf:"syscap_stat_exit"`
 	SyscapSysExit           *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
+	SyscapTprofAllocEnter   *ebpf.ProgramSpec `ebpf:"syscap_tprof_alloc_enter"`
+	SyscapTprofAllocReturn  *ebpf.ProgramSpec `ebpf:"syscap_tprof_alloc_return"`
+	SyscapTprofFreeEnter    *ebpf.ProgramSpec `ebpf:"syscap_tprof_free_enter"`
 	SyscapTprofGcDone       *ebpf.ProgramSpec `ebpf:"syscap_tprof_gc_done"`
 	SyscapTprofGcStart      *ebpf.ProgramSpec `ebpf:"syscap_tprof_gc_start"`
 	SyscapTprofPthreadEnter *ebpf.ProgramSpec `ebpf:"syscap_tprof_pthread_enter"`
@@ -689,6 +700,9 @@ type syscapPrograms struct {
 	SyscapStatEnter         *ebpf.Program `ebpf:"syscap_stat_enter"`
 	SyscapStatExit          *ebpf.Program `ebpf:"syscap_stat_exit"`
 	SyscapSysExit           *ebpf.Program `ebpf:"syscap_sys_exit"`
+	SyscapTprofAllocEnter   *ebpf.Program `ebpf:"syscap_tprof_alloc_enter"`
+	SyscapTprofAllocReturn  *ebpf.Program `ebpf:"syscap_tprof_alloc_return"`
+	SyscapTprofFreeEnter    *ebpf.Program `ebpf:"syscap_tprof_free_enter"`
 	SyscapTprofGcDone       *ebpf.Program `ebpf:"syscap_tprof_gc_done"`
 	SyscapTprofGcStart      *ebpf.Program `ebpf:"syscap_tprof_gc_start"`
 	SyscapTprofPthreadEnter *ebpf.Program `ebpf:"syscap_tprof_pthread_enter"`
@@ -717,6 +731,9 @@ func (p *syscapPrograms) Close() error {
 		p.SyscapStatEnter,
 		p.SyscapStatExit,
 		p.SyscapSysExit,
+		p.SyscapTprofAllocEnter,
+		p.SyscapTprofAllocReturn,
+		p.SyscapTprofFreeEnter,
 		p.SyscapTprofGcDone,
 		p.SyscapTprofGcStart,
 		p.SyscapTprofPthreadEnter,

@@ -45,6 +45,10 @@
  *                      argument's location, internal/uprobes.ArgCookie):
  *                      one record per collection with its generation and
  *                      the objects collected.
+ *   uprobe.multi/uretprobe.multi  mem_glibc: malloc, calloc, realloc
+ *                      (size at entry, one record at return with the
+ *                      block's address and the caller's user stack) and
+ *                      free (one record of the block, no stack).
  *   perf_event         oncpu_sample: a cpu-clock sample (internal/bpfrt
  *                      CPUClock, on every CPU) of an observed thread: one
  *                      record with its user stack and the CPU.
@@ -62,7 +66,9 @@ enum syscap_tprof_type {
 	SYSCAP_TP_PTHREAD = 6, /* pthread_sync: call is the function (tprof.go's pthreadFuncs) */
 	SYSCAP_TP_PYGC = 7,    /* python_gc: arg the generation, ret what it collected */
 	SYSCAP_TP_SAMPLE = 8,  /* oncpu_sample: arg the CPU, dur 0 */
-	SYSCAP_TP_MAX = 9,
+	SYSCAP_TP_MEMGLIBC = 9, /* mem_glibc: call the function (tprof.go's memFuncs), arg the size,
+				 * ret the block's address, ino the block realloc freed; dur 0 */
+	SYSCAP_TP_MAX = 10,
 };
 
 /* The calls traced, independent of the architecture's numbers. */
@@ -173,6 +179,10 @@ struct syscap_tprof_ucall {
 	__u64 gc_start; /* start of the collection, 0 when none */
 	__u32 pt_fn;    /* the function (the uprobe's cookie) */
 	__s32 gc_gen;   /* the collection's generation */
+	__u64 al_size;  /* the allocation in flight: its size */
+	__u64 al_old;   /* realloc's block */
+	__u32 al_fn;    /* its function, 0 when none */
+	__u32 _pad;
 };
 
 struct {
@@ -750,5 +760,95 @@ int syscap_tprof_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	now = bpf_ktime_get_ns();
 	tprof_user_rec(ctx, SYSCAP_TP_SAMPLE, 0, now, now, bpf_get_smp_processor_id(), 0);
+	return 0;
+}
+
+/* mem_glibc's functions: the uprobes' cookies, as tprof.go's memFuncs. */
+#define TPROF_MEM_MALLOC 1
+#define TPROF_MEM_CALLOC 2
+#define TPROF_MEM_REALLOC 3
+#define TPROF_MEM_FREE 4
+
+SEC("uprobe.multi")
+int BPF_KPROBE(syscap_tprof_alloc_enter, __u64 a0, __u64 a1)
+{
+	__u32 fn = bpf_get_attach_cookie(ctx);
+	struct syscap_tprof_ucall *u;
+
+	if (!(tprof_types & (1U << SYSCAP_TP_MEMGLIBC)))
+		return 0;
+	u = tprof_ucall_get((__u32)bpf_get_current_pid_tgid());
+	if (!u)
+		return 0;
+	u->al_fn = fn;
+	u->al_old = 0;
+	switch (fn) {
+	case TPROF_MEM_CALLOC:
+		u->al_size = a0 * a1;
+		break;
+	case TPROF_MEM_REALLOC:
+		u->al_old = a0;
+		u->al_size = a1;
+		break;
+	default:
+		u->al_size = a0;
+	}
+	return 0;
+}
+
+SEC("uretprobe.multi")
+int BPF_KRETPROBE(syscap_tprof_alloc_return, __u64 addr)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct syscap_tprof_ucall *u = bpf_map_lookup_elem(&tprof_uthreads, &tid);
+	struct syscap_tprof_rec *r;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (!u || !u->al_fn)
+		return 0;
+	if (u->al_fn != (__u32)bpf_get_attach_cookie(ctx) || !(tprof_types & (1U << SYSCAP_TP_MEMGLIBC))) {
+		u->al_fn = 0;
+		return 0;
+	}
+	r = tprof_reserve();
+	if (!r) {
+		u->al_fn = 0;
+		return 0;
+	}
+	r->start = bpf_ktime_get_ns();
+	r->arg = addr ? u->al_size : 0;
+	r->ret = (__s64)addr;
+	r->ino = u->al_old;
+	r->pid = tid;
+	r->tgid = pid_tgid >> 32;
+	r->type = SYSCAP_TP_MEMGLIBC;
+	r->call = u->al_fn;
+	u->al_fn = 0;
+	r->user_stack = tprof_stack(ctx);
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	GALAGO_RB_SUBMIT(&tprof_events, r);
+	return 0;
+}
+
+SEC("uprobe.multi")
+int BPF_KPROBE(syscap_tprof_free_enter, __u64 addr)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct syscap_tprof_rec *r;
+
+	if (!addr || !(tprof_types & (1U << SYSCAP_TP_MEMGLIBC)))
+		return 0;
+	r = tprof_reserve();
+	if (!r)
+		return 0;
+	r->start = bpf_ktime_get_ns();
+	r->ret = (__s64)addr;
+	r->pid = (__u32)pid_tgid;
+	r->tgid = pid_tgid >> 32;
+	r->type = SYSCAP_TP_MEMGLIBC;
+	r->call = TPROF_MEM_FREE;
+	r->user_stack = TPROF_NO_STACK;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	GALAGO_RB_SUBMIT(&tprof_events, r);
 	return 0;
 }

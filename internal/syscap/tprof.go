@@ -40,12 +40,16 @@ const (
 	TprofPyGC = TprofType(syscapSyscapTprofTypeSYSCAP_TP_PYGC)
 	// TprofSample is an oncpu_sample event: Arg is the CPU, Dur 0.
 	TprofSample = TprofType(syscapSyscapTprofTypeSYSCAP_TP_SAMPLE)
-	numTprof    = int(syscapSyscapTprofTypeSYSCAP_TP_MAX)
+	// TprofMemGlibc is a mem_glibc event: Call is the function
+	// (MemFunc), Arg the size asked, Ret the block's address (0: the
+	// allocation failed), Ino the block a realloc freed; Dur 0.
+	TprofMemGlibc = TprofType(syscapSyscapTprofTypeSYSCAP_TP_MEMGLIBC)
+	numTprof      = int(syscapSyscapTprofTypeSYSCAP_TP_MAX)
 )
 
 // tprofTypeNames are event.type: gala-gopher's names (its trace
 // categories for pthread_sync and python_gc).
-var tprofTypeNames = [...]string{"oncpu", "offcpu", "file", "net", "sched", "lock", "pthread_sync", "python_gc", "oncpu_sample"}
+var tprofTypeNames = [...]string{"oncpu", "offcpu", "file", "net", "sched", "lock", "pthread_sync", "python_gc", "oncpu_sample", "mem_glibc"}
 
 // pthreadFuncs are pthread_sync's functions of the C library, by the id
 // the uprobes' cookies carry (TprofEvent.Call of a TprofPthread event).
@@ -55,6 +59,21 @@ var pthreadFuncs = [...]string{"pthread_mutex_lock", "pthread_mutex_timedlock", 
 	"pthread_rwlock_trywrlock", "pthread_spin_lock", "pthread_spin_trylock", "pthread_cond_wait", "pthread_cond_timedwait",
 	"pthread_cond_clockwait", "pthread_barrier_wait", "pthread_join", "pthread_timedjoin_np", "pthread_tryjoin_np",
 	"sem_wait", "sem_timedwait", "sem_clockwait", "sem_trywait"}
+
+// memFuncs are mem_glibc's functions, by the id the uprobes' cookies
+// carry (TPROF_MEM_* in tprof.bpf.h).
+var memFuncs = [...]string{"", "malloc", "calloc", "realloc", "free"}
+
+// MemFree is a mem_glibc event's Call for free.
+const MemFree = TprofCall(4)
+
+// MemFunc names a mem_glibc event's function (its Call).
+func MemFunc(c TprofCall) string {
+	if int(c) < len(memFuncs) {
+		return memFuncs[c]
+	}
+	return fmt.Sprintf("mem(%d)", uint8(c))
+}
 
 // PthreadFunc names a pthread_sync event's function (its Call).
 func PthreadFunc(c TprofCall) string {
@@ -142,6 +161,8 @@ func DecodeTprof(raw []byte) (TprofEvent, error) {
 		calls = len(pthreadFuncs)
 	case TprofPyGC, TprofSample:
 		calls = 1
+	case TprofMemGlibc:
+		calls = len(memFuncs)
 	}
 	if int(r.Type) >= numTprof || int(r.Call) >= calls {
 		return TprofEvent{}, fmt.Errorf("syscap: tprofiling record of type %d call %d", r.Type, r.Call)
@@ -178,6 +199,9 @@ type tprofObjects struct {
 	GCDone    *ebpf.Program  `ebpf:"syscap_tprof_gc_done"`
 	UThreads  *ebpf.Map      `ebpf:"tprof_uthreads"`
 	Sample    *ebpf.Program  `ebpf:"syscap_tprof_sample"`
+	AllocIn   *ebpf.Program  `ebpf:"syscap_tprof_alloc_enter"`
+	AllocRet  *ebpf.Program  `ebpf:"syscap_tprof_alloc_return"`
+	FreeIn    *ebpf.Program  `ebpf:"syscap_tprof_free_enter"`
 	Threads   *ebpf.Map      `ebpf:"tprof_threads"`
 	Events    *ebpf.Map      `ebpf:"tprof_events"`
 	RingLost  *ebpf.Map      `ebpf:"lost_events"`
@@ -199,7 +223,7 @@ type tprofObjects struct {
 
 func (o *tprofObjects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.PtEnter, o.PtExit, o.GCStart, o.GCDone, o.UThreads, o.Sample, o.Threads, o.Events, o.RingLost,
+	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.PtEnter, o.PtExit, o.GCStart, o.GCDone, o.UThreads, o.Sample, o.AllocIn, o.AllocRet, o.FreeIn, o.Threads, o.Events, o.RingLost,
 		o.Lost, o.Stacks, o.StackLost, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
 		if c != nil && !isNilCloser(c) {
 			errs = append(errs, c.Close())
@@ -266,6 +290,7 @@ type Tprof struct {
 	mask      uint32          // the types enabled
 	pthread   *uprobes.Set    // pthread_sync's uprobes, per observed process
 	pygc      *uprobes.Set    // python_gc's USDT probes, per observed process
+	mem       *uprobes.Set    // mem_glibc's uprobes, per observed process
 	clock     *bpfrt.CPUClock // oncpu_sample's sampling
 	samplePer time.Duration   // its period
 	lost      bpfrt.LostCounter
@@ -311,7 +336,7 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, fmt.Errorf("syscap: load tprofiling programs: %w", err)
 	}
-	t.pthread, t.pygc = t.uprobeSets(o)
+	t.pthread, t.pygc, t.mem = t.uprobeSets(o)
 	if o.SampleHz == 0 {
 		o.SampleHz = TprofSampleHz
 	}
@@ -381,7 +406,7 @@ func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 	// sched_switch also takes the stack of a syscall that blocks (the
 	// only one a call that never returns gets); the uprobe types need
 	// it not.
-	sched := mask&^(1<<TprofPthread|1<<TprofPyGC|1<<TprofSample) != 0
+	sched := mask&^(1<<TprofPthread|1<<TprofPyGC|1<<TprofSample|1<<TprofMemGlibc) != 0
 	switch on := mask&(1<<TprofSample) != 0; {
 	case on && t.clock == nil:
 		c, err := bpfrt.OpenCPUClock(t.objs.Sample, uint64(t.samplePer))
@@ -440,6 +465,9 @@ func (t *Tprof) Programs() map[string]*ebpf.Program {
 	progs["syscap_tprof_gc_start"] = t.objs.GCStart
 	progs["syscap_tprof_gc_done"] = t.objs.GCDone
 	progs["syscap_tprof_sample"] = t.objs.Sample
+	progs["syscap_tprof_alloc_enter"] = t.objs.AllocIn
+	progs["syscap_tprof_alloc_return"] = t.objs.AllocRet
+	progs["syscap_tprof_free_enter"] = t.objs.FreeIn
 	return progs
 }
 
@@ -494,7 +522,7 @@ func (t *Tprof) Stack(id int32, pcs *[TprofStackDepth]uint64) ([]uint64, error) 
 func (t *Tprof) Close() error {
 	t.mu.Lock()
 	var errs []error
-	for _, u := range []*uprobes.Set{t.pthread, t.pygc} {
+	for _, u := range []*uprobes.Set{t.pthread, t.pygc, t.mem} {
 		if u != nil {
 			u.Close()
 		}
@@ -522,7 +550,7 @@ func (t *Tprof) Close() error {
 // uprobeSets are pthread_sync's and python_gc's uprobes: attached per
 // observed process (UprobeOptions.PID), so the lock calls of the rest of
 // the machine do not trap.
-func (t *Tprof) uprobeSets(o TprofOptions) (pthread, pygc *uprobes.Set) {
+func (t *Tprof) uprobeSets(o TprofOptions) (pthread, pygc, mem *uprobes.Set) {
 	root := o.HostRoot
 	if root == "" {
 		root = "/"
@@ -542,7 +570,36 @@ func (t *Tprof) uprobeSets(o TprofOptions) (pthread, pygc *uprobes.Set) {
 		return strings.HasPrefix(base, "python") || strings.HasPrefix(base, "libpython")
 	}}
 	gc.Warn, gc.Info = report("python_gc")
-	return pt, gc
+	mem = &uprobes.Set{Root: root, Match: uprobes.IsLibc, PerProcess: true, Multi: true, Probes: t.memProbes}
+	mem.Warn, mem.Info = report("mem_glibc")
+	return pt, gc, mem
+}
+
+// memProbes are mem_glibc's: the allocators' returns, their entries and
+// free's entry (three uprobe_multi links).
+func (t *Tprof) memProbes(path string) ([]uprobes.Probe, error) {
+	offs, err := uprobes.DefaultSymbols(path, memFuncs[1:])
+	if err != nil {
+		return nil, err
+	}
+	var out []uprobes.Probe
+	for _, step := range []struct {
+		prog *ebpf.Program
+		ret  bool
+	}{{t.objs.AllocRet, true}, {t.objs.AllocIn, false}} {
+		for id := 1; id < int(MemFree); id++ {
+			off, ok := offs[memFuncs[id]]
+			if !ok {
+				return nil, fmt.Errorf("%s: no %s", filepath.Base(path), memFuncs[id])
+			}
+			out = append(out, uprobes.Probe{Symbol: memFuncs[id], Address: off, Prog: step.prog, Ret: step.ret, Cookie: uint64(id)})
+		}
+	}
+	off, ok := offs["free"]
+	if !ok {
+		return nil, fmt.Errorf("%s: no free", filepath.Base(path))
+	}
+	return append(out, uprobes.Probe{Symbol: "free", Address: off, Prog: t.objs.FreeIn, Cookie: uint64(MemFree)}), nil
 }
 
 // pthreadProbes are the pthread functions of a C library (the default
@@ -622,7 +679,7 @@ func (t *Tprof) ScanUprobes(observed func(pid int) bool) {
 	for _, u := range []struct {
 		set *uprobes.Set
 		typ TprofType
-	}{{t.pthread, TprofPthread}, {t.pygc, TprofPyGC}} {
+	}{{t.pthread, TprofPthread}, {t.pygc, TprofPyGC}, {t.mem, TprofMemGlibc}} {
 		if t.mask&(1<<u.typ) == 0 {
 			u.set.Close()
 			continue

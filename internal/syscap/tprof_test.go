@@ -24,7 +24,10 @@ func tprofSpec(progs map[string]bpfspec.Program, maps map[string]bpfspec.Map) {
 	progs["syscap_tprof_gc_done"] = bpfspec.Program{Type: ebpf.Kprobe}
 	progs["syscap_tprof_sample"] = bpfspec.Program{Type: ebpf.PerfEvent}
 	maps["tprof_threads"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 48, MaxEntries: 32768}
-	maps["tprof_uthreads"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 32, MaxEntries: 32768}
+	maps["tprof_uthreads"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 56, MaxEntries: 32768}
+	for _, p := range []string{"syscap_tprof_alloc_enter", "syscap_tprof_alloc_return", "syscap_tprof_free_enter"} {
+		progs[p] = bpfspec.Program{Type: ebpf.Kprobe, AttachType: ebpf.AttachTraceUprobeMulti}
+	}
 	maps["tprof_events"] = bpfspec.Map{Type: ebpf.RingBuf, MaxEntries: 4096}
 	maps["tprof_stacks"] = bpfspec.Map{Type: ebpf.StackTrace, KeySize: 4, ValueSize: TprofStackDepth * 8, MaxEntries: 1}
 	maps["tprof_stack_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
@@ -98,7 +101,7 @@ func TestDecodeTprof(t *testing.T) {
 	for name, raw := range map[string][]byte{
 		"short":    make([]byte, 111),
 		"long":     make([]byte, 113),
-		"bad type": tprofRec(9, 0, 0, nil, nil, 0, 0),
+		"bad type": tprofRec(10, 0, 0, nil, nil, 0, 0),
 		"bad fn":   tprofRec(6, 25, 0, nil, nil, 0, 0),
 		"bad gc":   tprofRec(7, 1, 0, nil, nil, 0, 0),
 		"bad call": tprofRec(2, 28, 0, nil, nil, 0, 0),

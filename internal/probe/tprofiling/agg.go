@@ -27,6 +27,9 @@ type Event struct {
 	FutexOp       string
 	// CPU is an oncpu_sample event's CPU (cpu).
 	CPU uint32
+	// Bytes is mem_glibc's mem.size: the bytes allocated less those freed
+	// (summed over an aggregate).
+	Bytes int64
 	// LockAddr is a pthread_sync event's lock (lock.addr); GCGen and
 	// GCCollected a python_gc event's generation and objects collected
 	// (gc.generation, gc.collected; the first collection's of an
@@ -93,6 +96,9 @@ func fromKernel(k syscap.TprofEvent) Event {
 	case syscap.TprofSample:
 		e.Name, e.CPU = e.Type, uint32(k.Arg)
 		return e
+	case syscap.TprofMemGlibc:
+		e.Name = syscap.MemFunc(k.Call)
+		return e
 	default:
 		e.Name = k.Call.String()
 	}
@@ -157,6 +163,7 @@ func (a *aggregator) add(e Event) {
 	if p != nil && e.Dur < a.window && e.Start >= p.Start && e.Start < p.Start+a.window {
 		p.Count += e.Count
 		p.Dur += e.Dur
+		p.Bytes += e.Bytes
 		return
 	}
 	if p != nil && e.Dur < a.window && e.Start < p.Start {
@@ -165,6 +172,7 @@ func (a *aggregator) add(e Event) {
 		if p.Start-e.Start < a.window {
 			p.Count += e.Count
 			p.Dur += e.Dur
+			p.Bytes += e.Bytes
 			return
 		}
 	}

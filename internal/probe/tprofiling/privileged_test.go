@@ -27,10 +27,12 @@ var (
 	contendSrc []byte
 	//go:embed testdata/pygc.py
 	pygcSrc []byte
+	//go:embed testdata/memalloc.c
+	memallocSrc []byte
 )
 
 var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock", "pthread_sync", "python_gc",
-	"oncpu_sample"}
+	"oncpu_sample", "mem_glibc"}
 
 // workload is a running test program whose stdout the test reads.
 type workload struct {
@@ -487,6 +489,57 @@ func TestPrivilegedContention(t *testing.T) {
 	}
 }
 
+// readTrace reads the one trace file of dir.
+func readTrace(t *testing.T, dir string) traceDoc {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "timeline-trace-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("trace files %v, want one", files)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc traceDoc
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("trace file is not JSON: %v", err)
+	}
+	return doc
+}
+
+// TestPrivilegedMemGlibc: a C program mallocs N blocks of a known size in
+// alloc_known() and frees them: the trace file's mem_glibc events of its
+// thread count exactly N mallocs adding up to its bytes, each with
+// alloc_known in its func.stack, and N frees giving the same bytes back.
+func TestPrivilegedMemGlibc(t *testing.T) {
+	w := startWorkload(t, "memalloc", memallocSrc)
+	dir := t.TempDir()
+	params := probe.DefaultParams()
+	params.OutputDir = dir
+	params.MinAggrDur = 10
+	p, rt := startProbe(t, nil, params, w.pid())
+	w.start(t)
+	f := w.line(t)
+	tid, bytes, n := uint32(num(t, f[1])), num(t, f[2]), num(t, f[3])
+	rt.Shutdown(t, p)
+	got := map[string][2]int64{} // name -> count, mem.size
+	for _, e := range readTrace(t, dir).TraceEvents {
+		if e.Cat != "mem_glibc" || e.TID != tid {
+			continue
+		}
+		c, _ := e.Args["count"].(float64)
+		sz, _ := e.Args["mem.size"].(float64)
+		g := got[e.Name]
+		got[e.Name] = [2]int64{g[0] + int64(c), g[1] + int64(sz)}
+		if st, _ := e.Args["func.stack"].(string); e.Name == "malloc" && !strings.HasSuffix(st, ";alloc_known;") {
+			t.Errorf("malloc: func.stack %q, want it to end in alloc_known", st)
+		}
+	}
+	if got["malloc"] != [2]int64{n, bytes} || got["free"] != [2]int64{n, -bytes} || len(got) != 2 {
+		t.Errorf("mem_glibc events of the thread (count, mem.size): %v; the program malloced and freed %d blocks of %d bytes in all", got, n, bytes)
+	}
+}
+
 // TestPrivilegedPythonGC runs Debian's python3 (its USDT notes; in CI's
 // TEST_DEBS) collecting N times with automatic collections off: the trace
 // file holds exactly N python_gc collections of the process (the counts
@@ -528,18 +581,7 @@ func TestPrivilegedPythonGC(t *testing.T) {
 		collected[num(t, f[3])] = true
 	}
 	rt.Shutdown(t, p)
-	files, _ := filepath.Glob(filepath.Join(dir, "timeline-trace-*.json"))
-	if len(files) != 1 {
-		t.Fatalf("trace files %v, want one", files)
-	}
-	raw, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc traceDoc
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatalf("trace file is not JSON: %v", err)
-	}
+	doc := readTrace(t, dir)
 	var (
 		count int
 		durUs float64

@@ -41,6 +41,9 @@ const (
 	maxPerPeriod = 200000
 	// maxCache bounds the process and file name caches (cleared when full).
 	maxCache = 4096
+	// maxBlocks bounds the live blocks mem_glibc tracks (for the size a
+	// free returns); what it refuses is counted lost.
+	maxBlocks = 1 << 20
 	// pruneEvery is how often the kernel's stack map is pruned: a stack
 	// no event has named for that long, and that no open aggregate nor
 	// thread holds, is deleted, so a long run keeps room for new stacks.
@@ -55,6 +58,7 @@ var subItemTypes = []struct {
 	{"oncpu", syscap.TprofOncpu}, {"offcpu", syscap.TprofOffcpu}, {"syscall_file", syscap.TprofFile},
 	{"syscall_net", syscap.TprofNet}, {"syscall_sched", syscap.TprofSched}, {"syscall_lock", syscap.TprofLock},
 	{"pthread_sync", syscap.TprofPthread}, {"python_gc", syscap.TprofPyGC}, {"oncpu_sample", syscap.TprofSample},
+	{"mem_glibc", syscap.TprofMemGlibc},
 }
 
 // typeItem is the sub-item of each event type.
@@ -100,6 +104,8 @@ type Probe struct {
 	// stackSeen is when (CLOCK_MONOTONIC ns) an event last named each
 	// stack id (under amu).
 	stackSeen map[int32]uint64
+	// blocks are mem_glibc's live blocks and their sizes (reader only).
+	blocks map[block]int64
 
 	// run loop only
 	file       traceFile
@@ -180,6 +186,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	p.agg = newAggregator(window(cfg), maxPending, maxPerTick)
 	p.stackSeen = map[int32]uint64{}
+	p.blocks = map[block]int64{}
 	tp, err := syscap.OpenTprof(syscap.TprofOptions{
 		Targets: cfg.Targets, Handle: p.onEvent, OnLost: rt.Lost,
 		OnStackLost: func(n uint64) {
@@ -270,12 +277,44 @@ func (p *Probe) applyLocked(cfg probe.Config) error {
 // onEvent takes one kernel event (on the reader's goroutine).
 func (p *Probe) onEvent(k syscap.TprofEvent) {
 	e := fromKernel(k)
+	if k.Type == syscap.TprofMemGlibc {
+		p.memBytes(&e, k)
+	}
 	p.amu.Lock()
 	p.agg.add(e)
 	if e.StackID >= 0 {
 		p.stackSeen[e.StackID] = e.End()
 	}
 	p.amu.Unlock()
+}
+
+// block is a live heap block of a process.
+type block struct {
+	tgid uint32
+	addr uint64
+}
+
+// memBytes sets a mem_glibc event's mem.size: the bytes allocated, minus
+// those of the block freed (realloc's old one, free's), whose size is
+// the one its allocation asked for while observed (0 when it was
+// allocated before; a full table counts the block lost). Reader only.
+func (p *Probe) memBytes(e *Event, k syscap.TprofEvent) {
+	freed := k.Ino
+	if k.Call == syscap.MemFree {
+		freed = uint64(k.Ret)
+	} else if k.Ret != 0 {
+		if len(p.blocks) < maxBlocks {
+			p.blocks[block{k.TGID, uint64(k.Ret)}] = int64(k.Arg)
+		} else {
+			p.rt.Lost(1)
+		}
+		e.Bytes = int64(k.Arg)
+	}
+	if freed != 0 {
+		b := block{k.TGID, freed}
+		e.Bytes -= p.blocks[b]
+		delete(p.blocks, b)
+	}
 }
 
 // Reconfigure applies new sub-items, snoopers and parameters without a

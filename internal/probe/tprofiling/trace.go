@@ -57,6 +57,8 @@ func (e *Event) attrs() map[string]any {
 		a["gc.collected"] = e.GCCollected
 	case "oncpu_sample":
 		a["cpu"] = e.CPU
+	case "mem_glibc":
+		a["mem.size"] = e.Bytes
 	}
 	if e.Stack != "" {
 		a["func.stack"] = e.Stack
@@ -105,7 +107,7 @@ func traceEvents(evs []Event, c clock, procName func(tgid uint32) string, named 
 		// python_gc, syscall for the calls.
 		cat := "syscall"
 		switch e.Type {
-		case "offcpu", "pthread_sync", "python_gc":
+		case "offcpu", "pthread_sync", "python_gc", "mem_glibc":
 			cat = e.Type
 		}
 		d := float64(e.Dur) / 1e3
