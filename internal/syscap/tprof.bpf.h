@@ -656,13 +656,32 @@ static __always_inline __s64 tprof_usdt_arg(struct pt_regs *ctx, __u64 spec)
 	return r;
 }
 
+/* tprof_user_reserve: a record of the current thread of type and call,
+ * its thread, comm and start (now) set, for the caller to fill and
+ * submit. */
+static __always_inline struct syscap_tprof_rec *tprof_user_reserve(__u32 type, __u32 call)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct syscap_tprof_rec *r = tprof_reserve();
+
+	if (!r)
+		return NULL;
+	r->start = bpf_ktime_get_ns();
+	r->pid = (__u32)pid_tgid;
+	r->tgid = pid_tgid >> 32;
+	r->type = type;
+	r->call = call;
+	r->user_stack = TPROF_NO_STACK;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	return r;
+}
+
 /* tprof_user_rec sends one record of a user-space call of the current
  * thread, with its user stack. */
 static __always_inline void tprof_user_rec(void *ctx, __u32 type, __u32 call, __u64 start, __u64 now, __u64 arg,
 					   __s64 ret)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct syscap_tprof_rec *r = tprof_reserve();
+	struct syscap_tprof_rec *r = tprof_user_reserve(type, call);
 
 	if (!r)
 		return;
@@ -670,12 +689,7 @@ static __always_inline void tprof_user_rec(void *ctx, __u32 type, __u32 call, __
 	r->dur = now - start;
 	r->arg = arg;
 	r->ret = ret;
-	r->pid = (__u32)pid_tgid;
-	r->tgid = pid_tgid >> 32;
-	r->type = type;
-	r->call = call;
 	r->user_stack = tprof_stack(ctx);
-	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	GALAGO_RB_SUBMIT(&tprof_events, r);
 }
 
@@ -799,33 +813,23 @@ int BPF_KPROBE(syscap_tprof_alloc_enter, __u64 a0, __u64 a1)
 SEC("uretprobe.multi")
 int BPF_KRETPROBE(syscap_tprof_alloc_return, __u64 addr)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), fn;
 	struct syscap_tprof_ucall *u = bpf_map_lookup_elem(&tprof_uthreads, &tid);
 	struct syscap_tprof_rec *r;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
 	if (!u || !u->al_fn)
 		return 0;
-	if (u->al_fn != (__u32)bpf_get_attach_cookie(ctx) || !(tprof_types & (1U << SYSCAP_TP_MEMGLIBC))) {
-		u->al_fn = 0;
+	fn = u->al_fn;
+	u->al_fn = 0;
+	if (fn != (__u32)bpf_get_attach_cookie(ctx) || !(tprof_types & (1U << SYSCAP_TP_MEMGLIBC)))
 		return 0;
-	}
-	r = tprof_reserve();
-	if (!r) {
-		u->al_fn = 0;
+	r = tprof_user_reserve(SYSCAP_TP_MEMGLIBC, fn);
+	if (!r)
 		return 0;
-	}
-	r->start = bpf_ktime_get_ns();
 	r->arg = addr ? u->al_size : 0;
 	r->ret = (__s64)addr;
 	r->ino = u->al_old;
-	r->pid = tid;
-	r->tgid = pid_tgid >> 32;
-	r->type = SYSCAP_TP_MEMGLIBC;
-	r->call = u->al_fn;
-	u->al_fn = 0;
 	r->user_stack = tprof_stack(ctx);
-	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	GALAGO_RB_SUBMIT(&tprof_events, r);
 	return 0;
 }
@@ -833,22 +837,14 @@ int BPF_KRETPROBE(syscap_tprof_alloc_return, __u64 addr)
 SEC("uprobe.multi")
 int BPF_KPROBE(syscap_tprof_free_enter, __u64 addr)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct syscap_tprof_rec *r;
 
 	if (!addr || !(tprof_types & (1U << SYSCAP_TP_MEMGLIBC)))
 		return 0;
-	r = tprof_reserve();
+	r = tprof_user_reserve(SYSCAP_TP_MEMGLIBC, TPROF_MEM_FREE);
 	if (!r)
 		return 0;
-	r->start = bpf_ktime_get_ns();
 	r->ret = (__s64)addr;
-	r->pid = (__u32)pid_tgid;
-	r->tgid = pid_tgid >> 32;
-	r->type = SYSCAP_TP_MEMGLIBC;
-	r->call = TPROF_MEM_FREE;
-	r->user_stack = TPROF_NO_STACK;
-	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	GALAGO_RB_SUBMIT(&tprof_events, r);
 	return 0;
 }

@@ -209,18 +209,7 @@ func TestPrivilegedDeadlock(t *testing.T) {
 	rt.Shutdown(t, p)
 	after := int64(monoNow())
 	off := wallOffset()
-	files, _ := filepath.Glob(filepath.Join(dir, "timeline-trace-*.json"))
-	if len(files) != 1 {
-		t.Fatalf("trace files %v, want one", files)
-	}
-	raw, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc traceDoc
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatalf("trace file is not JSON: %v", err)
-	}
+	doc := readTrace(t, dir)
 	for tid, at := range blocked {
 		var futex *traceEvent
 		threadName := ""
