@@ -343,43 +343,43 @@ func TestPrivilegedContention(t *testing.T) {
 		t.Fatalf("the program timed %d long waits (want at least 3)", len(waits))
 	}
 	evs := logEvents(t, rt)
+	// timed are CompeteThd2's events of name starting within 3 ms of
+	// start (ms) and lasting dur (ns) within 10%.
+	timed := func(name string, start, dur int64) []map[string]any {
+		var out []map[string]any
+		for _, e := range evs {
+			if e.tid != writer || e.vals["event.name"] != name {
+				continue
+			}
+			st, _ := e.vals["start_time"].(float64)
+			d, _ := e.vals["duration"].(float64)
+			if math.Abs(st-float64(start)) <= 3 && within(d, float64(dur)/1e6, 0.1) {
+				out = append(out, e.vals)
+			}
+		}
+		return out
+	}
 	for _, wt := range waits {
 		wantStart := (wt.start + off) / 1e6 // ms, as start_time
-		found := false
-		for _, e := range evs {
-			if e.tid != writer || e.vals["event.name"] != "futex" {
-				continue
-			}
-			st, _ := e.vals["start_time"].(float64)
-			d, _ := e.vals["duration"].(float64)
-			if math.Abs(st-float64(wantStart)) <= 3 && within(d, float64(wt.dur)/1e6, 0.1) {
-				found = true
-				if e.vals["futex.op"] != "wait" || e.vals["event.type"] != "lock" {
-					t.Errorf("futex %v: want futex.op wait, event.type lock", e.vals)
-				}
+		futexes := timed("futex", wantStart, wt.dur)
+		for _, v := range futexes {
+			if v["futex.op"] != "wait" || v["event.type"] != "lock" {
+				t.Errorf("futex %v: want futex.op wait, event.type lock", v)
 			}
 		}
-		if !found {
+		if len(futexes) == 0 {
 			t.Errorf("no futex of CompeteThd2 starting at %d ms lasting %v (within 10%%)", wantStart, time.Duration(wt.dur))
 		}
-		found = false
-		for _, e := range evs {
-			if e.tid != writer || e.vals["event.name"] != "pthread_mutex_lock" {
-				continue
+		locks := timed("pthread_mutex_lock", wantStart, wt.dur)
+		for _, v := range locks {
+			if v["event.type"] != "pthread_sync" || v["lock.addr"] != mutex || v["count"] != 1.0 {
+				t.Errorf("pthread_mutex_lock %v: want event.type pthread_sync, lock.addr %s, count 1", v, mutex)
 			}
-			st, _ := e.vals["start_time"].(float64)
-			d, _ := e.vals["duration"].(float64)
-			if math.Abs(st-float64(wantStart)) <= 3 && within(d, float64(wt.dur)/1e6, 0.1) {
-				found = true
-				if e.vals["event.type"] != "pthread_sync" || e.vals["lock.addr"] != mutex || e.vals["count"] != 1.0 {
-					t.Errorf("pthread_mutex_lock %v: want event.type pthread_sync, lock.addr %s, count 1", e.vals, mutex)
-				}
-				if st, _ := e.vals["func.stack"].(string); !strings.HasSuffix(st, ";writer;") {
-					t.Errorf("pthread_mutex_lock: func.stack %q, want it to end in ;writer;", st)
-				}
+			if st, _ := v["func.stack"].(string); !strings.HasSuffix(st, ";writer;") {
+				t.Errorf("pthread_mutex_lock: func.stack %q, want it to end in ;writer;", st)
 			}
 		}
-		if !found {
+		if len(locks) == 0 {
 			t.Errorf("no pthread_mutex_lock of CompeteThd2 starting at %d ms lasting %v (within 10%%)", wantStart, time.Duration(wt.dur))
 		}
 	}
