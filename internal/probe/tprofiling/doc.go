@@ -60,6 +60,11 @@
 //	               thread, with cpu and func.stack; a "P" (sample) event of
 //	               category sample in the trace files, as gala-gopher's; never
 //	               merged
+//	mem_usage      mem_usage / mem_usage: every 10 s, each observed process's
+//	               resident bytes (mem.rss, /proc/<pid>/statm; the 1000 largest),
+//	               a counter ("C") in the trace files; read in user space, no
+//	               kernel hook (gala-gopher: ps's %mem every 60 s, feeding a
+//	               growth detector that is not built here)
 //	mem_glibc      malloc calloc realloc free / mem_glibc (category mem_glibc): an
 //	               allocation with mem.size, its bytes, and func.stack, the
 //	               allocating stack; a free with mem.size minus the bytes of the
@@ -182,13 +187,11 @@
 //
 // # Not built, and what this kernel cannot do
 //
-// mem_usage is not built (gala-gopher's samples each process's %mem every
-// 60 s, detects a steady growth and then writes mem_glibc's top stacks to
-// an oom-trace file; neither is here): a request naming only it is
-// refused ("not supported in the current version"), one naming it with
-// built sub-items runs the built ones and logs it once. mem_glibc does not
-// write gala-gopher's oom-trace snapshot files (memory::Allocs,
-// memory::Heap): its events go to the timeline. pthread_spin_lock is not
+// gala-gopher's memory growth detector and its oom-trace snapshot files
+// (memory::Allocs, memory::Heap: mem_glibc's top stacks once mem_usage
+// sees a process grow) are not built: mem_usage's samples and mem_glibc's
+// events go to the trace files and kafka records (the built-in timeline
+// page draws no counters). pthread_spin_lock is not
 // traced on x86 (its first instruction has a lock prefix, which a uprobe
 // cannot replace). python_gc needs a CPython with USDT notes (Debian's,
 // built --with-dtrace); a python without them has no python_gc events

@@ -29,10 +29,12 @@ var (
 	pygcSrc []byte
 	//go:embed testdata/memalloc.c
 	memallocSrc []byte
+	//go:embed testdata/memgrow.c
+	memgrowSrc []byte
 )
 
 var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock", "pthread_sync", "python_gc",
-	"oncpu_sample", "mem_glibc"}
+	"oncpu_sample", "mem_glibc", "mem_usage"}
 
 // workload is a running test program whose stdout the test reads.
 type workload struct {
@@ -96,6 +98,7 @@ func startProbe(t *testing.T, hub *Hub, params probe.Params, pid int) (*Probe, *
 	p := New(WithHub(hub), withPeriods(50*time.Millisecond, time.Hour, 300*time.Millisecond))
 	// oncpu_sample at 1 kHz: enough samples of a short run for a 15% bound.
 	p.sampleHz = testSampleHz
+	p.memEvery = 100 * time.Millisecond
 	rt := probetest.NewRuntime(t)
 	cfg := probe.Config{SubItems: sub, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
@@ -526,6 +529,39 @@ func TestPrivilegedMemGlibc(t *testing.T) {
 	}
 	if got["malloc"] != [2]int64{n, bytes} || got["free"] != [2]int64{n, -bytes} || len(got) != 2 {
 		t.Errorf("mem_glibc events of the thread (count, mem.size): %v; the program malloced and freed %d blocks of %d bytes in all", got, n, bytes)
+	}
+}
+
+// TestPrivilegedMemUsage: a C program touches a known number of bytes
+// while observed: its mem_usage counter in the trace file (resident
+// bytes, sampled every 100 ms here) rises by that much within 5%.
+func TestPrivilegedMemUsage(t *testing.T) {
+	w := startWorkload(t, "memgrow", memgrowSrc)
+	dir := t.TempDir()
+	params := probe.DefaultParams()
+	params.OutputDir = dir
+	p, rt := startProbe(t, nil, params, w.pid())
+	time.Sleep(250 * time.Millisecond) // samples before
+	w.start(t)
+	grown := num(t, w.line(t)[1])
+	time.Sleep(250 * time.Millisecond) // samples after
+	rt.Shutdown(t, p)
+	var lo, hi float64
+	n := 0
+	for _, e := range readTrace(t, dir).TraceEvents {
+		if e.Ph != "C" || e.Name != "mem_usage" || e.PID != uint32(w.pid()) {
+			continue
+		}
+		rss, _ := e.Args["mem.rss"].(float64)
+		if n == 0 || rss < lo {
+			lo = rss
+		}
+		hi = max(hi, rss)
+		n++
+	}
+	if n < 3 || !within(hi-lo, float64(grown), 0.05) {
+		t.Errorf("%d mem_usage samples, resident memory from %.0f to %.0f bytes; the program touched %d bytes (want the rise within 5%%)",
+			n, lo, hi, grown)
 	}
 }
 

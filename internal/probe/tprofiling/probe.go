@@ -70,9 +70,13 @@ var typeItem = func() map[syscap.TprofType]string {
 	return m
 }()
 
+// bitMemUsage is mem_usage, sampled from /proc in user space (no kernel
+// event type).
+var bitMemUsage = probe.MustSubItemBit(Name, "mem_usage")
+
 // built are the sub-items this probe implements.
 var built = func() uint32 {
-	var b uint32
+	b := bitMemUsage
 	for _, s := range subItemTypes {
 		b |= probe.MustSubItemBit(Name, s.item)
 	}
@@ -89,6 +93,7 @@ type Probe struct {
 	period   time.Duration // replaces report_period when set (tests)
 	tick     time.Duration
 	pruneAge time.Duration // pruneEvery, shorter in tests
+	memEvery time.Duration // memUsageEvery, shorter in tests
 	sampleHz int           // oncpu_sample's frequency: 0 is syscap.TprofSampleHz (tests set it)
 	now      func() time.Time
 
@@ -112,6 +117,7 @@ type Probe struct {
 	periodEvs  []Event
 	lastReport time.Time
 	lastPrune  uint64 // CLOCK_MONOTONIC ns
+	mem        memUsage
 	paths      map[[3]uint64]string
 	stacks     *stackNames
 
@@ -159,7 +165,7 @@ func withPeriods(tick, report, prune time.Duration) Option {
 
 // New returns a stopped tprofiling probe.
 func New(opts ...Option) *Probe {
-	p := &Probe{now: time.Now, procRoot: "/proc", tick: tick, pruneAge: pruneEvery}
+	p := &Probe{now: time.Now, procRoot: "/proc", tick: tick, pruneAge: pruneEvery, memEvery: memUsageEvery}
 	for _, o := range opts {
 		o(p)
 	}
@@ -215,6 +221,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	p.lastReport = p.now()
 	p.paths = map[[3]uint64]string{}
 	p.stacks = newStackNames(p.procRoot, tp.Stack)
+	p.mem = memUsage{procRoot: p.procRoot, every: p.memEvery, page: int64(os.Getpagesize())}
 	p.cmu.Lock()
 	p.procs = map[uint32]proc{}
 	p.cmu.Unlock()
@@ -395,6 +402,9 @@ func (p *Probe) output(final bool) error {
 	evs, dropped := p.agg.take()
 	win := p.agg.window
 	p.amu.Unlock()
+	if cfg.Has(bitMemUsage) {
+		evs = append(evs, p.mem.sample(cfg, mono)...)
+	}
 	if dropped > 0 {
 		p.rt.Lost(dropped)
 	}

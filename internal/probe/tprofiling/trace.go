@@ -59,6 +59,8 @@ func (e *Event) attrs() map[string]any {
 		a["cpu"] = e.CPU
 	case "mem_glibc":
 		a["mem.size"] = e.Bytes
+	case "mem_usage":
+		a["mem.rss"] = e.Bytes
 	}
 	if e.Stack != "" {
 		a["func.stack"] = e.Stack
@@ -96,6 +98,12 @@ func traceEvents(evs []Event, c clock, procName func(tgid uint32) string, named 
 			out = append(out,
 				traceEvent{Name: e.Name, Cat: "oncpu", Ph: "b", TS: c.us(e.Start), PID: e.TGID, TID: e.PID, ID: id, Cname: "good", Args: args},
 				traceEvent{Name: e.Name, Cat: "oncpu", Ph: "e", TS: c.us(e.End()), PID: e.TGID, TID: e.PID, ID: id, Cname: "good"})
+			continue
+		}
+		if e.Type == "mem_usage" {
+			// A counter ("C"): the process's resident memory track.
+			out = append(out, traceEvent{Name: "mem_usage", Cat: "mem_usage", Ph: "C", TS: c.us(e.Start), PID: e.TGID, TID: e.PID,
+				Args: map[string]any{"mem.rss": e.Bytes}})
 			continue
 		}
 		if e.Type == "oncpu_sample" {
