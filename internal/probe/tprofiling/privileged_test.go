@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,8 +30,6 @@ var (
 	pygcSrc []byte
 	//go:embed testdata/memalloc.c
 	memallocSrc []byte
-	//go:embed testdata/memgrow.c
-	memgrowSrc []byte
 )
 
 var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock", "pthread_sync", "python_gc",
@@ -499,69 +498,59 @@ func readTrace(t *testing.T, dir string) traceDoc {
 	return doc
 }
 
-// TestPrivilegedMemGlibc: a C program mallocs N blocks of a known size in
-// alloc_known() and frees them: the trace file's mem_glibc events of its
-// thread count exactly N mallocs adding up to its bytes, each with
-// alloc_known in its func.stack, and N frees giving the same bytes back.
-func TestPrivilegedMemGlibc(t *testing.T) {
+// TestPrivilegedMemory: a C program mallocs N blocks of a known size in
+// alloc_known() and frees them, then touches a known number of bytes
+// malloced in grow(). mem_glibc: the trace file's events of its thread
+// count exactly N mallocs in alloc_known adding up to its bytes, each
+// with alloc_known in its func.stack, N frees giving the same bytes back,
+// and grow's one malloc of its bytes. mem_usage: the process's counter
+// (resident bytes, sampled every 100 ms here) rises by the bytes touched
+// within 5%.
+func TestPrivilegedMemory(t *testing.T) {
 	w := startWorkload(t, "memalloc", memallocSrc)
 	dir := t.TempDir()
 	params := probe.DefaultParams()
 	params.OutputDir = dir
 	params.MinAggrDur = 10
 	p, rt := startProbe(t, nil, params, w.pid())
+	time.Sleep(250 * time.Millisecond) // mem_usage samples before
 	w.start(t)
 	f := w.line(t)
-	tid, bytes, n := uint32(num(t, f[1])), num(t, f[2]), num(t, f[3])
+	tid, bytes, n, grown := uint32(num(t, f[1])), num(t, f[2]), num(t, f[3]), num(t, f[4])
+	time.Sleep(250 * time.Millisecond) // and after
 	rt.Shutdown(t, p)
-	got := map[string][2]int64{} // name -> count, mem.size
+	got := map[string][2]int64{} // name and first frame -> count, mem.size
+	var lo, hi float64
+	samples := 0
 	for _, e := range readTrace(t, dir).TraceEvents {
+		if e.Ph == "C" && e.Name == "mem_usage" && e.PID == uint32(w.pid()) {
+			rss, _ := e.Args["mem.rss"].(float64)
+			if samples == 0 || rss < lo {
+				lo = rss
+			}
+			hi = max(hi, rss)
+			samples++
+		}
 		if e.Cat != "mem_glibc" || e.TID != tid {
 			continue
 		}
 		c, _ := e.Args["count"].(float64)
 		sz, _ := e.Args["mem.size"].(float64)
-		g := got[e.Name]
-		got[e.Name] = [2]int64{g[0] + int64(c), g[1] + int64(sz)}
-		if st, _ := e.Args["func.stack"].(string); e.Name == "malloc" && !strings.HasSuffix(st, ";alloc_known;") {
-			t.Errorf("malloc: func.stack %q, want it to end in alloc_known", st)
+		k := e.Name
+		if st, _ := e.Args["func.stack"].(string); e.Name == "malloc" {
+			frames := strings.Split(strings.TrimSuffix(st, ";"), ";")
+			k += " " + frames[len(frames)-1] // the leaf: the allocating function
 		}
+		g := got[k]
+		got[k] = [2]int64{g[0] + int64(c), g[1] + int64(sz)}
 	}
-	if got["malloc"] != [2]int64{n, bytes} || got["free"] != [2]int64{n, -bytes} || len(got) != 2 {
-		t.Errorf("mem_glibc events of the thread (count, mem.size): %v; the program malloced and freed %d blocks of %d bytes in all", got, n, bytes)
+	want := map[string][2]int64{"malloc alloc_known": {n, bytes}, "free": {n, -bytes}, "malloc grow": {1, grown}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("mem_glibc events of the thread (name and leaf frame: count, mem.size): %v, want %v", got, want)
 	}
-}
-
-// TestPrivilegedMemUsage: a C program touches a known number of bytes
-// while observed: its mem_usage counter in the trace file (resident
-// bytes, sampled every 100 ms here) rises by that much within 5%.
-func TestPrivilegedMemUsage(t *testing.T) {
-	w := startWorkload(t, "memgrow", memgrowSrc)
-	dir := t.TempDir()
-	params := probe.DefaultParams()
-	params.OutputDir = dir
-	p, rt := startProbe(t, nil, params, w.pid())
-	time.Sleep(250 * time.Millisecond) // samples before
-	w.start(t)
-	grown := num(t, w.line(t)[1])
-	time.Sleep(250 * time.Millisecond) // samples after
-	rt.Shutdown(t, p)
-	var lo, hi float64
-	n := 0
-	for _, e := range readTrace(t, dir).TraceEvents {
-		if e.Ph != "C" || e.Name != "mem_usage" || e.PID != uint32(w.pid()) {
-			continue
-		}
-		rss, _ := e.Args["mem.rss"].(float64)
-		if n == 0 || rss < lo {
-			lo = rss
-		}
-		hi = max(hi, rss)
-		n++
-	}
-	if n < 3 || !within(hi-lo, float64(grown), 0.05) {
+	if samples < 3 || !within(hi-lo, float64(grown), 0.05) {
 		t.Errorf("%d mem_usage samples, resident memory from %.0f to %.0f bytes; the program touched %d bytes (want the rise within 5%%)",
-			n, lo, hi, grown)
+			samples, lo, hi, grown)
 	}
 }
 
