@@ -642,8 +642,8 @@ func (t *Tprof) pthreadProbes(path string) ([]uprobes.Probe, error) {
 }
 
 // pygcProbes are CPython's python:gc__start (generation) and
-// python:gc__done (objects collected) USDT probes; none in a python
-// built without them.
+// python:gc__done (objects collected) USDT probes; a python built without
+// them is an error (the set logs it once per process).
 func (t *Tprof) pygcProbes(path string) ([]uprobes.Probe, error) {
 	var out []uprobes.Probe
 	for _, n := range []struct {
@@ -652,7 +652,7 @@ func (t *Tprof) pygcProbes(path string) ([]uprobes.Probe, error) {
 	}{{"gc__start", t.objs.GCStart}, {"gc__done", t.objs.GCDone}} {
 		u, err := uprobes.FindUSDT(path, "python", n.name)
 		if errors.Is(err, uprobes.ErrNoNote) {
-			return nil, nil
+			return nil, fmt.Errorf("%w: a python built without --with-dtrace, its collections are not seen", err)
 		}
 		if err != nil {
 			return nil, err

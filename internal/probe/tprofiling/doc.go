@@ -195,7 +195,7 @@
 // traced on x86 (its first instruction has a lock prefix, which a uprobe
 // cannot replace). python_gc needs a CPython with USDT notes (Debian's,
 // built --with-dtrace); a python without them has no python_gc events
-// (debug log per process). Stacks through glibc (no frame pointers) are
+// (one warning per such process, naming the file). Stacks through glibc (no frame pointers) are
 // cut there, as above. waitpid has no syscall on x86_64 or arm64 (glibc makes
 // it wait4); select, poll and epoll_wait do not exist on arm64. A thread
 // already on a CPU when the hooks attach has that first slice unreported
