@@ -109,8 +109,10 @@ type Probe struct {
 	// stackSeen is when (CLOCK_MONOTONIC ns) an event last named each
 	// stack id (under amu).
 	stackSeen map[int32]uint64
-	// blocks are mem_glibc's live blocks and their sizes (reader only).
-	blocks map[block]int64
+	// blocks are mem_glibc's live blocks and their sizes, at most
+	// blockCap (reader only).
+	blocks   map[block]int64
+	blockCap int
 
 	// run loop only
 	file       traceFile
@@ -192,7 +194,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	p.agg = newAggregator(window(cfg), maxPending, maxPerTick)
 	p.stackSeen = map[int32]uint64{}
-	p.blocks = map[block]int64{}
+	p.blocks, p.blockCap = map[block]int64{}, maxBlocks
 	tp, err := syscap.OpenTprof(syscap.TprofOptions{
 		Targets: cfg.Targets, Handle: p.onEvent, OnLost: rt.Lost,
 		OnStackLost: func(n uint64) {
@@ -310,7 +312,7 @@ func (p *Probe) memBytes(e *Event, k syscap.TprofEvent) {
 	if k.Call == syscap.MemFree {
 		freed = uint64(k.Ret)
 	} else if k.Ret != 0 {
-		if len(p.blocks) < maxBlocks {
+		if len(p.blocks) < p.blockCap {
 			p.blocks[block{k.TGID, uint64(k.Ret)}] = int64(k.Arg)
 		} else {
 			p.rt.Lost(1)
