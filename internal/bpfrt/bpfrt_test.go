@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -130,6 +131,18 @@ func TestCString(t *testing.T) {
 	} {
 		if got := CString(c.in); got != c.want {
 			t.Errorf("CString(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	got, err := ParseCPUList("0-2,5,7-8")
+	if err != nil || !reflect.DeepEqual(got, []int{0, 1, 2, 5, 7, 8}) {
+		t.Errorf("%v %v", got, err)
+	}
+	for _, bad := range []string{"", "a", "3-1", "1-x"} {
+		if _, err := ParseCPUList(bad); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }

@@ -309,96 +309,122 @@ type syscapSyscapTprofThread struct {
 type syscapSyscapTprofType uint32
 
 const (
-	syscapSyscapTprofTypeSYSCAP_TP_ONCPU  syscapSyscapTprofType = 0
-	syscapSyscapTprofTypeSYSCAP_TP_OFFCPU syscapSyscapTprofType = 1
-	syscapSyscapTprofTypeSYSCAP_TP_FILE   syscapSyscapTprofType = 2
-	syscapSyscapTprofTypeSYSCAP_TP_NET    syscapSyscapTprofType = 3
-	syscapSyscapTprofTypeSYSCAP_TP_SCHED  syscapSyscapTprofType = 4
-	syscapSyscapTprofTypeSYSCAP_TP_LOCK   syscapSyscapTprofType = 5
-	syscapSyscapTprofTypeSYSCAP_TP_MAX    syscapSyscapTprofType = 6
+	syscapSyscapTprofTypeSYSCAP_TP_ONCPU    syscapSyscapTprofType = 0
+	syscapSyscapTprofTypeSYSCAP_TP_OFFCPU   syscapSyscapTprofType = 1
+	syscapSyscapTprofTypeSYSCAP_TP_FILE     syscapSyscapTprofType = 2
+	syscapSyscapTprofTypeSYSCAP_TP_NET      syscapSyscapTprofType = 3
+	syscapSyscapTprofTypeSYSCAP_TP_SCHED    syscapSyscapTprofType = 4
+	syscapSyscapTprofTypeSYSCAP_TP_LOCK     syscapSyscapTprofType = 5
+	syscapSyscapTprofTypeSYSCAP_TP_PTHREAD  syscapSyscapTprofType = 6
+	syscapSyscapTprofTypeSYSCAP_TP_PYGC     syscapSyscapTprofType = 7
+	syscapSyscapTprofTypeSYSCAP_TP_SAMPLE   syscapSyscapTprofType = 8
+	syscapSyscapTprofTypeSYSCAP_TP_MEMGLIBC syscapSyscapTprofType = 9
+	syscapSyscapTprofTypeSYSCAP_TP_MAX      syscapSyscapTprofType = 10
 )
+
+type syscapSyscapTprofUcall struct {
+	_       structs.HostLayout
+	PtStart uint64
+	PtAddr  uint64
+	GcStart uint64
+	PtFn    uint32
+	GcGen   int32
+	AlSize  uint64
+	AlOld   uint64
+	AlFn    uint32
+	Pad     uint32
+}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	syscapMapConnLost                = "conn_lost"
-	syscapMapConns                   = "conns"
-	syscapMapEvents                  = "events"
-	syscapMapFilterCgroups           = "filter_cgroups"
-	syscapMapFilterDecided           = "filter_decided"
-	syscapMapFilterPending           = "filter_pending"
-	syscapMapFilterPendingLost       = "filter_pending_lost"
-	syscapMapFilterTgids             = "filter_tgids"
-	syscapMapGoTlsCalls              = "go_tls_calls"
-	syscapMapHeadBuf                 = "head_buf"
-	syscapMapLostEvents              = "lost_events"
-	syscapMapNextId                  = "next_id"
-	syscapMapScIoctl                 = "sc_ioctl"
-	syscapMapScLost                  = "sc_lost"
-	syscapMapScStarts                = "sc_starts"
-	syscapMapScStats                 = "sc_stats"
-	syscapMapScratch                 = "scratch"
-	syscapMapSslCalls                = "ssl_calls"
-	syscapMapSslFds                  = "ssl_fds"
-	syscapMapSslLost                 = "ssl_lost"
-	syscapMapTprofEvents             = "tprof_events"
-	syscapMapTprofLost               = "tprof_lost"
-	syscapMapTprofStackLost          = "tprof_stack_lost"
-	syscapMapTprofStacks             = "tprof_stacks"
-	syscapMapTprofThreads            = "tprof_threads"
-	syscapProgGalagoFilterExec       = "galago_filter_exec"
-	syscapProgGalagoFilterFork       = "galago_filter_fork"
-	syscapProgGoTlsReadEnter         = "go_tls_read_enter"
-	syscapProgGoTlsReturn            = "go_tls_return"
-	syscapProgGoTlsWriteEnter        = "go_tls_write_enter"
-	syscapProgSslHandshakeEnter      = "ssl_handshake_enter"
-	syscapProgSslHandshakeReturn     = "ssl_handshake_return"
-	syscapProgSslReadEnter           = "ssl_read_enter"
-	syscapProgSslReadExEnter         = "ssl_read_ex_enter"
-	syscapProgSslReturn              = "ssl_return"
-	syscapProgSslWriteEnter          = "ssl_write_enter"
-	syscapProgSslWriteExEnter        = "ssl_write_ex_enter"
-	syscapProgSyscapStatEnter        = "syscap_stat_enter"
-	syscapProgSyscapStatExit         = "syscap_stat_exit"
-	syscapProgSyscapSysExit          = "syscap_sys_exit"
-	syscapProgSyscapTprofSwitch      = "syscap_tprof_switch"
-	syscapProgSyscapTprofSysEnter    = "syscap_tprof_sys_enter"
-	syscapProgSyscapTprofSysExit     = "syscap_tprof_sys_exit"
-	syscapProgSyscapTprofTaskExit    = "syscap_tprof_task_exit"
-	syscapVarGalagoExportCloseRec    = "__galago_export_close_rec"
-	syscapVarGalagoExportConn        = "__galago_export_conn"
-	syscapVarGalagoExportConnRec     = "__galago_export_conn_rec"
-	syscapVarGalagoExportDataHdr     = "__galago_export_data_hdr"
-	syscapVarGalagoExportDir         = "__galago_export_dir"
-	syscapVarGalagoExportL4          = "__galago_export_l4"
-	syscapVarGalagoExportProto       = "__galago_export_proto"
-	syscapVarGalagoExportRecType     = "__galago_export_rec_type"
-	syscapVarGalagoExportRole        = "__galago_export_role"
-	syscapVarGalagoExportScClass     = "__galago_export_sc_class"
-	syscapVarGalagoExportScIoctlVal  = "__galago_export_sc_ioctl_val"
-	syscapVarGalagoExportScKey       = "__galago_export_sc_key"
-	syscapVarGalagoExportScVal       = "__galago_export_sc_val"
-	syscapVarGalagoExportState       = "__galago_export_state"
-	syscapVarGalagoExportTprofCall   = "__galago_export_tprof_call"
-	syscapVarGalagoExportTprofRec    = "__galago_export_tprof_rec"
-	syscapVarGalagoExportTprofThread = "__galago_export_tprof_thread"
-	syscapVarGalagoExportTprofType   = "__galago_export_tprof_type"
-	syscapVarGalagoFilterCfg         = "galago_filter_cfg"
-	syscapVarGalagoRbWakeupBytes     = "galago_rb_wakeup_bytes"
-	syscapVarGoNetfdSysfdOff         = "go_netfd_sysfd_off"
-	syscapVarGoTcpconnFdOff          = "go_tcpconn_fd_off"
-	syscapVarGoTlsConnDataOff        = "go_tls_conn_data_off"
-	syscapVarScClasses               = "sc_classes"
-	syscapVarScFs                    = "sc_fs"
-	syscapVarSyscapCap               = "syscap_cap"
-	syscapVarSyscapContCap           = "syscap_cont_cap"
-	syscapVarSyscapProtos            = "syscap_protos"
-	syscapVarSyscapSsl               = "syscap_ssl"
-	syscapVarSyscapWholeMax          = "syscap_whole_max"
-	syscapVarSyscapWholeProtos       = "syscap_whole_protos"
-	syscapVarTprofMinNs              = "tprof_min_ns"
-	syscapVarTprofTypes              = "tprof_types"
+	syscapMapConnLost                 = "conn_lost"
+	syscapMapConns                    = "conns"
+	syscapMapEvents                   = "events"
+	syscapMapFilterCgroups            = "filter_cgroups"
+	syscapMapFilterDecided            = "filter_decided"
+	syscapMapFilterPending            = "filter_pending"
+	syscapMapFilterPendingLost        = "filter_pending_lost"
+	syscapMapFilterTgids              = "filter_tgids"
+	syscapMapGoTlsCalls               = "go_tls_calls"
+	syscapMapHeadBuf                  = "head_buf"
+	syscapMapLostEvents               = "lost_events"
+	syscapMapNextId                   = "next_id"
+	syscapMapScIoctl                  = "sc_ioctl"
+	syscapMapScLost                   = "sc_lost"
+	syscapMapScStarts                 = "sc_starts"
+	syscapMapScStats                  = "sc_stats"
+	syscapMapScratch                  = "scratch"
+	syscapMapSslCalls                 = "ssl_calls"
+	syscapMapSslFds                   = "ssl_fds"
+	syscapMapSslLost                  = "ssl_lost"
+	syscapMapTprofEvents              = "tprof_events"
+	syscapMapTprofLost                = "tprof_lost"
+	syscapMapTprofStackLost           = "tprof_stack_lost"
+	syscapMapTprofStacks              = "tprof_stacks"
+	syscapMapTprofThreads             = "tprof_threads"
+	syscapMapTprofUthreads            = "tprof_uthreads"
+	syscapProgGalagoFilterExec        = "galago_filter_exec"
+	syscapProgGalagoFilterFork        = "galago_filter_fork"
+	syscapProgGoTlsReadEnter          = "go_tls_read_enter"
+	syscapProgGoTlsReturn             = "go_tls_return"
+	syscapProgGoTlsWriteEnter         = "go_tls_write_enter"
+	syscapProgSslHandshakeEnter       = "ssl_handshake_enter"
+	syscapProgSslHandshakeReturn      = "ssl_handshake_return"
+	syscapProgSslReadEnter            = "ssl_read_enter"
+	syscapProgSslReadExEnter          = "ssl_read_ex_enter"
+	syscapProgSslReturn               = "ssl_return"
+	syscapProgSslWriteEnter           = "ssl_write_enter"
+	syscapProgSslWriteExEnter         = "ssl_write_ex_enter"
+	syscapProgSyscapStatEnter         = "syscap_stat_enter"
+	syscapProgSyscapStatExit          = "syscap_stat_exit"
+	syscapProgSyscapSysExit           = "syscap_sys_exit"
+	syscapProgSyscapTprofAllocEnter   = "syscap_tprof_alloc_enter"
+	syscapProgSyscapTprofAllocReturn  = "syscap_tprof_alloc_return"
+	syscapProgSyscapTprofFreeEnter    = "syscap_tprof_free_enter"
+	syscapProgSyscapTprofGcDone       = "syscap_tprof_gc_done"
+	syscapProgSyscapTprofGcStart      = "syscap_tprof_gc_start"
+	syscapProgSyscapTprofPthreadEnter = "syscap_tprof_pthread_enter"
+	syscapProgSyscapTprofPthreadExit  = "syscap_tprof_pthread_exit"
+	syscapProgSyscapTprofSample       = "syscap_tprof_sample"
+	syscapProgSyscapTprofSwitch       = "syscap_tprof_switch"
+	syscapProgSyscapTprofSysEnter     = "syscap_tprof_sys_enter"
+	syscapProgSyscapTprofSysExit      = "syscap_tprof_sys_exit"
+	syscapProgSyscapTprofTaskExit     = "syscap_tprof_task_exit"
+	syscapVarGalagoExportCloseRec     = "__galago_export_close_rec"
+	syscapVarGalagoExportConn         = "__galago_export_conn"
+	syscapVarGalagoExportConnRec      = "__galago_export_conn_rec"
+	syscapVarGalagoExportDataHdr      = "__galago_export_data_hdr"
+	syscapVarGalagoExportDir          = "__galago_export_dir"
+	syscapVarGalagoExportL4           = "__galago_export_l4"
+	syscapVarGalagoExportProto        = "__galago_export_proto"
+	syscapVarGalagoExportRecType      = "__galago_export_rec_type"
+	syscapVarGalagoExportRole         = "__galago_export_role"
+	syscapVarGalagoExportScClass      = "__galago_export_sc_class"
+	syscapVarGalagoExportScIoctlVal   = "__galago_export_sc_ioctl_val"
+	syscapVarGalagoExportScKey        = "__galago_export_sc_key"
+	syscapVarGalagoExportScVal        = "__galago_export_sc_val"
+	syscapVarGalagoExportState        = "__galago_export_state"
+	syscapVarGalagoExportTprofCall    = "__galago_export_tprof_call"
+	syscapVarGalagoExportTprofRec     = "__galago_export_tprof_rec"
+	syscapVarGalagoExportTprofThread  = "__galago_export_tprof_thread"
+	syscapVarGalagoExportTprofType    = "__galago_export_tprof_type"
+	syscapVarGalagoFilterCfg          = "galago_filter_cfg"
+	syscapVarGalagoRbWakeupBytes      = "galago_rb_wakeup_bytes"
+	syscapVarGoNetfdSysfdOff          = "go_netfd_sysfd_off"
+	syscapVarGoTcpconnFdOff           = "go_tcpconn_fd_off"
+	syscapVarGoTlsConnDataOff         = "go_tls_conn_data_off"
+	syscapVarScClasses                = "sc_classes"
+	syscapVarScFs                     = "sc_fs"
+	syscapVarSyscapCap                = "syscap_cap"
+	syscapVarSyscapContCap            = "syscap_cont_cap"
+	syscapVarSyscapProtos             = "syscap_protos"
+	syscapVarSyscapSsl                = "syscap_ssl"
+	syscapVarSyscapWholeMax           = "syscap_whole_max"
+	syscapVarSyscapWholeProtos        = "syscap_whole_protos"
+	syscapVarTprofMinNs               = "tprof_min_ns"
+	syscapVarTprofTypes               = "tprof_types"
 )
 
 // loadSyscap returns the embedded CollectionSpec for syscap.
@@ -443,25 +469,33 @@ type syscapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type syscapProgramSpecs struct {
-	GalagoFilterExec    *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
-	GalagoFilterFork    *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
-	GoTlsReadEnter      *ebpf.ProgramSpec `ebpf:"go_tls_read_enter"`
-	GoTlsReturn         *ebpf.ProgramSpec `ebpf:"go_tls_return"`
-	GoTlsWriteEnter     *ebpf.ProgramSpec `ebpf:"go_tls_write_enter"`
-	SslHandshakeEnter   *ebpf.ProgramSpec `ebpf:"ssl_handshake_enter"`
-	SslHandshakeReturn  *ebpf.ProgramSpec `ebpf:"ssl_handshake_return"`
-	SslReadEnter        *ebpf.ProgramSpec `ebpf:"ssl_read_enter"`
-	SslReadExEnter      *ebpf.ProgramSpec `ebpf:"ssl_read_ex_enter"`
-	SslReturn           *ebpf.ProgramSpec `ebpf:"ssl_return"`
-	SslWriteEnter       *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
-	SslWriteExEnter     *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
-	SyscapStatEnter     *ebpf.ProgramSpec `ebpf:"syscap_stat_enter"`
-	SyscapStatExit      *ebpf.ProgramSpec `ebpf:"syscap_stat_exit"`
-	SyscapSysExit       *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
-	SyscapTprofSwitch   *ebpf.ProgramSpec `ebpf:"syscap_tprof_switch"`
-	SyscapTprofSysEnter *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_enter"`
-	SyscapTprofSysExit  *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_exit"`
-	SyscapTprofTaskExit *ebpf.ProgramSpec `ebpf:"syscap_tprof_task_exit"`
+	GalagoFilterExec        *ebpf.ProgramSpec `ebpf:"galago_filter_exec"`
+	GalagoFilterFork        *ebpf.ProgramSpec `ebpf:"galago_filter_fork"`
+	GoTlsReadEnter          *ebpf.ProgramSpec `ebpf:"go_tls_read_enter"`
+	GoTlsReturn             *ebpf.ProgramSpec `ebpf:"go_tls_return"`
+	GoTlsWriteEnter         *ebpf.ProgramSpec `ebpf:"go_tls_write_enter"`
+	SslHandshakeEnter       *ebpf.ProgramSpec `ebpf:"ssl_handshake_enter"`
+	SslHandshakeReturn      *ebpf.ProgramSpec `ebpf:"ssl_handshake_return"`
+	SslReadEnter            *ebpf.ProgramSpec `ebpf:"ssl_read_enter"`
+	SslReadExEnter          *ebpf.ProgramSpec `ebpf:"ssl_read_ex_enter"`
+	SslReturn               *ebpf.ProgramSpec `ebpf:"ssl_return"`
+	SslWriteEnter           *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
+	SslWriteExEnter         *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
+	SyscapStatEnter         *ebpf.ProgramSpec `ebpf:"syscap_stat_enter"`
+	SyscapStatExit          *ebpf.ProgramSpec `ebpf:"syscap_stat_exit"`
+	SyscapSysExit           *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
+	SyscapTprofAllocEnter   *ebpf.ProgramSpec `ebpf:"syscap_tprof_alloc_enter"`
+	SyscapTprofAllocReturn  *ebpf.ProgramSpec `ebpf:"syscap_tprof_alloc_return"`
+	SyscapTprofFreeEnter    *ebpf.ProgramSpec `ebpf:"syscap_tprof_free_enter"`
+	SyscapTprofGcDone       *ebpf.ProgramSpec `ebpf:"syscap_tprof_gc_done"`
+	SyscapTprofGcStart      *ebpf.ProgramSpec `ebpf:"syscap_tprof_gc_start"`
+	SyscapTprofPthreadEnter *ebpf.ProgramSpec `ebpf:"syscap_tprof_pthread_enter"`
+	SyscapTprofPthreadExit  *ebpf.ProgramSpec `ebpf:"syscap_tprof_pthread_exit"`
+	SyscapTprofSample       *ebpf.ProgramSpec `ebpf:"syscap_tprof_sample"`
+	SyscapTprofSwitch       *ebpf.ProgramSpec `ebpf:"syscap_tprof_switch"`
+	SyscapTprofSysEnter     *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_enter"`
+	SyscapTprofSysExit      *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_exit"`
+	SyscapTprofTaskExit     *ebpf.ProgramSpec `ebpf:"syscap_tprof_task_exit"`
 }
 
 // syscapMapSpecs contains maps before they are loaded into the kernel.
@@ -493,6 +527,7 @@ type syscapMapSpecs struct {
 	TprofStackLost    *ebpf.MapSpec `ebpf:"tprof_stack_lost"`
 	TprofStacks       *ebpf.MapSpec `ebpf:"tprof_stacks"`
 	TprofThreads      *ebpf.MapSpec `ebpf:"tprof_threads"`
+	TprofUthreads     *ebpf.MapSpec `ebpf:"tprof_uthreads"`
 }
 
 // syscapVariableSpecs contains global variables before they are loaded into the kernel.
@@ -579,6 +614,7 @@ type syscapMaps struct {
 	TprofStackLost    *ebpf.Map `ebpf:"tprof_stack_lost"`
 	TprofStacks       *ebpf.Map `ebpf:"tprof_stacks"`
 	TprofThreads      *ebpf.Map `ebpf:"tprof_threads"`
+	TprofUthreads     *ebpf.Map `ebpf:"tprof_uthreads"`
 }
 
 func (m *syscapMaps) Close() error {
@@ -608,6 +644,7 @@ func (m *syscapMaps) Close() error {
 		m.TprofStackLost,
 		m.TprofStacks,
 		m.TprofThreads,
+		m.TprofUthreads,
 	)
 }
 
@@ -654,25 +691,33 @@ type syscapVariables struct {
 //
 // It can be passed to loadSyscapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type syscapPrograms struct {
-	GalagoFilterExec    *ebpf.Program `ebpf:"galago_filter_exec"`
-	GalagoFilterFork    *ebpf.Program `ebpf:"galago_filter_fork"`
-	GoTlsReadEnter      *ebpf.Program `ebpf:"go_tls_read_enter"`
-	GoTlsReturn         *ebpf.Program `ebpf:"go_tls_return"`
-	GoTlsWriteEnter     *ebpf.Program `ebpf:"go_tls_write_enter"`
-	SslHandshakeEnter   *ebpf.Program `ebpf:"ssl_handshake_enter"`
-	SslHandshakeReturn  *ebpf.Program `ebpf:"ssl_handshake_return"`
-	SslReadEnter        *ebpf.Program `ebpf:"ssl_read_enter"`
-	SslReadExEnter      *ebpf.Program `ebpf:"ssl_read_ex_enter"`
-	SslReturn           *ebpf.Program `ebpf:"ssl_return"`
-	SslWriteEnter       *ebpf.Program `ebpf:"ssl_write_enter"`
-	SslWriteExEnter     *ebpf.Program `ebpf:"ssl_write_ex_enter"`
-	SyscapStatEnter     *ebpf.Program `ebpf:"syscap_stat_enter"`
-	SyscapStatExit      *ebpf.Program `ebpf:"syscap_stat_exit"`
-	SyscapSysExit       *ebpf.Program `ebpf:"syscap_sys_exit"`
-	SyscapTprofSwitch   *ebpf.Program `ebpf:"syscap_tprof_switch"`
-	SyscapTprofSysEnter *ebpf.Program `ebpf:"syscap_tprof_sys_enter"`
-	SyscapTprofSysExit  *ebpf.Program `ebpf:"syscap_tprof_sys_exit"`
-	SyscapTprofTaskExit *ebpf.Program `ebpf:"syscap_tprof_task_exit"`
+	GalagoFilterExec        *ebpf.Program `ebpf:"galago_filter_exec"`
+	GalagoFilterFork        *ebpf.Program `ebpf:"galago_filter_fork"`
+	GoTlsReadEnter          *ebpf.Program `ebpf:"go_tls_read_enter"`
+	GoTlsReturn             *ebpf.Program `ebpf:"go_tls_return"`
+	GoTlsWriteEnter         *ebpf.Program `ebpf:"go_tls_write_enter"`
+	SslHandshakeEnter       *ebpf.Program `ebpf:"ssl_handshake_enter"`
+	SslHandshakeReturn      *ebpf.Program `ebpf:"ssl_handshake_return"`
+	SslReadEnter            *ebpf.Program `ebpf:"ssl_read_enter"`
+	SslReadExEnter          *ebpf.Program `ebpf:"ssl_read_ex_enter"`
+	SslReturn               *ebpf.Program `ebpf:"ssl_return"`
+	SslWriteEnter           *ebpf.Program `ebpf:"ssl_write_enter"`
+	SslWriteExEnter         *ebpf.Program `ebpf:"ssl_write_ex_enter"`
+	SyscapStatEnter         *ebpf.Program `ebpf:"syscap_stat_enter"`
+	SyscapStatExit          *ebpf.Program `ebpf:"syscap_stat_exit"`
+	SyscapSysExit           *ebpf.Program `ebpf:"syscap_sys_exit"`
+	SyscapTprofAllocEnter   *ebpf.Program `ebpf:"syscap_tprof_alloc_enter"`
+	SyscapTprofAllocReturn  *ebpf.Program `ebpf:"syscap_tprof_alloc_return"`
+	SyscapTprofFreeEnter    *ebpf.Program `ebpf:"syscap_tprof_free_enter"`
+	SyscapTprofGcDone       *ebpf.Program `ebpf:"syscap_tprof_gc_done"`
+	SyscapTprofGcStart      *ebpf.Program `ebpf:"syscap_tprof_gc_start"`
+	SyscapTprofPthreadEnter *ebpf.Program `ebpf:"syscap_tprof_pthread_enter"`
+	SyscapTprofPthreadExit  *ebpf.Program `ebpf:"syscap_tprof_pthread_exit"`
+	SyscapTprofSample       *ebpf.Program `ebpf:"syscap_tprof_sample"`
+	SyscapTprofSwitch       *ebpf.Program `ebpf:"syscap_tprof_switch"`
+	SyscapTprofSysEnter     *ebpf.Program `ebpf:"syscap_tprof_sys_enter"`
+	SyscapTprofSysExit      *ebpf.Program `ebpf:"syscap_tprof_sys_exit"`
+	SyscapTprofTaskExit     *ebpf.Program `ebpf:"syscap_tprof_task_exit"`
 }
 
 func (p *syscapPrograms) Close() error {
@@ -692,6 +737,14 @@ func (p *syscapPrograms) Close() error {
 		p.SyscapStatEnter,
 		p.SyscapStatExit,
 		p.SyscapSysExit,
+		p.SyscapTprofAllocEnter,
+		p.SyscapTprofAllocReturn,
+		p.SyscapTprofFreeEnter,
+		p.SyscapTprofGcDone,
+		p.SyscapTprofGcStart,
+		p.SyscapTprofPthreadEnter,
+		p.SyscapTprofPthreadExit,
+		p.SyscapTprofSample,
 		p.SyscapTprofSwitch,
 		p.SyscapTprofSysEnter,
 		p.SyscapTprofSysExit,

@@ -16,7 +16,7 @@
  *   tp_btf/sched_switch  on-CPU (switch-in to switch-out) and off-CPU
  *                      (switch-out to switch-in) slices of observed
  *                      threads, one record each above the same minimum.
- *   tp_btf/sched_process_exit  forgets the thread's row.
+ *   tp_btf/sched_process_exit  forgets the thread's rows.
  * read/write/readv/writev/preadv/pwritev/fsync/fdatasync on a socket are
  * net events (with the connection's addresses), on other files file events
  * (with the file's inode; the path is read in user space); the fd is
@@ -28,9 +28,30 @@
  *   (stack trace map: the user stack of a call, taken when it blocks
  *   (sched_switch, attached for that while any type is on) or else at
  *   the exit of one long enough to be sent, and of each off-CPU slice,
- *   taken at switch-out; frame-pointer walks as flamegraph's); tprof_lost (threads
+ *   taken at switch-out; frame-pointer walks as flamegraph's);
+ *   tprof_uthreads (hash, tid -> pthread call and collection in flight);
+ *   tprof_lost (threads
  *   not tracked because tprof_threads was full); tprof_stack_lost (stacks
  *   not recorded).
+ *   uprobe.multi/uretprobe.multi  pthread_sync: the C library's lock
+ *                      and wait functions (tprof.go attaches them per
+ *                      observed process, one link per direction, the
+ *                      cookie naming the function): entry
+ *                      time and the lock's address in tprof_uthreads, one
+ *                      record at the return of a call that lasted
+ *                      min_exec_dur, with the caller's user stack.
+ *   uprobe (USDT)      python_gc: CPython's python:gc__start and
+ *                      python:gc__done notes (the cookie packs the
+ *                      argument's location, internal/uprobes.ArgCookie):
+ *                      one record per collection with its generation and
+ *                      the objects collected.
+ *   uprobe.multi/uretprobe.multi  mem_glibc: malloc, calloc, realloc
+ *                      (size at entry, one record at return with the
+ *                      block's address and the caller's user stack) and
+ *                      free (one record of the block, no stack).
+ *   perf_event         oncpu_sample: a cpu-clock sample (internal/bpfrt
+ *                      CPUClock, on every CPU) of an observed thread: one
+ *                      record with its user stack and the CPU.
  * Limits: a thread on a CPU when the programs attach has its first
  *   on-CPU slice unreported (its start was not seen); 32-bit (ia32)
  *   syscalls are not told apart. */
@@ -42,7 +63,12 @@ enum syscap_tprof_type {
 	SYSCAP_TP_NET = 3,
 	SYSCAP_TP_SCHED = 4,
 	SYSCAP_TP_LOCK = 5,
-	SYSCAP_TP_MAX = 6,
+	SYSCAP_TP_PTHREAD = 6, /* pthread_sync: call is the function (tprof.go's pthreadFuncs) */
+	SYSCAP_TP_PYGC = 7,    /* python_gc: arg the generation, ret what it collected */
+	SYSCAP_TP_SAMPLE = 8,  /* oncpu_sample: arg the CPU, dur 0 */
+	SYSCAP_TP_MEMGLIBC = 9, /* mem_glibc: call the function (tprof.go's memFuncs), arg the size,
+				 * ret the block's address, ino the block realloc freed; dur 0 */
+	SYSCAP_TP_MAX = 10,
 };
 
 /* The calls traced, independent of the architecture's numbers. */
@@ -82,9 +108,10 @@ enum syscap_tprof_call {
 struct syscap_tprof_rec {
 	__u64 start; /* ns, CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u64 dur;   /* ns */
-	__u64 arg;   /* file/net: the fd; lock: futex's op argument */
+	__u64 arg;   /* file/net: the fd; lock: futex's op argument;
+		      * pthread: the lock's address; pygc: the generation */
 	__u64 ino;   /* file: the inode number of the fd's file */
-	__s64 ret;   /* the syscall's return value */
+	__s64 ret;   /* the syscall's (function's) return value; pygc: objects collected */
 	__u32 pid;   /* thread id */
 	__u32 tgid;
 	__u8 type;   /* enum syscap_tprof_type */
@@ -144,6 +171,27 @@ struct {
 	__type(key, __u32); /* tid */
 	__type(value, struct syscap_tprof_thread);
 } tprof_threads SEC(".maps");
+
+/* A thread's user-space calls in flight (pthread_sync, python_gc). */
+struct syscap_tprof_ucall {
+	__u64 pt_start; /* entry time of the pthread call, 0 when none */
+	__u64 pt_addr;  /* its lock's address (first argument) */
+	__u64 gc_start; /* start of the collection, 0 when none */
+	__u32 pt_fn;    /* the function (the uprobe's cookie) */
+	__s32 gc_gen;   /* the collection's generation */
+	__u64 al_size;  /* the allocation in flight: its size */
+	__u64 al_old;   /* realloc's block */
+	__u32 al_fn;    /* its function, 0 when none */
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 32768);
+	__type(key, __u32); /* tid */
+	__type(value, struct syscap_tprof_ucall);
+} tprof_uthreads SEC(".maps");
 
 /* One page here: the tprofiling load sizes it before loading (tprof.go),
  * the other loads of this object keep a page they never use. */
@@ -551,5 +599,252 @@ int BPF_PROG(syscap_tprof_task_exit, struct task_struct *task)
 
 	if (bpf_map_lookup_elem(&tprof_threads, &tid))
 		bpf_map_delete_elem(&tprof_threads, &tid);
+	if (bpf_map_lookup_elem(&tprof_uthreads, &tid))
+		bpf_map_delete_elem(&tprof_uthreads, &tid);
+	return 0;
+}
+
+/* tprof_ucall_get: the thread's row, made when missing (a full map is
+ * counted in tprof_lost). */
+static __always_inline struct syscap_tprof_ucall *tprof_ucall_get(__u32 tid)
+{
+	struct syscap_tprof_ucall *u = bpf_map_lookup_elem(&tprof_uthreads, &tid);
+	struct syscap_tprof_ucall zero = {};
+
+	if (u)
+		return u;
+	bpf_map_update_elem(&tprof_uthreads, &tid, &zero, BPF_NOEXIST);
+	u = bpf_map_lookup_elem(&tprof_uthreads, &tid);
+	if (!u)
+		tprof_count(&tprof_lost);
+	return u;
+}
+
+/* tprof_usdt_arg reads a USDT argument whose location the cookie packs
+ * (internal/uprobes.ArgCookie): kind in bits 56..63 (1 constant, 2
+ * register, 3 memory at register + offset), size in 48..54 and sign in
+ * 55, the register's offset in pt_regs in 32..47, the constant or offset
+ * in 0..31. */
+static __always_inline __s64 tprof_usdt_arg(struct pt_regs *ctx, __u64 spec)
+{
+	__u32 kind = spec >> 56, size = (spec >> 48) & 0x7f, regoff = (spec >> 32) & 0xffff;
+	__s32 off = (__s32)(__u32)spec;
+	__u64 v = 0;
+	__s64 r;
+
+	if (kind == 1)
+		return off;
+	if ((kind != 2 && kind != 3) || regoff > sizeof(struct pt_regs) - sizeof(__u64))
+		return 0;
+	if (bpf_probe_read_kernel(&v, sizeof(v), (void *)ctx + regoff))
+		return 0;
+	if (kind == 3 && bpf_probe_read_user(&v, sizeof(v), (void *)(v + (__s64)off)))
+		return 0;
+	switch (size) {
+	case 1:
+		r = spec & (1ULL << 55) ? (__s64)(__s8)v : (__s64)(__u8)v;
+		break;
+	case 2:
+		r = spec & (1ULL << 55) ? (__s64)(__s16)v : (__s64)(__u16)v;
+		break;
+	case 4:
+		r = spec & (1ULL << 55) ? (__s64)(__s32)v : (__s64)(__u32)v;
+		break;
+	default:
+		r = (__s64)v;
+	}
+	return r;
+}
+
+/* tprof_user_reserve: a record of the current thread of type and call,
+ * its thread, comm and start (now) set, for the caller to fill and
+ * submit. */
+static __always_inline struct syscap_tprof_rec *tprof_user_reserve(__u32 type, __u32 call)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct syscap_tprof_rec *r = tprof_reserve();
+
+	if (!r)
+		return NULL;
+	r->start = bpf_ktime_get_ns();
+	r->pid = (__u32)pid_tgid;
+	r->tgid = pid_tgid >> 32;
+	r->type = type;
+	r->call = call;
+	r->user_stack = TPROF_NO_STACK;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	return r;
+}
+
+/* tprof_user_rec sends one record of a user-space call of the current
+ * thread, with its user stack. */
+static __always_inline void tprof_user_rec(void *ctx, __u32 type, __u32 call, __u64 start, __u64 now, __u64 arg,
+					   __s64 ret)
+{
+	struct syscap_tprof_rec *r = tprof_user_reserve(type, call);
+
+	if (!r)
+		return;
+	r->start = start;
+	r->dur = now - start;
+	r->arg = arg;
+	r->ret = ret;
+	r->user_stack = tprof_stack(ctx);
+	GALAGO_RB_SUBMIT(&tprof_events, r);
+}
+
+SEC("uprobe.multi")
+int BPF_KPROBE(syscap_tprof_pthread_enter, void *lock)
+{
+	struct syscap_tprof_ucall *u;
+
+	if (!(tprof_types & (1U << SYSCAP_TP_PTHREAD)))
+		return 0;
+	u = tprof_ucall_get((__u32)bpf_get_current_pid_tgid());
+	if (!u)
+		return 0;
+	u->pt_fn = bpf_get_attach_cookie(ctx);
+	u->pt_addr = (__u64)lock;
+	u->pt_start = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("uretprobe.multi")
+int BPF_KRETPROBE(syscap_tprof_pthread_exit, long ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct syscap_tprof_ucall *u = bpf_map_lookup_elem(&tprof_uthreads, &tid);
+	__u64 start, now;
+
+	if (!u || !u->pt_start)
+		return 0;
+	start = u->pt_start;
+	u->pt_start = 0;
+	/* Another function's return (a call made before the attach, or one
+	 * nested in the traced one): not this entry's. */
+	if (u->pt_fn != (__u32)bpf_get_attach_cookie(ctx))
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now < start || now - start < tprof_min_ns || !(tprof_types & (1U << SYSCAP_TP_PTHREAD)))
+		return 0;
+	tprof_user_rec(ctx, SYSCAP_TP_PTHREAD, u->pt_fn, start, now, u->pt_addr, ret);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(syscap_tprof_gc_start)
+{
+	struct syscap_tprof_ucall *u;
+
+	if (!(tprof_types & (1U << SYSCAP_TP_PYGC)))
+		return 0;
+	u = tprof_ucall_get((__u32)bpf_get_current_pid_tgid());
+	if (!u)
+		return 0;
+	u->gc_gen = (__s32)tprof_usdt_arg(ctx, bpf_get_attach_cookie(ctx));
+	u->gc_start = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(syscap_tprof_gc_done)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct syscap_tprof_ucall *u = bpf_map_lookup_elem(&tprof_uthreads, &tid);
+	__u64 start, now;
+
+	if (!u || !u->gc_start)
+		return 0;
+	start = u->gc_start;
+	u->gc_start = 0;
+	now = bpf_ktime_get_ns();
+	if (now < start || now - start < tprof_min_ns || !(tprof_types & (1U << SYSCAP_TP_PYGC)))
+		return 0;
+	tprof_user_rec(ctx, SYSCAP_TP_PYGC, 0, start, now, (__u64)(__s64)u->gc_gen,
+		       tprof_usdt_arg(ctx, bpf_get_attach_cookie(ctx)));
+	return 0;
+}
+
+SEC("perf_event")
+int syscap_tprof_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), now;
+
+	if (!(tprof_types & (1U << SYSCAP_TP_SAMPLE)) || (__u32)id == 0 || !galago_observed(id >> 32))
+		return 0;
+	now = bpf_ktime_get_ns();
+	tprof_user_rec(ctx, SYSCAP_TP_SAMPLE, 0, now, now, bpf_get_smp_processor_id(), 0);
+	return 0;
+}
+
+/* mem_glibc's functions: the uprobes' cookies, as tprof.go's memFuncs. */
+#define TPROF_MEM_MALLOC 1
+#define TPROF_MEM_CALLOC 2
+#define TPROF_MEM_REALLOC 3
+#define TPROF_MEM_FREE 4
+
+SEC("uprobe.multi")
+int BPF_KPROBE(syscap_tprof_alloc_enter, __u64 a0, __u64 a1)
+{
+	__u32 fn = bpf_get_attach_cookie(ctx);
+	struct syscap_tprof_ucall *u;
+
+	if (!(tprof_types & (1U << SYSCAP_TP_MEMGLIBC)))
+		return 0;
+	u = tprof_ucall_get((__u32)bpf_get_current_pid_tgid());
+	if (!u)
+		return 0;
+	u->al_fn = fn;
+	u->al_old = 0;
+	switch (fn) {
+	case TPROF_MEM_CALLOC:
+		u->al_size = a0 * a1;
+		break;
+	case TPROF_MEM_REALLOC:
+		u->al_old = a0;
+		u->al_size = a1;
+		break;
+	default:
+		u->al_size = a0;
+	}
+	return 0;
+}
+
+SEC("uretprobe.multi")
+int BPF_KRETPROBE(syscap_tprof_alloc_return, __u64 addr)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), fn;
+	struct syscap_tprof_ucall *u = bpf_map_lookup_elem(&tprof_uthreads, &tid);
+	struct syscap_tprof_rec *r;
+
+	if (!u || !u->al_fn)
+		return 0;
+	fn = u->al_fn;
+	u->al_fn = 0;
+	if (fn != (__u32)bpf_get_attach_cookie(ctx) || !(tprof_types & (1U << SYSCAP_TP_MEMGLIBC)))
+		return 0;
+	r = tprof_user_reserve(SYSCAP_TP_MEMGLIBC, fn);
+	if (!r)
+		return 0;
+	r->arg = addr ? u->al_size : 0;
+	r->ret = (__s64)addr;
+	r->ino = u->al_old;
+	r->user_stack = tprof_stack(ctx);
+	GALAGO_RB_SUBMIT(&tprof_events, r);
+	return 0;
+}
+
+SEC("uprobe.multi")
+int BPF_KPROBE(syscap_tprof_free_enter, __u64 addr)
+{
+	struct syscap_tprof_rec *r;
+
+	if (!addr || !(tprof_types & (1U << SYSCAP_TP_MEMGLIBC)))
+		return 0;
+	r = tprof_user_reserve(SYSCAP_TP_MEMGLIBC, TPROF_MEM_FREE);
+	if (!r)
+		return 0;
+	r->ret = (__s64)addr;
+	GALAGO_RB_SUBMIT(&tprof_events, r);
 	return 0;
 }

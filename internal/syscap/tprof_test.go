@@ -18,7 +18,16 @@ func tprofSpec(progs map[string]bpfspec.Program, maps map[string]bpfspec.Map) {
 		"syscap_tprof_switch": "sched_switch", "syscap_tprof_task_exit": "sched_process_exit"} {
 		progs[p] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: tp}
 	}
+	progs["syscap_tprof_pthread_enter"] = bpfspec.Program{Type: ebpf.Kprobe, AttachType: ebpf.AttachTraceUprobeMulti}
+	progs["syscap_tprof_pthread_exit"] = bpfspec.Program{Type: ebpf.Kprobe, AttachType: ebpf.AttachTraceUprobeMulti}
+	progs["syscap_tprof_gc_start"] = bpfspec.Program{Type: ebpf.Kprobe}
+	progs["syscap_tprof_gc_done"] = bpfspec.Program{Type: ebpf.Kprobe}
+	progs["syscap_tprof_sample"] = bpfspec.Program{Type: ebpf.PerfEvent}
 	maps["tprof_threads"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 48, MaxEntries: 32768}
+	maps["tprof_uthreads"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 4, ValueSize: 56, MaxEntries: 32768}
+	for _, p := range []string{"syscap_tprof_alloc_enter", "syscap_tprof_alloc_return", "syscap_tprof_free_enter"} {
+		progs[p] = bpfspec.Program{Type: ebpf.Kprobe, AttachType: ebpf.AttachTraceUprobeMulti}
+	}
 	maps["tprof_events"] = bpfspec.Map{Type: ebpf.RingBuf, MaxEntries: 4096}
 	maps["tprof_stacks"] = bpfspec.Map{Type: ebpf.StackTrace, KeySize: 4, ValueSize: TprofStackDepth * 8, MaxEntries: 1}
 	maps["tprof_stack_lost"] = bpfspec.Map{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}
@@ -70,6 +79,10 @@ func TestDecodeTprof(t *testing.T) {
 	if e != want {
 		t.Errorf("got  %+v\nwant %+v", e, want)
 	}
+	if pe, err := DecodeTprof(tprofRec(uint8(TprofPthread), 21, 0, nil, nil, 0, 0)); err != nil || pe.Type.String() != "pthread_sync" ||
+		PthreadFunc(pe.Call) != "sem_wait" || pe.Arg != 7 {
+		t.Errorf("pthread_sync record: %+v %v", pe, err)
+	}
 	if e.Call.String() != "write" || !e.Call.HasFD() || e.Type.String() != "net" {
 		t.Errorf("call %s (fd %v), type %s", e.Call, e.Call.HasFD(), e.Type)
 	}
@@ -88,7 +101,9 @@ func TestDecodeTprof(t *testing.T) {
 	for name, raw := range map[string][]byte{
 		"short":    make([]byte, 111),
 		"long":     make([]byte, 113),
-		"bad type": tprofRec(6, 0, 0, nil, nil, 0, 0),
+		"bad type": tprofRec(10, 0, 0, nil, nil, 0, 0),
+		"bad fn":   tprofRec(6, 25, 0, nil, nil, 0, 0),
+		"bad gc":   tprofRec(7, 1, 0, nil, nil, 0, 0),
 		"bad call": tprofRec(2, 28, 0, nil, nil, 0, 0),
 	} {
 		if _, err := DecodeTprof(raw); err == nil {

@@ -1,19 +1,17 @@
 package flamegraph
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
-	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/galago-project/galago/internal/uprobes"
 )
 
 // libcProbes are mem_glibc's hooks in a libc: the entry program of each
@@ -41,167 +39,49 @@ var libcProbes = []struct {
 // from its first allocation.
 var hostLibcDirs = []string{"/lib/*-linux-gnu", "/usr/lib/*-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
 
-// libcFile is a libc file by device and inode: the same file reached by
-// two paths (a container's root, a symlink) is probed once.
-type libcFile struct{ dev, ino uint64 }
-
 // glibcHooks holds mem_glibc's uprobes: one set per libc file the observed
 // processes map. The uprobes fire for every process mapping the file; the
 // BPF entry programs keep the observed ones.
-type glibcHooks struct {
-	root  string // host root: processes are read under <root>/proc
-	progs map[string]*ebpf.Program
-	files map[libcFile][]link.Link
-	seen  map[int]bool // processes whose libc is probed (or has none)
-	warn  func(msg string, args ...any)
-	info  func(msg string, args ...any)
-}
+type glibcHooks struct{ set uprobes.Set }
 
 func newGlibcHooks(root string, progs map[string]*ebpf.Program, log *slog.Logger) *glibcHooks {
-	return &glibcHooks{root: root, progs: progs, files: map[libcFile][]link.Link{}, seen: map[int]bool{}, warn: log.Warn, info: log.Info}
+	// The return probes go first: a call whose entry was seen then always
+	// has its return seen.
+	var probes []uprobes.Probe
+	for _, ret := range []bool{true, false} {
+		for _, pr := range libcProbes {
+			switch {
+			case ret && pr.ret:
+				probes = append(probes, uprobes.Probe{Symbol: pr.symbol, Prog: progs["alloc_return"], Ret: true, Optional: pr.optional})
+			case !ret:
+				probes = append(probes, uprobes.Probe{Symbol: pr.symbol, Prog: progs[pr.enter], Optional: pr.optional})
+			}
+		}
+	}
+	log = log.With("sub_item", "mem_glibc")
+	return &glibcHooks{set: uprobes.Set{Root: root, Match: uprobes.IsLibc,
+		Probes: func(string) ([]uprobes.Probe, error) { return probes, nil },
+		Warn:   func(msg string, args ...any) { log.Warn("flamegraph: mem_glibc: "+msg, args...) },
+		Info: func(_ string, args ...any) {
+			log.Info("flamegraph: mem_glibc: the process maps no libc (static, or another allocator): its allocations are not seen", args...)
+		}}}
 }
 
 // attachHost probes the host's libc files.
-func (g *glibcHooks) attachHost() {
-	for _, dir := range hostLibcDirs {
-		matches, _ := filepath.Glob(filepath.Join(g.root, dir, "libc.so.6"))
-		for _, m := range matches {
-			if err := g.attach(m); err != nil {
-				g.warn("flamegraph: mem_glibc uprobes not attached", "file", m, "err", err)
-			}
-		}
-	}
-}
+func (g *glibcHooks) attachHost() { g.set.AttachHost(hostLibcDirs, "libc.so.6") }
 
 // scan probes the libc of every observed process not seen before.
-func (g *glibcHooks) scan(observed func(int) bool) {
-	ents, err := os.ReadDir(filepath.Join(g.root, "proc"))
-	if err != nil {
-		return
-	}
-	live := make(map[int]bool, len(ents))
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !observed(pid) {
-			continue
-		}
-		live[pid] = true
-		if g.seen[pid] {
-			continue
-		}
-		g.seen[pid] = true
-		dir := filepath.Join(g.root, "proc", e.Name())
-		libs, mapped := libcMappings(dir)
-		if len(libs) == 0 && mapped {
-			g.info("flamegraph: mem_glibc: the process maps no libc (static, or another allocator): its allocations are not seen", "pid", pid)
-		}
-		for _, lib := range libs {
-			// The path in the process's own mount namespace.
-			if err := g.attach(filepath.Join(dir, "root", lib)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				g.warn("flamegraph: mem_glibc uprobes not attached", "pid", pid, "file", lib, "err", err)
-			}
-		}
-	}
-	for pid := range g.seen {
-		if !live[pid] {
-			delete(g.seen, pid)
-		}
-	}
-}
-
-// attach probes one libc file (once per file). The return probes go first:
-// a call whose entry was seen then always has its return seen.
-func (g *glibcHooks) attach(path string) error {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return err
-	}
-	id := libcFile{uint64(st.Dev), st.Ino} //nolint:unconvert // Dev's type differs by arch
-	if _, done := g.files[id]; done {
-		return nil
-	}
-	ex, err := link.OpenExecutable(path)
-	if err != nil {
-		return err
-	}
-	var links []link.Link
-	fail := func(err error) error {
-		closeLinks(links)
-		g.files[id] = nil // not retried: the same file fails the same way
-		return err
-	}
-	missing := map[string]bool{}
-	for _, pr := range libcProbes {
-		if pr.ret {
-			l, err := ex.Uretprobe(pr.symbol, g.progs["alloc_return"], nil)
-			if pr.optional && errors.Is(err, link.ErrNoSymbol) {
-				missing[pr.symbol] = true
-				continue
-			}
-			if err != nil {
-				return fail(fmt.Errorf("uretprobe %s: %w", pr.symbol, err))
-			}
-			links = append(links, l)
-		}
-	}
-	for _, pr := range libcProbes {
-		if missing[pr.symbol] {
-			continue
-		}
-		l, err := ex.Uprobe(pr.symbol, g.progs[pr.enter], nil)
-		if err != nil {
-			return fail(fmt.Errorf("uprobe %s: %w", pr.symbol, err))
-		}
-		links = append(links, l)
-	}
-	g.files[id] = links
-	return nil
-}
+func (g *glibcHooks) scan(observed func(int) bool) { g.set.Scan(observed) }
 
 // close removes every uprobe, entries first (a call in flight then finds
 // its return probe gone and leaves a pending entry, which close's caller
 // clears).
-func (g *glibcHooks) close() {
-	for _, links := range g.files {
-		closeLinks(links)
-	}
-	clear(g.files)
-	clear(g.seen)
-}
+func (g *glibcHooks) close() { g.set.Close() }
 
 func closeLinks(links []link.Link) {
 	for i := len(links) - 1; i >= 0; i-- {
 		_ = links[i].Close()
 	}
-}
-
-// libcMappings are the libc files a process maps (paths in its mount
-// namespace): glibc's libc.so.6, or an older libc-2.x.so. mapped tells
-// whether the process maps any file (a kernel thread maps none).
-func libcMappings(dir string) (out []string, mapped bool) {
-	f, err := os.Open(filepath.Join(dir, "maps"))
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		i := strings.IndexByte(line, '/')
-		mapped = mapped || i >= 0
-		if i < 0 {
-			continue
-		}
-		p := strings.TrimSuffix(line[i:], " (deleted)")
-		if isLibc(filepath.Base(p)) && !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	return out, mapped
-}
-
-func isLibc(base string) bool {
-	return base == "libc.so.6" || (strings.HasPrefix(base, "libc-") && strings.HasSuffix(base, ".so"))
 }
 
 // blockKey groups live blocks by process and allocating stack.

@@ -237,7 +237,7 @@ func TestMemReconfigurePrivileged(t *testing.T) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.glibc != nil {
-			libcFiles = len(p.glibc.files)
+			libcFiles = p.glibc.set.Files()
 		}
 		keys, _, err := readAllocs(p.coll.Maps["glibc_allocs"])
 		if err != nil {

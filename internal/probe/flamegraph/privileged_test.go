@@ -406,13 +406,13 @@ func TestReconfigurePrivileged(t *testing.T) {
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
 	}
-	cpus, err := onlineCPUs()
+	cpus, err := bpfrt.OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
-	if len(p.perf) != len(cpus) || p.perfNs != 10e6 || p.offLink != nil {
-		t.Errorf("oncpu: %d perf events for %d CPUs at %d ns, offcpu link %v", len(p.perf), len(cpus), p.perfNs, p.offLink)
+	if p.perf.CPUs() != len(cpus) || p.perf.PeriodNs != 10e6 || p.offLink != nil {
+		t.Errorf("oncpu: %d perf events for %d CPUs at %d ns, offcpu link %v", p.perf.CPUs(), len(cpus), p.perf.PeriodNs, p.offLink)
 	}
 	p.mu.Unlock()
 
@@ -422,8 +422,8 @@ func TestReconfigurePrivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
-	if len(p.perf) != len(cpus) || p.perfNs != 20e6 {
-		t.Errorf("after the period change: %d perf events at %d ns", len(p.perf), p.perfNs)
+	if p.perf.CPUs() != len(cpus) || p.perf.PeriodNs != 20e6 {
+		t.Errorf("after the period change: %d perf events at %d ns", p.perf.CPUs(), p.perf.PeriodNs)
 	}
 	p.mu.Unlock()
 
@@ -433,8 +433,8 @@ func TestReconfigurePrivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
-	if len(p.perf) != 0 || p.offLink == nil {
-		t.Errorf("offcpu only: %d perf events, offcpu link %v", len(p.perf), p.offLink)
+	if p.perf.CPUs() != 0 || p.offLink == nil {
+		t.Errorf("offcpu only: %d perf events, offcpu link %v", p.perf.CPUs(), p.offLink)
 	}
 	p.mu.Unlock()
 	first.run(t, "cpu 10000000")

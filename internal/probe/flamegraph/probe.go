@@ -7,15 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/identity"
@@ -72,8 +68,7 @@ type Probe struct {
 	log         *slog.Logger
 	coll        *ebpf.Collection
 	filter      *bpfrt.FilterSync
-	perf        []perfEvent          // oncpu: one per online CPU
-	perfNs      uint64               // their sample period
+	perf        *bpfrt.CPUClock      // oncpu: sampling on every online CPU
 	offLink     link.Link            // offcpu: tp_btf/sched_switch
 	memLinks    []link.Link          // mem: tp_btf/page_fault_user, _kernel
 	glibc       *glibcHooks          // mem_glibc: uprobes per libc file
@@ -95,11 +90,6 @@ var (
 	_ probe.Probe        = (*Probe)(nil)
 	_ probe.Reconfigurer = (*Probe)(nil)
 )
-
-type perfEvent struct {
-	fd   int
-	link link.Link
-}
 
 // Option configures a Probe.
 type Option func(*Probe)
@@ -257,14 +247,16 @@ func samplePeriod(cfg probe.Config) uint64 {
 func (p *Probe) syncHooks(cfg probe.Config) error {
 	wantOn := cfg.Has(bitOnCPU)
 	period := samplePeriod(cfg)
-	if len(p.perf) > 0 && (!wantOn || period != p.perfNs) {
-		p.closePerf()
+	if p.perf != nil && (!wantOn || period != p.perf.PeriodNs) {
+		p.perf.Close()
+		p.perf = nil
 	}
-	if wantOn && len(p.perf) == 0 {
-		if err := p.openPerf(period); err != nil {
-			p.closePerf()
-			return err
+	if wantOn && p.perf == nil {
+		c, err := bpfrt.OpenCPUClock(p.coll.Programs["on_cpu"], period)
+		if err != nil {
+			return fmt.Errorf("flamegraph: %w", err)
 		}
+		p.perf = c
 	}
 	wantOff := cfg.Has(bitOffCPU)
 	prog := p.coll.Programs["off_cpu"]
@@ -395,83 +387,6 @@ func mapKeys[K, V any](m *ebpf.Map) ([]K, error) {
 	return keys, it.Err()
 }
 
-// openPerf opens a software cpu-clock sampling event on every online CPU
-// and attaches on_cpu to each through a BPF link.
-func (p *Probe) openPerf(periodNs uint64) error {
-	cpus, err := onlineCPUs()
-	if err != nil {
-		return fmt.Errorf("flamegraph: %w", err)
-	}
-	prog := p.coll.Programs["on_cpu"]
-	for _, cpu := range cpus {
-		attr := unix.PerfEventAttr{
-			Type:   unix.PERF_TYPE_SOFTWARE,
-			Config: unix.PERF_COUNT_SW_CPU_CLOCK,
-			Sample: periodNs, // sample_period: ns for cpu-clock
-		}
-		attr.Size = uint32(unsafe.Sizeof(attr))
-		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
-		if err != nil {
-			return fmt.Errorf("flamegraph: perf_event_open cpu-clock on CPU %d: %w", cpu, err)
-		}
-		l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
-		if err != nil {
-			unix.Close(fd)
-			return fmt.Errorf("flamegraph: attach perf_event program on CPU %d: %w", cpu, err)
-		}
-		p.perf = append(p.perf, perfEvent{fd, l})
-	}
-	p.perfNs = periodNs
-	return nil
-}
-
-func (p *Probe) closePerf() {
-	for _, e := range p.perf {
-		_ = e.link.Close()
-		_ = unix.Close(e.fd)
-	}
-	p.perf = nil
-}
-
-// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,6").
-func onlineCPUs() ([]int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return nil, err
-	}
-	return parseCPUList(strings.TrimSpace(string(b)))
-}
-
-func parseCPUList(s string) ([]int, error) {
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("cpu list %q: %w", s, err)
-			}
-		}
-		if b < a || b-a > 1<<16 {
-			return nil, fmt.Errorf("cpu list %q: bad range", s)
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("cpu list %q: empty", s)
-	}
-	return out, nil
-}
-
 // Reconfigure applies new sub-items, sample period, snoopers and output
 // parameters without reloading.
 func (p *Probe) Reconfigure(cfg probe.Config) error {
@@ -515,7 +430,8 @@ func (p *Probe) closeLocked() error {
 	if p.stats != nil {
 		p.stats.Unregister(Name)
 	}
-	p.closePerf()
+	p.perf.Close()
+	p.perf = nil
 	closeLinks(p.memLinks)
 	p.memLinks = nil
 	if p.glibc != nil {

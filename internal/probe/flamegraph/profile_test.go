@@ -155,18 +155,6 @@ func TestFitText(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
-	got, err := parseCPUList("0-2,5,7-8")
-	if err != nil || !reflect.DeepEqual(got, []int{0, 1, 2, 5, 7, 8}) {
-		t.Errorf("%v %v", got, err)
-	}
-	for _, bad := range []string{"", "a", "3-1", "1-x"} {
-		if _, err := parseCPUList(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}
-
 func TestOutputPathsAndPrune(t *testing.T) {
 	at := time.Date(2026, 11, 27, 3, 4, 5, 0, time.Local)
 	folded, svg, pb := outputPaths(offCPU, 7, "/out", "/flame", at)

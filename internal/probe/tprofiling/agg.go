@@ -25,6 +25,18 @@ type Event struct {
 	Ino           uint64
 	Local, Remote netip.AddrPort
 	FutexOp       string
+	// CPU is an oncpu_sample event's CPU (cpu).
+	CPU uint32
+	// Bytes is mem_glibc's mem.size: the bytes allocated less those freed
+	// (summed over an aggregate).
+	Bytes int64
+	// LockAddr is a pthread_sync event's lock (lock.addr); GCGen and
+	// GCCollected a python_gc event's generation and objects collected
+	// (gc.generation, gc.collected; the first collection's of an
+	// aggregate).
+	LockAddr    uint64
+	GCGen       int64
+	GCCollected int64
 	// FilePath is file.path: the fd's file, read from /proc when the
 	// event is reported ("" for sockets and when the fd is gone).
 	FilePath string
@@ -75,6 +87,18 @@ func fromKernel(k syscap.TprofEvent) Event {
 	switch k.Type {
 	case syscap.TprofOncpu, syscap.TprofOffcpu:
 		e.Name = e.Type
+	case syscap.TprofPthread:
+		e.Name, e.LockAddr = syscap.PthreadFunc(k.Call), k.Arg
+		return e
+	case syscap.TprofPyGC:
+		e.Name, e.GCGen, e.GCCollected = e.Type, int64(k.Arg), k.Ret
+		return e
+	case syscap.TprofSample:
+		e.Name, e.CPU = e.Type, uint32(k.Arg)
+		return e
+	case syscap.TprofMemGlibc:
+		e.Name = syscap.MemFunc(k.Call)
+		return e
 	default:
 		e.Name = k.Call.String()
 	}
@@ -128,11 +152,18 @@ func newAggregator(window uint64, maxPending, maxOut int) *aggregator {
 
 // add takes one kernel event.
 func (a *aggregator) add(e Event) {
+	if e.Type == "oncpu_sample" {
+		// A sample is a point of the timeline, not merged (as
+		// gala-gopher's).
+		a.emit(e)
+		return
+	}
 	k := aggKey{e.PID, e.kind}
 	p := a.pending[k]
 	if p != nil && e.Dur < a.window && e.Start >= p.Start && e.Start < p.Start+a.window {
 		p.Count += e.Count
 		p.Dur += e.Dur
+		p.Bytes += e.Bytes
 		return
 	}
 	if p != nil && e.Dur < a.window && e.Start < p.Start {
@@ -141,6 +172,7 @@ func (a *aggregator) add(e Event) {
 		if p.Start-e.Start < a.window {
 			p.Count += e.Count
 			p.Dur += e.Dur
+			p.Bytes += e.Bytes
 			return
 		}
 	}
@@ -158,6 +190,17 @@ func (a *aggregator) add(e Event) {
 	}
 	ne := e
 	a.pending[k] = &ne
+}
+
+// stackIDs are the stack ids the open aggregates name.
+func (a *aggregator) stackIDs() map[int32]bool {
+	ids := make(map[int32]bool, len(a.pending))
+	for _, p := range a.pending {
+		if p.StackID >= 0 {
+			ids[p.StackID] = true
+		}
+	}
+	return ids
 }
 
 func (a *aggregator) emit(e Event) {

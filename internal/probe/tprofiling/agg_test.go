@@ -264,3 +264,40 @@ func TestNotObserved(t *testing.T) {
 		t.Error("no snoopers: dropped")
 	}
 }
+
+// TestMemBytes: mem.size of malloc, realloc and free events from the
+// blocks seen allocated (a block allocated before is freed with 0 bytes),
+// the table bounded (a refused block counted lost).
+func TestMemBytes(t *testing.T) {
+	rt := probetest.NewRuntime(t)
+	p := &Probe{blocks: map[block]int64{}, blockCap: 2, rt: rt}
+	ev := func(call syscap.TprofCall, size, addr, old uint64) int64 {
+		k := syscap.TprofEvent{TGID: 7, Type: syscap.TprofMemGlibc, Call: call, Arg: size, Ret: int64(addr), Ino: old}
+		e := fromKernel(k)
+		p.memBytes(&e, k)
+		return e.Bytes
+	}
+	const malloc, realloc = syscap.TprofCall(1), syscap.TprofCall(3)
+	for _, c := range []struct {
+		got, want int64
+		what      string
+	}{
+		{ev(malloc, 100, 0x1000, 0), 100, "malloc"},
+		{ev(realloc, 300, 0x2000, 0x1000), 200, "realloc moving the block"},
+		{ev(syscap.MemFree, 0, 0x2000, 0), -300, "free"},
+		{ev(syscap.MemFree, 0, 0x9000, 0), 0, "free of a block not seen"},
+		{ev(malloc, 50, 0, 0), 0, "failed malloc"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: mem.size %d, want %d", c.what, c.got, c.want)
+		}
+	}
+	if len(p.blocks) != 0 {
+		t.Errorf("blocks left: %v", p.blocks)
+	}
+	ev(malloc, 8, 0x1000, 0)
+	ev(malloc, 8, 0x2000, 0)
+	if ev(malloc, 8, 0x3000, 0) != 8 || rt.LostCount() != 1 || len(p.blocks) != 2 {
+		t.Errorf("full table: lost %d, want 1", rt.LostCount())
+	}
+}

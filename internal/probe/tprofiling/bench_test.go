@@ -202,7 +202,7 @@ func sustained(b *testing.B, fd, rate, writers int, d time.Duration) (made, deli
 	params := probe.DefaultParams()
 	params.OutputDir = dir
 	params.MinExecDur = 0
-	p := New(withPeriods(tick, time.Hour))
+	p := New(withPeriods(tick, time.Hour, pruneEvery))
 	rt := probetest.NewRuntime(b)
 	cfg := probe.Config{SubItems: probe.MustSubItemBit(Name, "syscall_file"), Params: params,
 		Targets: probetest.NewTargets(snoop.Whitelist, os.Getpid())}

@@ -1,6 +1,7 @@
 // Package tprofiling is gala-gopher's tprofiling feature (PUT /tprofiling):
 // a timeline of what each thread of the observed processes does, as
-// events (on CPU, off CPU, syscalls by class) with their start, duration
+// events (on CPU, off CPU, syscalls by class, pthread lock waits, Python
+// collections, CPU samples, heap allocations) with their start, duration
 // and details, for finding lock contention, deadlocks and blocking I/O.
 //
 // # Sources
@@ -16,6 +17,20 @@
 //	tp_btf/sched_switch          on-CPU and off-CPU slices of observed threads,
 //	                             and the user stack of a traced call that blocks
 //	tp_btf/sched_process_exit    forgets a thread's state
+//	uprobe.multi, uretprobe.multi  pthread_sync and mem_glibc: the C library's
+//	                             functions in each observed process (found in
+//	                             /proc/<pid>/maps, opened through
+//	                             /proc/<pid>/root, so in containers too; the
+//	                             default symbol version), attached per
+//	                             process (nothing else pays), two or three
+//	                             links per process and sub-item
+//	uprobe (USDT)                python_gc: CPython's python:gc__start and
+//	                             gc__done notes (.note.stapsdt read in Go,
+//	                             internal/uprobes; the semaphores counted up
+//	                             by the kernel), per observed python process
+//	perf_event                   oncpu_sample: a software cpu-clock event on
+//	                             every CPU at 99 Hz (gala-gopher's), the code
+//	                             flamegraph's oncpu opens (bpfrt.CPUClock)
 //
 // Sub-items and events (event.name / event.type), as the seed's table:
 //
@@ -28,8 +43,37 @@
 //	syscall_sched  sched_yield nanosleep clock_nanosleep wait4 select pselect6 poll
 //	               ppoll epoll_wait epoll_pwait epoll_pwait2 / sched
 //	syscall_lock   futex / lock, with futex.op (wait, wake, ...)
+//	pthread_sync   pthread_mutex_lock, _timedlock, _clocklock, _trylock,
+//	               pthread_rwlock_{rd,wr,timedrd,timedwr,clockrd,clockwr,tryrd,trywr}lock,
+//	               pthread_spin_trylock, pthread_cond_wait, _timedwait,
+//	               _clockwait, pthread_barrier_wait, pthread_join,
+//	               pthread_timedjoin_np, pthread_tryjoin_np, sem_wait,
+//	               sem_timedwait, sem_clockwait, sem_trywait / pthread_sync
+//	               (trace category pthread_sync), entry to return above
+//	               min_exec_dur, with lock.addr (the first argument: the lock,
+//	               condition, barrier, thread or semaphore) and func.stack (the
+//	               caller's)
+//	python_gc      python_gc / python_gc (category python_gc): one collection,
+//	               gc__start to gc__done, with gc.generation and gc.collected
+//	               (what gc.collect() returns) and func.stack
+//	oncpu_sample   oncpu_sample / oncpu_sample: one cpu-clock sample of a running
+//	               thread, with cpu and func.stack; a "P" (sample) event of
+//	               category sample in the trace files, as gala-gopher's; never
+//	               merged
+//	mem_usage      mem_usage / mem_usage: every 10 s, each observed process's
+//	               resident bytes (mem.rss, /proc/<pid>/statm; the 1000 largest),
+//	               a counter ("C") in the trace files; read in user space, no
+//	               kernel hook (gala-gopher: ps's %mem every 60 s, feeding a
+//	               growth detector that is not built here)
+//	mem_glibc      malloc calloc realloc free / mem_glibc (category mem_glibc): an
+//	               allocation with mem.size, its bytes, and func.stack, the
+//	               allocating stack; a free with mem.size minus the bytes of the
+//	               block (known when its allocation was seen; 0 otherwise) and
+//	               no stack; realloc: the new bytes less the old block's. Merged
+//	               per min_aggr_dur like the others (mem.size summed, the first
+//	               one's stack)
 //
-// Extended attributes: file.path (the fd's path from /proc/<tgid>/fd, when
+// Extended attributes (besides those above): file.path (the fd's path from /proc/<tgid>/fd, when
 // the fd still names the event's file), sock.conn ("tcp <local> -> <remote>"
 // from the socket in the kernel), futex.op, and func.stack: the thread's
 // user stack, for syscall events taken when the call blocks (so a call
@@ -98,13 +142,35 @@
 // sent and per blocking call, not per short call; for it sched_switch is
 // attached whenever a sub-item is on (with syscall sub-items only: one
 // hash lookup per context switch of the machine). tprof_stacks keeps
-// 8192 distinct stacks (about 4.4 MiB) for the probe's life (an id then
-// names one stack, read once by user space): a stack whose bucket holds
+// 8192 distinct stacks (about 4.4 MiB): a stack whose bucket holds
 // another one is not recorded and counted lost, as is a stack user space
-// cannot read. Stacks are not deleted while the probe runs (an event in
-// the ring may still name one), so processes with many distinct stacks
-// fill the map over time and more stacks go unrecorded; a restart of the
-// probe empties it.
+// cannot read. Every 10 s the probe prunes it: a stack no event has named
+// for 10 s, that no open aggregate merges and no thread's row holds (its
+// call in progress, the stack it went off the CPU in) is deleted, and
+// user space forgets what it had read of that id; so a long run keeps
+// room for new stacks. An event still in the ring naming a stack idle for
+// 10 s at the very moment of a pass loses its stack (counted).
+//
+// pthread_sync traps every traced pthread call of the observed processes,
+// at entry and return, whatever its duration: measured here (2 loaded
+// vCPUs) an uncontended pthread_mutex_lock/unlock pair went from 8-10 ns
+// to 10-45 µs with min_exec_dur set so high that no event was sent (so
+// the traps alone), while the same loop in a process not observed stayed
+// at 8-10 ns (the uprobes are limited to the observed pids). It is the
+// sub-item for finding contention, not for always-on use on lock-heavy
+// code;
+// mem_glibc every malloc, calloc, realloc and free of them, each one a
+// record in the ring (plus a stack walk per allocation): heavy for
+// allocation-heavy processes, where the ring's losses count what it could
+// not carry; its table of live blocks is bounded at 1M (past that a
+// block's size is unknown at its free; counted lost). Without snoopers
+// these two attach to every process mapping a libc. The uprobes of a
+// process are attached within a second of its start (the tick scans
+// /proc for the new observed processes), detached when it is gone, as
+// uprobe_multi links: closing 48 single uprobes took 5 s here (one grace
+// period each), two multi links a fraction of a second. oncpu_sample
+// costs a program run per CPU per sample period (99 Hz) and a record per
+// sample of an observed thread.
 //
 // Every syscall of the machine runs the two syscall programs while a
 // syscall sub-item is on (a switch on the number, then the filter, for the
@@ -121,10 +187,16 @@
 //
 // # Not built, and what this kernel cannot do
 //
-// python_gc, pthread_sync, oncpu_sample, mem_usage and mem_glibc are not
-// built: a request naming only those is refused ("not supported in the
-// current version"), one naming them with built sub-items runs the built
-// ones and logs the others once. waitpid has no syscall on x86_64 or arm64 (glibc makes
+// gala-gopher's memory growth detector and its oom-trace snapshot files
+// (memory::Allocs, memory::Heap: mem_glibc's top stacks once mem_usage
+// sees a process grow) are not built: mem_usage's samples and mem_glibc's
+// events go to the trace files and kafka records (the built-in timeline
+// page draws no counters). pthread_spin_lock is not
+// traced on x86 (its first instruction has a lock prefix, which a uprobe
+// cannot replace). python_gc needs a CPython with USDT notes (Debian's,
+// built --with-dtrace); a python without them has no python_gc events
+// (one warning per such process, naming the file). Stacks through glibc (no frame pointers) are
+// cut there, as above. waitpid has no syscall on x86_64 or arm64 (glibc makes
 // it wait4); select, poll and epoll_wait do not exist on arm64. A thread
 // already on a CPU when the hooks attach has that first slice unreported
 // (its start was not seen). 32-bit (ia32) syscalls are not told apart.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,9 +26,14 @@ var (
 	deadlockSrc []byte
 	//go:embed testdata/contend.c
 	contendSrc []byte
+	//go:embed testdata/pygc.py
+	pygcSrc []byte
+	//go:embed testdata/memalloc.c
+	memallocSrc []byte
 )
 
-var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock"}
+var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "syscall_sched", "syscall_lock", "pthread_sync", "python_gc",
+	"oncpu_sample", "mem_glibc", "mem_usage"}
 
 // workload is a running test program whose stdout the test reads.
 type workload struct {
@@ -86,12 +92,19 @@ func startProbe(t *testing.T, hub *Hub, params probe.Params, pid int) (*Probe, *
 	for _, item := range allItems {
 		sub |= probe.MustSubItemBit(Name, item)
 	}
-	p := New(WithHub(hub), withPeriods(50*time.Millisecond, time.Hour))
+	// The stack map pruned every 300 ms: the tests' func.stack checks
+	// hold while stacks are deleted under them.
+	p := New(WithHub(hub), withPeriods(50*time.Millisecond, time.Hour, 300*time.Millisecond))
+	// oncpu_sample at 1 kHz: enough samples of a short run for a 15% bound.
+	p.sampleHz = testSampleHz
+	p.memEvery = 100 * time.Millisecond
 	rt := probetest.NewRuntime(t)
 	cfg := probe.Config{SubItems: sub, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}
 	if err := p.Start(rt.Context(), cfg, rt); err != nil {
 		t.Fatal(err)
 	}
+	// The uprobes now, not at the first tick: the workload starts next.
+	p.tp.ScanUprobes(func(q int) bool { return q == pid })
 	return p, rt
 }
 
@@ -121,6 +134,9 @@ type traceDoc struct {
 	TraceEvents []traceEvent `json:"traceEvents"`
 }
 
+// testSampleHz is oncpu_sample's frequency in the tests.
+const testSampleHz = 1000
+
 func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*want }
 
 // TestPrivilegedDeadlock is the seed's case 1: LockThd1 and LockThd2
@@ -128,7 +144,8 @@ func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*wa
 // once the probe stops, the trace file holds each thread's futex wait as
 // in progress, starting when the program said it blocked (within 20 ms)
 // and lasting until the stop (its end within the Shutdown call), with no
-// on-CPU slice after it, and its func.stack names the program's functions.
+// on-CPU slice after it, and its func.stack names the program's functions
+// although the stack map was pruned meanwhile (to what the threads hold).
 func TestPrivilegedDeadlock(t *testing.T) {
 	w := startWorkload(t, "deadlock", deadlockSrc)
 	dir := t.TempDir()
@@ -145,6 +162,26 @@ func TestPrivilegedDeadlock(t *testing.T) {
 		blocked[tid], names[tid] = num(t, f[2]), f[0]
 	}
 	time.Sleep(time.Second)
+
+	// Pruned: the kernel's stack map holds only the stacks the threads'
+	// rows name (the deadlocked calls', main's read), which the file's
+	// func.stack checks below then find.
+	ids, err := p.tp.StackIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := p.tp.HeldStacks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if !held[id] {
+			t.Errorf("stack %d still in the kernel's map after pruning; the threads hold %v", id, held)
+		}
+	}
+	if len(ids) == 0 {
+		t.Error("the stack map is empty: the blocked calls' stacks were pruned")
+	}
 
 	// The live view: both threads in futex for about the run so far.
 	rec := httptest.NewRecorder()
@@ -174,18 +211,7 @@ func TestPrivilegedDeadlock(t *testing.T) {
 	rt.Shutdown(t, p)
 	after := int64(monoNow())
 	off := wallOffset()
-	files, _ := filepath.Glob(filepath.Join(dir, "timeline-trace-*.json"))
-	if len(files) != 1 {
-		t.Fatalf("trace files %v, want one", files)
-	}
-	raw, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc traceDoc
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatalf("trace file is not JSON: %v", err)
-	}
+	doc := readTrace(t, dir)
 	for tid, at := range blocked {
 		var futex *traceEvent
 		threadName := ""
@@ -272,7 +298,10 @@ func logEvents(t *testing.T, rt *probetest.Runtime) []logEvent {
 
 // TestPrivilegedContention is the seed's case 2 on the kafka channel (the
 // event log records): CompeteThd2's long futex waits match the waits the
-// program timed itself (start and duration within 10%), its net write
+// program timed itself (start and duration within 10%), and so do its
+// long pthread_sync events (pthread_mutex_lock, with the mutex's address),
+// whose counts add up to exactly its lock calls; CompeteThd1's
+// oncpu_sample events are its CPU time over the sample period; its net write
 // events count exactly its write() calls on the connection, tcp-server's
 // read events count exactly its read() calls and name read() in their
 // func.stack, and CompeteThd1's on-CPU events add up to its CPU time
@@ -291,6 +320,7 @@ func TestPrivilegedContention(t *testing.T) {
 		waits                          []wait
 		writer, server, burner         uint32
 		writes, reads, cpu, port, wtid int64
+		mutex                          string
 	)
 	for burner == 0 {
 		f := w.line(t)
@@ -302,6 +332,8 @@ func TestPrivilegedContention(t *testing.T) {
 			writer, writes, port = uint32(num(t, f[1])), num(t, f[2]), num(t, f[3])
 		case "server":
 			server, reads = uint32(num(t, f[1])), num(t, f[2])
+		case "mutex":
+			mutex = f[1]
 		case "burner":
 			burner, cpu = uint32(num(t, f[1])), num(t, f[2])
 		}
@@ -313,24 +345,44 @@ func TestPrivilegedContention(t *testing.T) {
 		t.Fatalf("the program timed %d long waits (want at least 3)", len(waits))
 	}
 	evs := logEvents(t, rt)
-	for _, wt := range waits {
-		wantStart := (wt.start + off) / 1e6 // ms, as start_time
-		found := false
+	// timed are CompeteThd2's events of name starting within 3 ms of
+	// start (ms) and lasting dur (ns) within 10%.
+	timed := func(name string, start, dur int64) []map[string]any {
+		var out []map[string]any
 		for _, e := range evs {
-			if e.tid != writer || e.vals["event.name"] != "futex" {
+			if e.tid != writer || e.vals["event.name"] != name {
 				continue
 			}
 			st, _ := e.vals["start_time"].(float64)
 			d, _ := e.vals["duration"].(float64)
-			if math.Abs(st-float64(wantStart)) <= 3 && within(d, float64(wt.dur)/1e6, 0.1) {
-				found = true
-				if e.vals["futex.op"] != "wait" || e.vals["event.type"] != "lock" {
-					t.Errorf("futex %v: want futex.op wait, event.type lock", e.vals)
-				}
+			if math.Abs(st-float64(start)) <= 3 && within(d, float64(dur)/1e6, 0.1) {
+				out = append(out, e.vals)
 			}
 		}
-		if !found {
+		return out
+	}
+	for _, wt := range waits {
+		wantStart := (wt.start + off) / 1e6 // ms, as start_time
+		futexes := timed("futex", wantStart, wt.dur)
+		for _, v := range futexes {
+			if v["futex.op"] != "wait" || v["event.type"] != "lock" {
+				t.Errorf("futex %v: want futex.op wait, event.type lock", v)
+			}
+		}
+		if len(futexes) == 0 {
 			t.Errorf("no futex of CompeteThd2 starting at %d ms lasting %v (within 10%%)", wantStart, time.Duration(wt.dur))
+		}
+		locks := timed("pthread_mutex_lock", wantStart, wt.dur)
+		for _, v := range locks {
+			if v["event.type"] != "pthread_sync" || v["lock.addr"] != mutex || v["count"] != 1.0 {
+				t.Errorf("pthread_mutex_lock %v: want event.type pthread_sync, lock.addr %s, count 1", v, mutex)
+			}
+			if st, _ := v["func.stack"].(string); !strings.HasSuffix(st, ";writer;") {
+				t.Errorf("pthread_mutex_lock: func.stack %q, want it to end in ;writer;", st)
+			}
+		}
+		if len(locks) == 0 {
+			t.Errorf("no pthread_mutex_lock of CompeteThd2 starting at %d ms lasting %v (within 10%%)", wantStart, time.Duration(wt.dur))
 		}
 	}
 	count := func(tid uint32, name, typ string) (n int64, conn string) {
@@ -364,6 +416,9 @@ func TestPrivilegedContention(t *testing.T) {
 	if stacks == 0 {
 		t.Error("tcp-server: no read event with a func.stack")
 	}
+	if n, _ := count(writer, "pthread_mutex_lock", "pthread_sync"); n != writes {
+		t.Errorf("CompeteThd2: %d pthread_mutex_lock events, the program locked %d times", n, writes)
+	}
 	n, conn := count(writer, "write", "net")
 	if n != writes {
 		t.Errorf("CompeteThd2: %d net write events, the program made %d write() calls", n, writes)
@@ -392,9 +447,178 @@ func TestPrivilegedContention(t *testing.T) {
 	if oncpu < cpuMs*0.9 || oncpu > (cpuMs+stealMs)*1.1 {
 		t.Errorf("CompeteThd1: on CPU %.1f ms, its CPU time %.1f ms (+ %.0f ms stolen), want within 10%%", oncpu, cpuMs, stealMs)
 	}
+	// oncpu_sample: CompeteThd1's cpu-clock samples are its CPU time over
+	// the sample period within 15% (the same allowance for steal), each
+	// one event (count 1), with a func.stack (its content is not checked:
+	// the thread spins in the vDSO's clock_gettime and libc, whose frames
+	// have no frame pointer for the walk).
+	var samples, withStack int
+	for _, e := range evs {
+		if e.tid != burner || e.vals["event.name"] != "oncpu_sample" {
+			continue
+		}
+		samples++
+		if e.vals["count"] != 1.0 || e.vals["event.type"] != "oncpu_sample" {
+			t.Errorf("oncpu_sample %v: want count 1, event.type oncpu_sample", e.vals)
+		}
+		if st, _ := e.vals["func.stack"].(string); st != "" {
+			withStack++
+		}
+	}
+	if withStack == 0 {
+		t.Error("CompeteThd1: no oncpu_sample with a func.stack")
+	}
+	periodMs := 1e3 / float64(testSampleHz)
+	if got := float64(samples) * periodMs; got < cpuMs*0.85 || got > (cpuMs+stealMs)*1.15 {
+		t.Errorf("CompeteThd1: %d samples (%.0f ms at %.2f ms), its CPU time %.1f ms (+ %.0f ms stolen), want within 15%%",
+			samples, got, periodMs, cpuMs, stealMs)
+	}
 	// A stack whose bucket in the kernel's stack map holds another one
 	// (addresses differ run to run) is counted lost, its events sent.
 	if n, s := rt.LostCount(), p.stackLost.Load(); n != s {
 		t.Errorf("lost %d (%d of them stacks)", n, s)
+	}
+}
+
+// readTrace reads the one trace file of dir.
+func readTrace(t *testing.T, dir string) traceDoc {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "timeline-trace-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("trace files %v, want one", files)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc traceDoc
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("trace file is not JSON: %v", err)
+	}
+	return doc
+}
+
+// TestPrivilegedMemory: a C program mallocs N blocks of a known size in
+// alloc_known() and frees them, then touches a known number of bytes
+// malloced in grow(). mem_glibc: the trace file's events of its thread
+// count exactly N mallocs in alloc_known adding up to its bytes, each
+// with alloc_known in its func.stack, N frees giving the same bytes back,
+// and grow's one malloc of its bytes. mem_usage: the process's counter
+// (resident bytes, sampled every 100 ms here) rises by the bytes touched
+// within 5%.
+func TestPrivilegedMemory(t *testing.T) {
+	w := startWorkload(t, "memalloc", memallocSrc)
+	dir := t.TempDir()
+	params := probe.DefaultParams()
+	params.OutputDir = dir
+	params.MinAggrDur = 10
+	p, rt := startProbe(t, nil, params, w.pid())
+	time.Sleep(250 * time.Millisecond) // mem_usage samples before
+	w.start(t)
+	f := w.line(t)
+	tid, bytes, n, grown := uint32(num(t, f[1])), num(t, f[2]), num(t, f[3]), num(t, f[4])
+	time.Sleep(250 * time.Millisecond) // and after
+	rt.Shutdown(t, p)
+	got := map[string][2]int64{} // name and first frame -> count, mem.size
+	var lo, hi float64
+	samples := 0
+	for _, e := range readTrace(t, dir).TraceEvents {
+		if e.Ph == "C" && e.Name == "mem_usage" && e.PID == uint32(w.pid()) {
+			rss, _ := e.Args["mem.rss"].(float64)
+			if samples == 0 || rss < lo {
+				lo = rss
+			}
+			hi = max(hi, rss)
+			samples++
+		}
+		if e.Cat != "mem_glibc" || e.TID != tid {
+			continue
+		}
+		c, _ := e.Args["count"].(float64)
+		sz, _ := e.Args["mem.size"].(float64)
+		k := e.Name
+		if st, _ := e.Args["func.stack"].(string); e.Name == "malloc" {
+			frames := strings.Split(strings.TrimSuffix(st, ";"), ";")
+			k += " " + frames[len(frames)-1] // the leaf: the allocating function
+		}
+		g := got[k]
+		got[k] = [2]int64{g[0] + int64(c), g[1] + int64(sz)}
+	}
+	want := map[string][2]int64{"malloc alloc_known": {n, bytes}, "free": {n, -bytes}, "malloc grow": {1, grown}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("mem_glibc events of the thread (name and leaf frame: count, mem.size): %v, want %v", got, want)
+	}
+	if samples < 3 || !within(hi-lo, float64(grown), 0.05) {
+		t.Errorf("%d mem_usage samples, resident memory from %.0f to %.0f bytes; the program touched %d bytes (want the rise within 5%%)",
+			samples, lo, hi, grown)
+	}
+}
+
+// TestPrivilegedPythonGC runs Debian's python3 (its USDT notes; in CI's
+// TEST_DEBS) collecting N times with automatic collections off: the trace
+// file holds exactly N python_gc collections of the process (the counts
+// of its events add up to N), of generation 2, their durations add up to
+// the collections' time.perf_counter_ns within 10%, and each event of one
+// collection says what gc.collect() returned it collected.
+func TestPrivilegedPythonGC(t *testing.T) {
+	const python = "/usr/bin/python3"
+	probetest.RequirePrivileged(t)
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s: %v (Debian's python3 is in TEST_DEBS)", python, err)
+	}
+	script := filepath.Join(t.TempDir(), "pygc.py")
+	if err := os.WriteFile(script, pygcSrc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(python, script)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &workload{cmd: cmd, stdin: probetest.StartReady(t, cmd), out: bufio.NewScanner(stdout)}
+	dir := t.TempDir()
+	params := probe.DefaultParams()
+	params.OutputDir = dir
+	params.MinAggrDur = 10
+	p, rt := startProbe(t, nil, params, w.pid())
+	w.start(t)
+	var (
+		tid       uint32
+		wantNs    int64
+		collected = map[int64]bool{}
+	)
+	const n = 5
+	for range n {
+		f := w.line(t)
+		tid = uint32(num(t, f[1]))
+		wantNs += num(t, f[2])
+		collected[num(t, f[3])] = true
+	}
+	rt.Shutdown(t, p)
+	doc := readTrace(t, dir)
+	var (
+		count int
+		durUs float64
+	)
+	for _, e := range doc.TraceEvents {
+		if e.Cat != "python_gc" {
+			continue
+		}
+		if e.TID != tid || e.Name != "python_gc" || e.Args["event.type"] != "python_gc" || e.Args["gc.generation"] != 2.0 || e.Dur == nil {
+			t.Errorf("python_gc event %+v: want thread %d, name and event.type python_gc, generation 2", e, tid)
+			continue
+		}
+		c, _ := e.Args["count"].(float64)
+		count += int(c)
+		durUs += *e.Dur
+		if got, _ := e.Args["gc.collected"].(float64); c == 1 && !collected[int64(got)] {
+			t.Errorf("python_gc collected %v, gc.collect() returned %v", got, collected)
+		}
+	}
+	if count != n {
+		t.Errorf("%d python_gc collections in the trace, python collected %d times", count, n)
+	}
+	if !within(durUs*1e3, float64(wantNs), 0.1) {
+		t.Errorf("python_gc events last %.0f µs, python timed %.0f µs (want within 10%%)", durUs, float64(wantNs)/1e3)
 	}
 }

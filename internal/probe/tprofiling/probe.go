@@ -41,6 +41,13 @@ const (
 	maxPerPeriod = 200000
 	// maxCache bounds the process and file name caches (cleared when full).
 	maxCache = 4096
+	// maxBlocks bounds the live blocks mem_glibc tracks (for the size a
+	// free returns); what it refuses is counted lost.
+	maxBlocks = 1 << 20
+	// pruneEvery is how often the kernel's stack map is pruned: a stack
+	// no event has named for that long, and that no open aggregate nor
+	// thread holds, is deleted, so a long run keeps room for new stacks.
+	pruneEvery = 10 * time.Second
 )
 
 // subItemTypes are the built sub-items and the event types they enable.
@@ -50,6 +57,8 @@ var subItemTypes = []struct {
 }{
 	{"oncpu", syscap.TprofOncpu}, {"offcpu", syscap.TprofOffcpu}, {"syscall_file", syscap.TprofFile},
 	{"syscall_net", syscap.TprofNet}, {"syscall_sched", syscap.TprofSched}, {"syscall_lock", syscap.TprofLock},
+	{"pthread_sync", syscap.TprofPthread}, {"python_gc", syscap.TprofPyGC}, {"oncpu_sample", syscap.TprofSample},
+	{"mem_glibc", syscap.TprofMemGlibc},
 }
 
 // typeItem is the sub-item of each event type.
@@ -61,9 +70,13 @@ var typeItem = func() map[syscap.TprofType]string {
 	return m
 }()
 
+// bitMemUsage is mem_usage, sampled from /proc in user space (no kernel
+// event type).
+var bitMemUsage = probe.MustSubItemBit(Name, "mem_usage")
+
 // built are the sub-items this probe implements.
 var built = func() uint32 {
-	var b uint32
+	b := bitMemUsage
 	for _, s := range subItemTypes {
 		b |= probe.MustSubItemBit(Name, s.item)
 	}
@@ -79,6 +92,9 @@ type Probe struct {
 	procRoot string
 	period   time.Duration // replaces report_period when set (tests)
 	tick     time.Duration
+	pruneAge time.Duration // pruneEvery, shorter in tests
+	memEvery time.Duration // memUsageEvery, shorter in tests
+	sampleHz int           // oncpu_sample's frequency: 0 is syscap.TprofSampleHz (tests set it)
 	now      func() time.Time
 
 	mu       sync.Mutex
@@ -90,11 +106,20 @@ type Probe struct {
 
 	amu sync.Mutex // the aggregator: the reader adds, the run loop takes
 	agg *aggregator
+	// stackSeen is when (CLOCK_MONOTONIC ns) an event last named each
+	// stack id (under amu).
+	stackSeen map[int32]uint64
+	// blocks are mem_glibc's live blocks and their sizes, at most
+	// blockCap (reader only).
+	blocks   map[block]int64
+	blockCap int
 
 	// run loop only
 	file       traceFile
 	periodEvs  []Event
 	lastReport time.Time
+	lastPrune  uint64 // CLOCK_MONOTONIC ns
+	mem        memUsage
 	paths      map[[3]uint64]string
 	stacks     *stackNames
 
@@ -134,14 +159,15 @@ func WithHub(h *Hub) Option { return func(p *Probe) { p.hub = h } }
 // and Java processes' main class (proc.name).
 func WithIdentity(ids identity.Resolver) Option { return func(p *Probe) { p.ids = ids } }
 
-// withPeriods replaces the tick and report_period (tests).
-func withPeriods(tick, report time.Duration) Option {
-	return func(p *Probe) { p.tick, p.period = tick, report }
+// withPeriods replaces the tick, report_period and the stack map's
+// pruning period (tests).
+func withPeriods(tick, report, prune time.Duration) Option {
+	return func(p *Probe) { p.tick, p.period, p.pruneAge = tick, report, prune }
 }
 
 // New returns a stopped tprofiling probe.
 func New(opts ...Option) *Probe {
-	p := &Probe{now: time.Now, procRoot: "/proc", tick: tick}
+	p := &Probe{now: time.Now, procRoot: "/proc", tick: tick, pruneAge: pruneEvery, memEvery: memUsageEvery}
 	for _, o := range opts {
 		o(p)
 	}
@@ -167,6 +193,8 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return err
 	}
 	p.agg = newAggregator(window(cfg), maxPending, maxPerTick)
+	p.stackSeen = map[int32]uint64{}
+	p.blocks, p.blockCap = map[block]int64{}, maxBlocks
 	tp, err := syscap.OpenTprof(syscap.TprofOptions{
 		Targets: cfg.Targets, Handle: p.onEvent, OnLost: rt.Lost,
 		OnStackLost: func(n uint64) {
@@ -177,6 +205,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 			rt.Error()
 			p.log.Warn("tprofiling: bad record", "err", err)
 		},
+		HostRoot: filepath.Dir(p.procRoot), Log: p.log, SampleHz: p.sampleHz,
 	})
 	if err != nil {
 		if errors.Is(err, bpfrt.ErrHookUnavailable) {
@@ -194,6 +223,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	p.lastReport = p.now()
 	p.paths = map[[3]uint64]string{}
 	p.stacks = newStackNames(p.procRoot, tp.Stack)
+	p.mem = memUsage{procRoot: p.procRoot, every: p.memEvery, page: int64(os.Getpagesize())}
 	p.cmu.Lock()
 	p.procs = map[uint32]proc{}
 	p.cmu.Unlock()
@@ -256,9 +286,44 @@ func (p *Probe) applyLocked(cfg probe.Config) error {
 // onEvent takes one kernel event (on the reader's goroutine).
 func (p *Probe) onEvent(k syscap.TprofEvent) {
 	e := fromKernel(k)
+	if k.Type == syscap.TprofMemGlibc {
+		p.memBytes(&e, k)
+	}
 	p.amu.Lock()
 	p.agg.add(e)
+	if e.StackID >= 0 {
+		p.stackSeen[e.StackID] = e.End()
+	}
 	p.amu.Unlock()
+}
+
+// block is a live heap block of a process.
+type block struct {
+	tgid uint32
+	addr uint64
+}
+
+// memBytes sets a mem_glibc event's mem.size: the bytes allocated, minus
+// those of the block freed (realloc's old one, free's), whose size is
+// the one its allocation asked for while observed (0 when it was
+// allocated before; a full table counts the block lost). Reader only.
+func (p *Probe) memBytes(e *Event, k syscap.TprofEvent) {
+	freed := k.Ino
+	if k.Call == syscap.MemFree {
+		freed = uint64(k.Ret)
+	} else if k.Ret != 0 {
+		if len(p.blocks) < p.blockCap {
+			p.blocks[block{k.TGID, uint64(k.Ret)}] = int64(k.Arg)
+		} else {
+			p.rt.Lost(1)
+		}
+		e.Bytes = int64(k.Arg)
+	}
+	if freed != 0 {
+		b := block{k.TGID, freed}
+		e.Bytes -= p.blocks[b]
+		delete(p.blocks, b)
+	}
 }
 
 // Reconfigure applies new sub-items, snoopers and parameters without a
@@ -329,6 +394,9 @@ func monoNow() uint64 {
 // sends them to the hub and the configured channel.
 func (p *Probe) output(final bool) error {
 	cfg := p.config()
+	// pthread_sync's and python_gc's uprobes, per observed process: the
+	// processes new since the last tick.
+	p.tp.ScanUprobes(func(pid int) bool { return cfg.Targets == nil || cfg.Targets.Observed(pid) })
 	mono := monoNow()
 	c := clock{offset: p.now().UnixNano() - int64(mono)}
 	p.amu.Lock()
@@ -336,6 +404,9 @@ func (p *Probe) output(final bool) error {
 	evs, dropped := p.agg.take()
 	win := p.agg.window
 	p.amu.Unlock()
+	if cfg.Has(bitMemUsage) {
+		evs = append(evs, p.mem.sample(cfg, mono)...)
+	}
 	if dropped > 0 {
 		p.rt.Lost(dropped)
 	}
@@ -359,6 +430,13 @@ func (p *Probe) output(final bool) error {
 	if noStack > 0 {
 		p.stackLost.Add(noStack)
 		p.rt.Lost(noStack)
+	}
+	if mono-p.lastPrune >= uint64(p.pruneAge) {
+		p.lastPrune = mono
+		if err := p.pruneStacks(mono - uint64(p.pruneAge)); err != nil {
+			p.rt.Error()
+			p.log.Warn("tprofiling: pruning the stack map failed", "err", err)
+		}
 	}
 	p.hub.publish(evs, open, c)
 	if !kafka(cfg) {
@@ -402,6 +480,41 @@ func (p *Probe) output(final bool) error {
 		lr.Log(l)
 	}
 	return nil
+}
+
+// pruneStacks deletes from the kernel's stack map the stacks no event has
+// named since before (CLOCK_MONOTONIC ns) and no open aggregate holds
+// (nor a thread: DeleteStacks keeps those). A stack the kernel recorded
+// that no event has named yet is given the time of this pass, so it goes
+// at the next one if still unnamed: an event in the ring is read well
+// within pruneEvery. Run loop only.
+func (p *Probe) pruneStacks(before uint64) error {
+	ids, err := p.tp.StackIDs()
+	if err != nil {
+		return err
+	}
+	now := monoNow()
+	var old []int32
+	p.amu.Lock()
+	held := p.agg.stackIDs()
+	for _, id := range ids {
+		seen, ok := p.stackSeen[id]
+		switch {
+		case !ok:
+			p.stackSeen[id] = now
+		case seen < before && !held[id]:
+			old = append(old, id)
+		}
+	}
+	p.amu.Unlock()
+	gone, err := p.tp.DeleteStacks(old)
+	p.amu.Lock()
+	for _, id := range gone {
+		delete(p.stackSeen, id)
+	}
+	p.amu.Unlock()
+	p.stacks.forget(gone)
+	return err
 }
 
 // notObserved returns a func that tells the events of processes the

@@ -11,8 +11,9 @@ import (
 // symbolizer flamegraph uses (internal/symtab: ELF symbols, .gopclntab,
 // through /proc/<pid>/root). An id names one stack for the load's life
 // (syscap.Tprof.Stack), so its addresses are read once; the names are
-// cached per process and id, and each process's mappings are re-read once
-// per report for the stacks new to it. Run loop only.
+// cached per process and id (until the id is pruned: forget), and each
+// process's mappings are re-read once per report for the stacks new to
+// it. Run loop only.
 type stackNames struct {
 	read     func(id int32, pcs *[syscap.TprofStackDepth]uint64) ([]uint64, error)
 	procRoot string
@@ -32,6 +33,24 @@ type stackKey struct {
 func newStackNames(procRoot string, read func(int32, *[syscap.TprofStackDepth]uint64) ([]uint64, error)) *stackNames {
 	return &stackNames{read: read, procRoot: procRoot, syms: symtab.NewResolver(procRoot), known: map[uint32]bool{},
 		pcs: map[int32][]uint64{}, names: map[stackKey]string{}, fresh: map[uint32]bool{}}
+}
+
+// forget drops what the cache holds of ids (removed from the kernel's
+// map, which gives them to other stacks next).
+func (s *stackNames) forget(ids []int32) {
+	if len(ids) == 0 {
+		return
+	}
+	gone := make(map[int32]bool, len(ids))
+	for _, id := range ids {
+		gone[id] = true
+		delete(s.pcs, id)
+	}
+	for k := range s.names {
+		if gone[k.id] {
+			delete(s.names, k)
+		}
+	}
 }
 
 // newReport starts a report: mappings are re-read for the stacks it names.

@@ -44,4 +44,9 @@ func TestStackNames(t *testing.T) {
 	if e := (Event{TGID: 1, StackID: 4}); s.name(&e) || e.Stack != "" {
 		t.Errorf("unreadable stack: %q", e.Stack)
 	}
+	// A pruned id is read again: the kernel may give it to another stack.
+	s.forget([]int32{3})
+	if e := (Event{TGID: uint32(os.Getpid()), StackID: 3}); !s.name(&e) || e.Stack != want || reads != 3 {
+		t.Errorf("after forget: %q, %d reads (want 3)", e.Stack, reads)
+	}
 }

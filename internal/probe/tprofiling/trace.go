@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -48,6 +49,19 @@ func (e *Event) attrs() map[string]any {
 	if e.FutexOp != "" {
 		a["futex.op"] = e.FutexOp
 	}
+	switch e.Type {
+	case "pthread_sync":
+		a["lock.addr"] = "0x" + strconv.FormatUint(e.LockAddr, 16)
+	case "python_gc":
+		a["gc.generation"] = e.GCGen
+		a["gc.collected"] = e.GCCollected
+	case "oncpu_sample":
+		a["cpu"] = e.CPU
+	case "mem_glibc":
+		a["mem.size"] = e.Bytes
+	case "mem_usage":
+		a["mem.rss"] = e.Bytes
+	}
 	if e.Stack != "" {
 		a["func.stack"] = e.Stack
 	}
@@ -86,9 +100,23 @@ func traceEvents(evs []Event, c clock, procName func(tgid uint32) string, named 
 				traceEvent{Name: e.Name, Cat: "oncpu", Ph: "e", TS: c.us(e.End()), PID: e.TGID, TID: e.PID, ID: id, Cname: "good"})
 			continue
 		}
+		if e.Type == "mem_usage" {
+			// A counter ("C"): the process's resident memory track.
+			out = append(out, traceEvent{Name: "mem_usage", Cat: "mem_usage", Ph: "C", TS: c.us(e.Start), PID: e.TGID, TID: e.PID,
+				Args: map[string]any{"mem.rss": e.Bytes}})
+			continue
+		}
+		if e.Type == "oncpu_sample" {
+			// A sample event ("P"), category sample, as gala-gopher's.
+			out = append(out, traceEvent{Name: e.Name, Cat: "sample", Ph: "P", TS: c.us(e.Start), PID: e.TGID, TID: e.PID, Args: args})
+			continue
+		}
+		// gala-gopher's categories: its own for offcpu, pthread_sync and
+		// python_gc, syscall for the calls.
 		cat := "syscall"
-		if e.Type == "offcpu" {
-			cat = "offcpu"
+		switch e.Type {
+		case "offcpu", "pthread_sync", "python_gc", "mem_glibc":
+			cat = e.Type
 		}
 		d := float64(e.Dur) / 1e3
 		out = append(out, traceEvent{Name: e.Name, Cat: cat, Ph: "X", TS: c.us(e.Start), Dur: &d, PID: e.TGID, TID: e.PID, Args: args})

@@ -8,6 +8,9 @@
  *   writer <tid> <writes> <port> CompeteThd2's write() calls and the port
  *   server <tid> <reads>         tcp-server's read() calls (EOF included)
  *   burner <tid> <cpu ns>        CompeteThd1's CPU time
+ *   mutex <address>              the mutex's address (pthread_sync's
+ *                                lock.addr); CompeteThd2 locks it once per
+ *                                write
  * Protocol: closes fd 3 when ready; a byte on stdin starts the rounds;
  * the report is printed when they are done; exits at stdin's EOF. */
 #define _GNU_SOURCE
@@ -153,6 +156,7 @@ int main(void)
 		printf("wait %ld %lld %lld\n", writer_tid, waits[i][0], waits[i][1]);
 	printf("writer %ld %ld %d\n", writer_tid, writes, port);
 	printf("server %ld %ld\n", server_tid, server_reads);
+	printf("mutex %p\n", (void *)&m);
 	printf("burner %ld %lld\n", burner_tid, burner_cpu);
 	fflush(stdout);
 	while (read(0, &c, 1) > 0)
