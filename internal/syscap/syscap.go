@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/galago-project/galago/internal/bpfrt"
@@ -78,6 +79,9 @@ type Options struct {
 	OnLost func(n uint64)
 	// HostPath roots /proc for the sweep of exited processes ("/" if empty).
 	HostPath string
+	// Attach is how the syscall program is attached (AttachAuto: per
+	// syscall where the kernel allows).
+	Attach AttachMode
 	// RingSize is the ring buffer's size in bytes (0: DefaultRingSize): a
 	// power of 2 from MinRingSize to MaxRingSize. Records of bursts the
 	// reader cannot keep up with are lost (counted) once it is full.
@@ -103,7 +107,7 @@ func CheckRingSize(n int) error {
 type Capture struct {
 	opts   Options
 	objs   syscapObjects
-	link   link.Link
+	exit   *sysHook
 	reader *bpfrt.Reader
 	filter *bpfrt.FilterSync
 
@@ -147,11 +151,23 @@ func Open(opts Options) (*Capture, error) {
 	if err := bpfrt.HaveTPBTF("sys_exit"); err != nil {
 		return nil, err
 	}
+	mode, err := resolveMode(opts.Log, opts.Attach)
+	if err != nil {
+		return nil, err
+	}
 	spec, err := loadSyscap()
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}
 	spec.Maps["events"].MaxEntries = uint32(opts.RingSize)
+	// The body is verified once, in the attachment the mode uses: the
+	// other program is loaded empty (never attached), which saves the
+	// verifier's seconds for a second copy of the body.
+	unused := "syscap_sc_exit"
+	if mode == AttachSyscalls {
+		unused = "syscap_sys_exit"
+	}
+	spec.Programs[unused].Instructions = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
 	// Wake the reader every ~1000 records (or at a quarter full): a busy
 	// connection makes tens of thousands of records a second, and a wake-up
 	// (an IPI, the reader's epoll return and a goroutine switch) costs as
@@ -189,9 +205,10 @@ func Open(opts Options) (*Capture, error) {
 		c.Close()
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
-	if c.link, err = link.AttachTracing(link.TracingOptions{Program: c.objs.SyscapSysExit, AttachType: ebpf.AttachTraceRawTp}); err != nil {
+	c.exit = newSysHook("exit", mode, c.objs.SyscapSysExit, c.objs.SyscapScExit)
+	if err := c.exit.set(false, captureSyscalls); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("syscap: attach tp_btf/sys_exit: %w", err)
+		return nil, err
 	}
 	return c, nil
 }
@@ -209,6 +226,7 @@ func (c *Capture) RingSize() (int, error) {
 func (c *Capture) Programs() map[string]*ebpf.Program {
 	progs := c.filter.Programs()
 	progs["syscap_sys_exit"] = c.objs.SyscapSysExit
+	progs["syscap_sc_exit"] = c.objs.SyscapScExit
 	progs["ssl_write_enter"] = c.objs.SslWriteEnter
 	progs["ssl_read_enter"] = c.objs.SslReadEnter
 	progs["ssl_write_ex_enter"] = c.objs.SslWriteExEnter
@@ -304,9 +322,9 @@ func (c *Capture) Close() error {
 		delete(c.goFiles, id)
 	}
 	c.mu.Unlock()
-	if c.link != nil {
-		errs = append(errs, c.link.Close())
-		c.link = nil
+	if c.exit != nil {
+		errs = append(errs, c.exit.close())
+		c.exit = nil
 	}
 	if c.filter != nil {
 		errs = append(errs, c.filter.Close())

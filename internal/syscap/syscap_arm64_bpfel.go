@@ -359,9 +359,14 @@ const (
 	syscapProgSslReturn              = "ssl_return"
 	syscapProgSslWriteEnter          = "ssl_write_enter"
 	syscapProgSslWriteExEnter        = "ssl_write_ex_enter"
+	syscapProgSyscapScExit           = "syscap_sc_exit"
 	syscapProgSyscapStatEnter        = "syscap_stat_enter"
 	syscapProgSyscapStatExit         = "syscap_stat_exit"
+	syscapProgSyscapStatScEnter      = "syscap_stat_sc_enter"
+	syscapProgSyscapStatScExit       = "syscap_stat_sc_exit"
 	syscapProgSyscapSysExit          = "syscap_sys_exit"
+	syscapProgSyscapTprofScEnter     = "syscap_tprof_sc_enter"
+	syscapProgSyscapTprofScExit      = "syscap_tprof_sc_exit"
 	syscapProgSyscapTprofSwitch      = "syscap_tprof_switch"
 	syscapProgSyscapTprofSysEnter    = "syscap_tprof_sys_enter"
 	syscapProgSyscapTprofSysExit     = "syscap_tprof_sys_exit"
@@ -453,9 +458,14 @@ type syscapProgramSpecs struct {
 	SslReturn           *ebpf.ProgramSpec `ebpf:"ssl_return"`
 	SslWriteEnter       *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
 	SslWriteExEnter     *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
+	SyscapScExit        *ebpf.ProgramSpec `ebpf:"syscap_sc_exit"`
 	SyscapStatEnter     *ebpf.ProgramSpec `ebpf:"syscap_stat_enter"`
 	SyscapStatExit      *ebpf.ProgramSpec `ebpf:"syscap_stat_exit"`
+	SyscapStatScEnter   *ebpf.ProgramSpec `ebpf:"syscap_stat_sc_enter"`
+	SyscapStatScExit    *ebpf.ProgramSpec `ebpf:"syscap_stat_sc_exit"`
 	SyscapSysExit       *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
+	SyscapTprofScEnter  *ebpf.ProgramSpec `ebpf:"syscap_tprof_sc_enter"`
+	SyscapTprofScExit   *ebpf.ProgramSpec `ebpf:"syscap_tprof_sc_exit"`
 	SyscapTprofSwitch   *ebpf.ProgramSpec `ebpf:"syscap_tprof_switch"`
 	SyscapTprofSysEnter *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_enter"`
 	SyscapTprofSysExit  *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_exit"`
@@ -660,9 +670,14 @@ type syscapPrograms struct {
 	SslReturn           *ebpf.Program `ebpf:"ssl_return"`
 	SslWriteEnter       *ebpf.Program `ebpf:"ssl_write_enter"`
 	SslWriteExEnter     *ebpf.Program `ebpf:"ssl_write_ex_enter"`
+	SyscapScExit        *ebpf.Program `ebpf:"syscap_sc_exit"`
 	SyscapStatEnter     *ebpf.Program `ebpf:"syscap_stat_enter"`
 	SyscapStatExit      *ebpf.Program `ebpf:"syscap_stat_exit"`
+	SyscapStatScEnter   *ebpf.Program `ebpf:"syscap_stat_sc_enter"`
+	SyscapStatScExit    *ebpf.Program `ebpf:"syscap_stat_sc_exit"`
 	SyscapSysExit       *ebpf.Program `ebpf:"syscap_sys_exit"`
+	SyscapTprofScEnter  *ebpf.Program `ebpf:"syscap_tprof_sc_enter"`
+	SyscapTprofScExit   *ebpf.Program `ebpf:"syscap_tprof_sc_exit"`
 	SyscapTprofSwitch   *ebpf.Program `ebpf:"syscap_tprof_switch"`
 	SyscapTprofSysEnter *ebpf.Program `ebpf:"syscap_tprof_sys_enter"`
 	SyscapTprofSysExit  *ebpf.Program `ebpf:"syscap_tprof_sys_exit"`
@@ -683,9 +698,14 @@ func (p *syscapPrograms) Close() error {
 		p.SslReturn,
 		p.SslWriteEnter,
 		p.SslWriteExEnter,
+		p.SyscapScExit,
 		p.SyscapStatEnter,
 		p.SyscapStatExit,
+		p.SyscapStatScEnter,
+		p.SyscapStatScExit,
 		p.SyscapSysExit,
+		p.SyscapTprofScEnter,
+		p.SyscapTprofScExit,
 		p.SyscapTprofSwitch,
 		p.SyscapTprofSysEnter,
 		p.SyscapTprofSysExit,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"unsafe"
@@ -130,6 +131,8 @@ type TprofOpen struct {
 type tprofObjects struct {
 	Enter     *ebpf.Program  `ebpf:"syscap_tprof_sys_enter"`
 	Exit      *ebpf.Program  `ebpf:"syscap_tprof_sys_exit"`
+	ScEnter   *ebpf.Program  `ebpf:"syscap_tprof_sc_enter"`
+	ScExit    *ebpf.Program  `ebpf:"syscap_tprof_sc_exit"`
 	Switch    *ebpf.Program  `ebpf:"syscap_tprof_switch"`
 	TaskExit  *ebpf.Program  `ebpf:"syscap_tprof_task_exit"`
 	Threads   *ebpf.Map      `ebpf:"tprof_threads"`
@@ -153,7 +156,7 @@ type tprofObjects struct {
 
 func (o *tprofObjects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.Threads, o.Events, o.RingLost,
+	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.ScEnter, o.ScExit, o.Switch, o.TaskExit, o.Threads, o.Events, o.RingLost,
 		o.Lost, o.Stacks, o.StackLost, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
 		if c != nil && !isNilCloser(c) {
 			errs = append(errs, c.Close())
@@ -182,6 +185,9 @@ type TprofOptions struct {
 	OnStackLost func(uint64)
 	// OnError receives undecodable records.
 	OnError func(error)
+	// Attach is how the syscall programs are attached (AttachAuto: per
+	// syscall where the kernel allows).
+	Attach AttachMode
 }
 
 // DefaultTprofRing is the tprofiling ring's default size.
@@ -206,10 +212,11 @@ type Tprof struct {
 	filter *bpfrt.FilterSync
 	reader *bpfrt.Reader
 
-	mu        sync.Mutex
-	links     map[string]link.Link
-	lost      bpfrt.LostCounter
-	stackLost bpfrt.LostCounter
+	mu          sync.Mutex
+	links       map[string]link.Link // sched_switch, sched_process_exit
+	enter, exit *sysHook
+	lost        bpfrt.LostCounter
+	stackLost   bpfrt.LostCounter
 }
 
 // OpenTprof loads the tprofiling programs and applies the snoopers;
@@ -232,6 +239,10 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 			return nil, err
 		}
 	}
+	mode, err := resolveMode(slog.Default(), o.Attach)
+	if err != nil {
+		return nil, err
+	}
 	spec, err := loadSyscap()
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
@@ -251,6 +262,8 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, fmt.Errorf("syscap: load tprofiling programs: %w", err)
 	}
+	t.enter = newSysHook("enter", mode, t.objs.Enter, t.objs.ScEnter)
+	t.exit = newSysHook("exit", mode, t.objs.Exit, t.objs.ScExit)
 	t.lost = bpfrt.LostCounter{Map: t.objs.Lost, OnLost: o.OnLost}
 	if o.OnStackLost == nil {
 		o.OnStackLost = o.OnLost
@@ -307,7 +320,10 @@ func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 	if err := t.objs.Types.Set(mask); err != nil {
 		return fmt.Errorf("syscap: set tprof_types: %w", err)
 	}
-	sys := mask&(1<<TprofFile|1<<TprofNet|1<<TprofSched|1<<TprofLock) != 0
+	names := tprofNames(mask)
+	if err := errors.Join(t.enter.set(false, names), t.exit.set(false, names)); err != nil {
+		return err
+	}
 	// sched_switch also takes the stack of a syscall that blocks (the
 	// only one a call that never returns gets).
 	sched := mask != 0
@@ -316,7 +332,6 @@ func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 		prog *ebpf.Program
 		on   bool
 	}{
-		{"sys_enter", t.objs.Enter, sys}, {"sys_exit", t.objs.Exit, sys},
 		{"sched_switch", t.objs.Switch, sched}, {"sched_process_exit", t.objs.TaskExit, mask != 0},
 	} {
 		l, attached := t.links[p.name]
@@ -351,6 +366,8 @@ func (t *Tprof) Programs() map[string]*ebpf.Program {
 	progs := t.filter.Programs()
 	progs["syscap_tprof_sys_enter"] = t.objs.Enter
 	progs["syscap_tprof_sys_exit"] = t.objs.Exit
+	progs["syscap_tprof_sc_enter"] = t.objs.ScEnter
+	progs["syscap_tprof_sc_exit"] = t.objs.ScExit
 	progs["syscap_tprof_switch"] = t.objs.Switch
 	progs["syscap_tprof_task_exit"] = t.objs.TaskExit
 	return progs
@@ -410,6 +427,9 @@ func (t *Tprof) Close() error {
 	for name, l := range t.links {
 		errs = append(errs, l.Close())
 		delete(t.links, name)
+	}
+	if t.enter != nil {
+		errs = append(errs, t.enter.close(), t.exit.close())
 	}
 	t.mu.Unlock()
 	if t.reader != nil {
