@@ -2,16 +2,19 @@
 
 /* syscap: socket data from syscalls, for the l7 probe and every probe that
  * reads what processes send and receive (proc, ksli, postgre_sli, kafka,
- * tprofiling). No kprobes: one tp_btf program on the raw sys_exit
- * tracepoint reads each syscall's arguments from the saved user registers
- * (they are intact at exit), so no sys_enter program and no per-thread
- * stash are needed.
+ * tprofiling). No kprobes: one program at syscall exit reads each
+ * syscall's arguments from the saved user registers (they are intact at
+ * exit), so no sys_enter program and no per-thread stash are needed.
  *
- * Hooks:
- *   tp_btf/sys_exit   read, readv, recvfrom, recvmsg, recvmmsg (ingress),
+ * Hooks (one body, syscap_exit, two attachments; syscap.go picks one):
+ *   tracepoint/syscalls/sys_exit_<name> (syscap_sc_exit) for each syscall
+ *                     below: no other syscall runs a program.
+ *   tp_btf/sys_exit   (syscap_sys_exit) the raw tracepoint, where the
+ *                     per-syscall events cannot be had: every other
+ *                     syscall returns at the first switch.
+ *   Syscalls: read, readv, recvfrom, recvmsg, recvmmsg (ingress),
  *                     write, writev, sendto, sendmsg, sendmmsg (egress),
- *                     close. Every other syscall returns at the first
- *                     switch (a few ns).
+ *                     close.
  * Flow of a data syscall: the syscall number, the snooper filter
  *   (galago_observed, common.h), then the connection of (tgid, fd) in
  *   conns. Its struct file is compared with the fd table's, so a reused fd

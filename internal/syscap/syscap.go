@@ -1,5 +1,5 @@
 // Package syscap captures what processes send and receive on their TCP and
-// UDP sockets, from the raw sys_exit tracepoint (no kprobes): for each
+// UDP sockets, from syscall exit tracepoints (no kprobes): for each
 // connection it infers the L7 protocol in the kernel from the first bytes,
 // and for connections of an enabled protocol it delivers the connection's
 // addresses once (Conn), then every read and write with a prefix of its
@@ -7,8 +7,22 @@
 // galago: the l7 probe reads it, and so will the probes that need the same
 // stream (proc, ksli, postgre_sli, kafka, tprofiling).
 //
-// Cost model: every syscall of an observed process pays one switch on the
-// syscall number at exit; a read or write pays the snooper filter, one
+// Attachment (attach.go, AttachMode): by default one tracepoint program
+// on syscalls:sys_exit_<name> of each syscall the capture handles (read,
+// write, readv, writev, recvfrom, sendto, recvmsg, sendmsg, recvmmsg,
+// sendmmsg, close), so every other syscall of every process runs no
+// program; the proc statistics and tprofiling attach their enter and exit
+// programs the same way for the syscalls of their enabled classes, and
+// keep the raw sys_exit only for the failure count of every syscall.
+// Where tracefs is not mounted galago mounts it (root); where it cannot,
+// or the kernel has no syscall events, the tp_btf programs on the raw
+// sys_enter/sys_exit tracepoints are used (one log line), with the same
+// bodies. GALAGO_SYSCAP_ATTACH=raw|syscalls forces a mode.
+//
+// Cost model: in raw mode every syscall of every process pays the program
+// entry and one switch on the syscall number at exit (~70 ns of BPF here);
+// per syscall, only the kernel's check of its syscall bitmap. A read or
+// write pays the snooper filter, one
 // lookup of its (process, fd) and a read of the fd table; a socket that is
 // not L7 of interest stops there; a traced connection pays one ring buffer
 // record per syscall, sized to what it captures.
