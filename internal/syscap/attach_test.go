@@ -2,8 +2,13 @@ package syscap
 
 import (
 	"os"
+	"os/exec"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/probe/probetest"
 )
@@ -60,5 +65,38 @@ func TestSyscallLists(t *testing.T) {
 				t.Errorf("syscall %s: %v", n, err)
 			}
 		}
+	}
+}
+
+// TestPrivilegedMountTracefs: with tracefs unmounted (in a private mount
+// namespace of a child process), the per-syscall mode mounts it itself.
+func TestPrivilegedMountTracefs(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	if os.Getenv("SYSCAP_TRACEFS_CHILD") == "1" {
+		runtime.LockOSThread() // the namespace is the thread's
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"/sys/kernel/debug/tracing", syscallsRoot} {
+			_ = unix.Unmount(p, unix.MNT_DETACH)
+		}
+		if _, err := os.Stat(syscallsRoot + "/events"); err == nil {
+			t.Fatal("tracefs still mounted")
+		}
+		if ok, err := perSyscall(); !ok {
+			t.Fatalf("per-syscall tracepoints: %v", err)
+		}
+		if _, err := os.Stat(syscallsRoot + "/events/syscalls/sys_exit_read"); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPrivilegedMountTracefs$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SYSCAP_TRACEFS_CHILD=1")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "PASS") {
+		t.Fatalf("child: %v\n%s", err, out)
 	}
 }
