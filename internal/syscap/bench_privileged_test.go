@@ -43,11 +43,7 @@ func progRuntime(b *testing.B, p *ebpf.Program) (time.Duration, uint64) {
 // per-syscall tracepoints); ns/op is the round trip's wall time.
 func BenchmarkCaptureRoundTrip(b *testing.B) {
 	probetest.RequirePrivileged(b)
-	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stats.Close()
+	enableStats(b)
 	for _, m := range []AttachMode{AttachRaw, AttachSyscalls} {
 		b.Run(m.String(), func(b *testing.B) { benchRoundTrip(b, m) })
 	}
@@ -55,17 +51,7 @@ func BenchmarkCaptureRoundTrip(b *testing.B) {
 
 func benchRoundTrip(b *testing.B, mode AttachMode) {
 	h := &countHandler{}
-	c, err := Open(Options{Handler: h, Attach: mode})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.Redis}}); err != nil {
-		b.Fatal(err)
-	}
-	if err := c.SetTargets(selfTargets{}); err != nil {
-		b.Fatal(err)
-	}
+	c := benchCapture(b, h, mode, l7.Redis)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -136,25 +122,11 @@ func benchRoundTrip(b *testing.B, mode AttachMode) {
 // bpf-runs/op the capture's program runs per call.
 func BenchmarkUnobservedSyscall(b *testing.B) {
 	probetest.RequirePrivileged(b)
-	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stats.Close()
+	enableStats(b)
 	b.Run("none", func(b *testing.B) { getpidLoop(b) })
 	for _, m := range []AttachMode{AttachRaw, AttachSyscalls} {
 		b.Run(m.String(), func(b *testing.B) {
-			c, err := Open(Options{Handler: &countHandler{}, Attach: m})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.Redis}}); err != nil {
-				b.Fatal(err)
-			}
-			if err := c.SetTargets(selfTargets{}); err != nil {
-				b.Fatal(err)
-			}
+			c := benchCapture(b, &countHandler{}, m, l7.Redis)
 			rt0, n0 := progRuntime(b, c.exit.prog())
 			getpidLoop(b)
 			rt1, n1 := progRuntime(b, c.exit.prog())
@@ -190,25 +162,11 @@ func cpuNs(ru unix.Rusage) int64 { return ru.Utime.Nano() + ru.Stime.Nano() }
 // CPU time per write, records/op the DATA records made.
 func BenchmarkObservedWrite(b *testing.B) {
 	probetest.RequirePrivileged(b)
-	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stats.Close()
+	enableStats(b)
 	for _, m := range []AttachMode{AttachRaw, AttachSyscalls} {
 		b.Run(m.String(), func(b *testing.B) {
 			h := &countHandler{}
-			c, err := Open(Options{Handler: h, Attach: m})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.DNS}}); err != nil {
-				b.Fatal(err)
-			}
-			if err := c.SetTargets(selfTargets{}); err != nil {
-				b.Fatal(err)
-			}
+			c := benchCapture(b, h, m, l7.DNS)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- c.Run(ctx) }()
@@ -251,4 +209,30 @@ func BenchmarkObservedWrite(b *testing.B) {
 			b.ReportMetric(float64(h.data)/float64(b.N), "records/op")
 		})
 	}
+}
+
+// enableStats turns the kernel's BPF run-time statistics on for b.
+func enableStats(b *testing.B) {
+	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stats.Close() })
+}
+
+// benchCapture opens a capture attached in mode m, tracing protocol p
+// for this process; it is closed with b.
+func benchCapture(b *testing.B, h Handler, m AttachMode, p l7.Protocol) *Capture {
+	c, err := Open(Options{Handler: h, Attach: m})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	if err := c.SetConfig(Config{Protocols: []l7.Protocol{p}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.SetTargets(selfTargets{}); err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
