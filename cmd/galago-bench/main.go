@@ -56,6 +56,7 @@ func run() error {
 		keep     = flag.Bool("keep", false, "keep the temporary directory (server and agent files)")
 		cpuprof  = flag.String("cpuprofile", "", "directory for a Go CPU profile of each galago arm over its load")
 		from     = flag.String("from", "", "render -md from this JSON result instead of measuring")
+		nprocs   = flag.Int("procs", 0, "instead of the workloads: galago's RSS and Go heap with the proc probe (every sub-item) before and after this many sleeping processes start")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -97,6 +98,17 @@ func run() error {
 	bin, err := filepath.Abs(*galago)
 	if err != nil {
 		return err
+	}
+	if *nprocs > 0 {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		res, err := bench.MeasureProcs(ctx, bin, tmp, *nprocs, *period, os.Stdout)
+		if err != nil {
+			return err
+		}
+		b, _ := json.MarshalIndent(res, "", " ")
+		fmt.Println(string(b))
+		return nil
 	}
 	cfg := bench.Config{
 		Galago: bin, Pairs: *pairs, Duration: *duration, ReportPeriod: *period,

@@ -128,7 +128,7 @@ func runDaemon(cfg *config.Config) error {
 	bpfStats := bpfrt.NewStats()
 	resolver := snoop.NewResolver(cfg.HostPath, ids, os.Getpid(), log)
 	defer resolver.Close()
-	if stop := trackProcesses(ctx, resolver, ids, exporter, bpfStats, log); stop != nil {
+	if stop := trackProcesses(ctx, cfg.HostPath, resolver, ids, exporter, bpfStats, log); stop != nil {
 		defer stop()
 	}
 	mgr := probe.NewManager(ctx, log, pipe, watcher{resolver})
@@ -273,8 +273,8 @@ func runDaemon(cfg *config.Config) error {
 // a container is known and observed as it starts and forgotten as it
 // goes. Without BPF the resolver's /proc scan (every 250 ms) still finds
 // processes; that is logged once.
-func trackProcesses(ctx context.Context, r *snoop.Resolver, ids *identity.CachingResolver, exp *output.Exporter, stats *bpfrt.Stats,
-	log *slog.Logger) func() {
+func trackProcesses(ctx context.Context, hostPath string, r *snoop.Resolver, ids *identity.CachingResolver, exp *output.Exporter,
+	stats *bpfrt.Stats, log *slog.Logger) func() {
 	var lost atomic.Uint64
 	t, err := proctrack.Open(proctrack.Options{Log: log, OnLost: func(n uint64) { lost.Add(n) }})
 	if err != nil {
@@ -314,6 +314,17 @@ func trackProcesses(ctx context.Context, r *snoop.Resolver, ids *identity.Cachin
 			r.NotifyCgroup(e.Cgroup())
 		}
 	})
+	if t.Cgroups() {
+		// Containers that existed before galago started are live as those
+		// made from now on (after Subscribe: none made in between is missed).
+		evs, err := identity.ScanCgroups(hostPath)
+		if err != nil {
+			log.Warn("cgroup scan: containers that already ran are known from their processes only", "err", err)
+		}
+		for _, ev := range evs {
+			r.NotifyCgroup(ev)
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

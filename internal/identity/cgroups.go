@@ -45,7 +45,8 @@ type LiveContainer struct {
 	// CgroupIDs are the cgroup2 ids of its directories (its own, and its
 	// sub-cgroups), sorted; empty on a host without cgroup2.
 	CgroupIDs []uint64
-	// Since is when its first directory was made.
+	// Since is when its first directory was made (seen by ScanCgroups,
+	// for a container that existed when galago started).
 	Since time.Time
 }
 

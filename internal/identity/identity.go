@@ -38,8 +38,13 @@
 // runtime listing follow its cgroups by milliseconds), and its making
 // asks the runtime APIs for a listing at once. A gone container leaves the
 // live set; its last answer stays cached for the rows its processes left.
-// Containers that existed before galago started are known from their
-// processes, as before. At most the container cache's size are live; the
+// Containers that existed before galago started are made live the same
+// way at start (ScanCgroups walks every mounted hierarchy; the daemon
+// feeds its directories to CgroupChanged after subscribing to the
+// tracepoints, so none made in between is missed); their Since is the
+// scan's time. A directory removed between the walk and its
+// registration stays live until galago restarts (a window of
+// microseconds). At most the container cache's size are live; the
 // others are counted in galago_identity_live_containers_dropped_total.
 //
 // Limits: container ids are recognised only as 64-hex cgroup path segments

@@ -12,10 +12,10 @@ import (
 	"strings"
 )
 
-// v1Controllers are the cgroup v1 controller names a "cgroup" mount's super
+// V1Controllers are the cgroup v1 controller names a "cgroup" mount's super
 // options may list; the other options (rw, name=systemd, clone_children,
 // ...) are not controllers.
-var v1Controllers = []string{
+var V1Controllers = []string{
 	"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls", "blkio",
 	"perf_event", "net_prio", "hugetlb", "pids", "rdma", "misc",
 }
@@ -54,7 +54,7 @@ func cgroupMountsOf(ms []Mount) CgroupMounts {
 			}
 		case "cgroup":
 			for _, o := range m.SuperOptions {
-				if slices.Contains(v1Controllers, o) {
+				if slices.Contains(V1Controllers, o) {
 					if _, ok := out.V1[o]; !ok {
 						out.V1[o] = m.MountPoint
 					}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -115,14 +116,80 @@ func TestPrivilegedRuncCgroupLifecycle(t *testing.T) {
 		t.Errorf("Container = %+v %v", c, ok)
 	}
 
+	// A galago started after the container (identity and snoop resolvers
+	// that never saw its cgroup_mkdir events), wired as the daemon is: the
+	// scan at start makes it live as the events did, with a directory in
+	// every hierarchy, and the hierarchies' rmdir events remove it.
+	ids2 := identity.NewResolver("/")
+	r2 := snoop.NewResolver("/", ids2, os.Getpid(), nil)
+	defer r2.Close()
+	defer tr.Subscribe(func(e proctrack.Event) {
+		if e.Type == proctrack.CgroupMkdir || e.Type == proctrack.CgroupRmdir {
+			r2.NotifyCgroup(e.Cgroup())
+		}
+	})()
+	byName2 := r2.Watch(snoop.Selectors{ContainerName: []string{"galago-test"}}, snoop.Whitelist)
+	defer byName2.Close()
+	scanned := time.Now()
+	evs, err := identity.ScanCgroups("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hiers := map[uint32]bool{}
+	for _, ev := range evs {
+		if identity.ContainerIDFromPath(ev.Path) == cid && ev.Path == cgPath {
+			hiers[ev.Hierarchy] = true
+		}
+		r2.NotifyCgroup(ev)
+	}
+	if want := v1Hierarchies(t) + 1; len(hiers) != want || !hiers[0] {
+		t.Errorf("scan found the container's directory in hierarchies %v, want cgroup2 (0) and the %d v1 ones", hiers, want-1)
+	}
+	eventually(t, "container found by the scan live, named and selected", func() bool {
+		c, _ := ids2.Container(cid)
+		return slices.Equal(byName2.CgroupIDs(), []uint64{wantCg}) && c.Name == "galago-test"
+	})
+	// Other containers of the machine may be live too: only this one is
+	// checked.
+	if c := liveOf(ids2, cid); c == nil || c.PodID != uid || !slices.Equal(c.CgroupIDs, []uint64{wantCg}) || c.Since.Before(scanned) {
+		t.Errorf("scanned live %+v\nwant %s of pod %s, cgroup %d, since the scan", ids2.LiveContainers(), cid, uid, wantCg)
+	}
+
 	if out, err := exec.Command(runc, "delete", "--force", cid).CombinedOutput(); err != nil {
 		t.Fatalf("runc delete: %v\n%s", err, out)
 	}
 	deleted := time.Now()
 	eventually(t, "container forgotten", func() bool {
-		return len(ids.LiveContainers()) == 0 && len(byName.CgroupIDs()) == 0 && len(byPod.CgroupIDs()) == 0
+		return len(ids.LiveContainers()) == 0 && len(byName.CgroupIDs()) == 0 && len(byPod.CgroupIDs()) == 0 &&
+			liveOf(ids2, cid) == nil && len(byName2.CgroupIDs()) == 0
 	})
 	t.Logf("removed %v after runc delete returned", time.Since(deleted).Round(time.Millisecond))
+}
+
+// liveOf is container cid among ids' live containers, nil if not live.
+func liveOf(ids *identity.CachingResolver, cid string) *identity.LiveContainer {
+	for _, c := range ids.LiveContainers() {
+		if c.ID == cid {
+			return &c
+		}
+	}
+	return nil
+}
+
+// v1Hierarchies counts the cgroup v1 hierarchies of this host (the
+// non-zero ids of /proc/self/cgroup).
+func v1Hierarchies(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !strings.HasPrefix(l, "0:") {
+			n++
+		}
+	}
+	return n
 }
 
 // eventually fails t unless cond holds within a second.

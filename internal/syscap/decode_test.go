@@ -62,6 +62,10 @@ func TestSpec(t *testing.T) {
 		fprogs["ssl_handshake_return"] = bpfspec.Program{Type: ebpf.Kprobe, AttachTo: ""}
 		fprogs["syscap_stat_enter"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sys_enter"}
 		fprogs["syscap_stat_exit"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sys_exit"}
+		// The per-syscall attachments (attach.go) of the same bodies.
+		for _, p := range []string{"syscap_sc_exit", "syscap_stat_sc_enter", "syscap_stat_sc_exit", "syscap_tprof_sc_enter", "syscap_tprof_sc_exit"} {
+			fprogs[p] = bpfspec.Program{Type: ebpf.TracePoint}
+		}
 		tprofSpec(fprogs, fmaps)
 		bpfspec.Programs(t, spec, fprogs)
 		fmaps["conns"] = bpfspec.Map{Type: ebpf.Hash, KeySize: 8, ValueSize: 48, MaxEntries: 65536}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/snoop"
@@ -97,11 +97,13 @@ type SyscallStat struct {
 // LoadAndAssign loads these and nothing else (not the l7 programs, maps
 // and ring buffer).
 type statsObjects struct {
-	Enter *ebpf.Program `ebpf:"syscap_stat_enter"`
-	Exit  *ebpf.Program `ebpf:"syscap_stat_exit"`
-	Rows  *ebpf.Map     `ebpf:"sc_stats"`
-	Ioctl *ebpf.Map     `ebpf:"sc_ioctl"`
-	Lost  *ebpf.Map     `ebpf:"sc_lost"`
+	Enter   *ebpf.Program `ebpf:"syscap_stat_enter"`
+	Exit    *ebpf.Program `ebpf:"syscap_stat_exit"`
+	ScEnter *ebpf.Program `ebpf:"syscap_stat_sc_enter"`
+	ScExit  *ebpf.Program `ebpf:"syscap_stat_sc_exit"`
+	Rows    *ebpf.Map     `ebpf:"sc_stats"`
+	Ioctl   *ebpf.Map     `ebpf:"sc_ioctl"`
+	Lost    *ebpf.Map     `ebpf:"sc_lost"`
 	// Classes is sc_classes: bit 1<<class enables a timed class, bit 0
 	// the failure count.
 	Classes *ebpf.Variable `ebpf:"sc_classes"`
@@ -120,7 +122,7 @@ type statsObjects struct {
 
 func (o *statsObjects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Rows, o.Ioctl, o.Lost, o.FilterTgids, o.FilterCgroups,
+	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.ScEnter, o.ScExit, o.Rows, o.Ioctl, o.Lost, o.FilterTgids, o.FilterCgroups,
 		o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
 		if c != nil && !isNilCloser(c) {
 			errs = append(errs, c.Close())
@@ -145,9 +147,9 @@ func isNilCloser(c interface{ Close() error }) bool {
 // load of the same object with its own snooper filter, so it costs the l7
 // capture nothing and the l7 capture costs it nothing.
 type Stats struct {
-	objs   statsObjects
-	links  []link.Link
-	filter *bpfrt.FilterSync
+	objs        statsObjects
+	enter, exit *sysHook
+	filter      *bpfrt.FilterSync
 
 	mu   sync.Mutex
 	lost bpfrt.LostCounter
@@ -156,12 +158,18 @@ type Stats struct {
 // OpenStats loads the statistics programs and applies the snoopers t (nil:
 // every process); SetClasses attaches them; onLost (may be nil) receives
 // the calls not counted because the table was full and the new processes
-// the snooper filter could not mark pending.
+// the snooper filter could not mark pending. The programs are attached per
+// syscall (AttachAuto, EnvAttach), but for the failure count of every
+// syscall (ClassAll), which keeps the raw sys_exit.
 func OpenStats(t snoop.Targets, onLost func(uint64)) (*Stats, error) {
 	for _, tp := range []string{"sys_enter", "sys_exit"} {
 		if err := bpfrt.HaveTPBTF(tp); err != nil {
 			return nil, err
 		}
+	}
+	mode, err := resolveMode(slog.Default(), AttachAuto)
+	if err != nil {
+		return nil, err
 	}
 	spec, err := loadSyscap()
 	if err != nil {
@@ -171,6 +179,8 @@ func OpenStats(t snoop.Targets, onLost func(uint64)) (*Stats, error) {
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		return nil, fmt.Errorf("syscap: load statistics programs: %w", err)
 	}
+	s.enter = newSysHook("enter", mode, s.objs.Enter, s.objs.ScEnter)
+	s.exit = newSysHook("exit", mode, s.objs.Exit, s.objs.ScExit)
 	s.lost = bpfrt.LostCounter{Map: s.objs.Lost, OnLost: onLost}
 	if s.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
 		Mode: s.objs.FilterCfg, TGIDs: s.objs.FilterTgids, Cgroups: s.objs.FilterCgroups,
@@ -187,28 +197,23 @@ func OpenStats(t snoop.Targets, onLost func(uint64)) (*Stats, error) {
 	return s, nil
 }
 
-// attachLocked attaches the two programs; detachLocked detaches them.
-func (s *Stats) attachLocked() error {
-	for _, p := range []struct {
-		prog *ebpf.Program
-		name string
-	}{{s.objs.Enter, "sys_enter"}, {s.objs.Exit, "sys_exit"}} {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog, AttachType: ebpf.AttachTraceRawTp})
-		if err != nil {
-			return errors.Join(fmt.Errorf("syscap: attach tp_btf/%s: %w", p.name, err), s.detachLocked())
-		}
-		s.links = append(s.links, l)
+// attachLocked attaches the programs for the classes of mask and fs:
+// sys_enter for the timed syscalls, sys_exit for them too, or for every
+// syscall when failures are counted.
+func (s *Stats) attachLocked(mask uint32, fs bool) error {
+	names := statsSyscalls(mask, fs)
+	err := errors.Join(s.enter.set(false, names), s.exit.set(mask&(1<<ClassAll) != 0, names))
+	if err != nil {
+		return errors.Join(err, s.detachLocked())
 	}
 	return nil
 }
 
 func (s *Stats) detachLocked() error {
-	var errs []error
-	for _, l := range s.links {
-		errs = append(errs, l.Close())
+	if s.enter == nil {
+		return nil
 	}
-	s.links = nil
-	return errors.Join(errs...)
+	return errors.Join(s.enter.close(), s.exit.close())
 }
 
 // SetClasses enables the timed classes given (ClassAll: the failure
@@ -235,14 +240,7 @@ func (s *Stats) SetClasses(fs bool, classes ...SyscallClass) error {
 	if err := s.objs.FS.Set(fsOn); err != nil {
 		return fmt.Errorf("syscap: set sc_fs: %w", err)
 	}
-	on := mask != 0 || fs
-	switch {
-	case on && s.links == nil:
-		return s.attachLocked()
-	case !on && s.links != nil:
-		return s.detachLocked()
-	}
-	return nil
+	return s.attachLocked(mask, fs)
 }
 
 // SetTargets applies the snoopers (nil: every process).
@@ -256,6 +254,8 @@ func (s *Stats) Programs() map[string]*ebpf.Program {
 	progs := s.filter.Programs()
 	progs["syscap_stat_enter"] = s.objs.Enter
 	progs["syscap_stat_exit"] = s.objs.Exit
+	progs["syscap_stat_sc_enter"] = s.objs.ScEnter
+	progs["syscap_stat_sc_exit"] = s.objs.ScExit
 	return progs
 }
 

@@ -41,8 +41,18 @@ func procIO(t *testing.T, pid int) (syscr, syscw uint64) {
 
 // TestPrivilegedSyscallStats runs sysload (known numbers of syscalls of each
 // class) and compares the rows with its workload and with the read and
-// write counts of /proc/<pid>/io taken around it.
+// write counts of /proc/<pid>/io taken around it, with the programs
+// attached per syscall and on the raw tracepoints (EnvAttach).
 func TestPrivilegedSyscallStats(t *testing.T) {
+	for _, m := range []AttachMode{AttachSyscalls, AttachRaw} {
+		t.Run(m.String(), func(t *testing.T) {
+			t.Setenv(EnvAttach, m.String())
+			testSyscallStats(t)
+		})
+	}
+}
+
+func testSyscallStats(t *testing.T) {
 	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sys_enter"), bpfrt.HaveTPBTF("sys_exit"))
 	const futexMs, epollMs = 30, 20
 	files := map[FS]string{FSExt4: filepath.Join(t.TempDir(), "f"), FSTmpfs: filepath.Join(shmDir(t), "f"),

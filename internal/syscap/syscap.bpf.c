@@ -2,16 +2,19 @@
 
 /* syscap: socket data from syscalls, for the l7 probe and every probe that
  * reads what processes send and receive (proc, ksli, postgre_sli, kafka,
- * tprofiling). No kprobes: one tp_btf program on the raw sys_exit
- * tracepoint reads each syscall's arguments from the saved user registers
- * (they are intact at exit), so no sys_enter program and no per-thread
- * stash are needed.
+ * tprofiling). No kprobes: one program at syscall exit reads each
+ * syscall's arguments from the saved user registers (they are intact at
+ * exit), so no sys_enter program and no per-thread stash are needed.
  *
- * Hooks:
- *   tp_btf/sys_exit   read, readv, recvfrom, recvmsg, recvmmsg (ingress),
+ * Hooks (one body, syscap_exit, two attachments; syscap.go picks one):
+ *   tracepoint/syscalls/sys_exit_<name> (syscap_sc_exit) for each syscall
+ *                     below: no other syscall runs a program.
+ *   tp_btf/sys_exit   (syscap_sys_exit) the raw tracepoint, where the
+ *                     per-syscall events cannot be had: every other
+ *                     syscall returns at the first switch.
+ *   Syscalls: read, readv, recvfrom, recvmsg, recvmmsg (ingress),
  *                     write, writev, sendto, sendmsg, sendmmsg (egress),
- *                     close. Every other syscall returns at the first
- *                     switch (a few ns).
+ *                     close.
  * Flow of a data syscall: the syscall number, the snooper filter
  *   (galago_observed, common.h), then the connection of (tgid, fd) in
  *   conns. Its struct file is compared with the fd table's, so a reused fd
@@ -1549,8 +1552,16 @@ static __always_inline void note_if_ssl(__u32 fd)
 		note_ssl_fd(fd);
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
+/* The programs on sys_enter/sys_exit come in two attachments with one
+ * body each: tp_btf on the raw tracepoint (every syscall of every process
+ * runs it) and a tracepoint program attached to syscalls:sys_{enter,exit}_
+ * <name> for each syscall the body handles (syscap.go: per-syscall mode,
+ * so the others run no program at all). The per-syscall event's record has
+ * the number and the arguments or return value; the bodies read the
+ * arguments from the saved user registers either way (intact at exit). */
+#define SYSCAP_TP_REGS() ((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()))
+
+static __always_inline int syscap_exit(struct pt_regs *regs, long ret)
 {
 	struct bufs b = {};
 	__u32 fd;
@@ -1619,6 +1630,18 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
+{
+	return syscap_exit(regs, ret);
+}
+
+SEC("tracepoint")
+int syscap_sc_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	return syscap_exit(SYSCAP_TP_REGS(), ctx->ret);
 }
 
 /* ---- Per-process syscall statistics (the proc probe) ----------------------
@@ -1961,8 +1984,7 @@ static __always_inline void sc_note_ioctl(__u32 tgid, const struct sc_start *s, 
 		*v = n;
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(syscap_stat_enter, struct pt_regs *regs, long id)
+static __always_inline int stat_enter(struct pt_regs *regs, long id)
 {
 	__u32 class = sc_class(id);
 	struct sc_start *s;
@@ -1982,8 +2004,21 @@ int BPF_PROG(syscap_stat_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(syscap_stat_exit, struct pt_regs *regs, long ret)
+SEC("tp_btf/sys_enter")
+int BPF_PROG(syscap_stat_enter, struct pt_regs *regs, long id)
+{
+	return stat_enter(regs, id);
+}
+
+SEC("tracepoint")
+int syscap_stat_sc_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	struct pt_regs *regs = SYSCAP_TP_REGS();
+
+	return stat_enter(regs, SC_NR(regs));
+}
+
+static __always_inline int stat_exit(struct pt_regs *regs, long ret)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct syscap_sc_val *v;
@@ -2027,6 +2062,18 @@ fail:
 	if (v)
 		__sync_fetch_and_add(&v->failed, 1);
 	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(syscap_stat_exit, struct pt_regs *regs, long ret)
+{
+	return stat_exit(regs, ret);
+}
+
+SEC("tracepoint")
+int syscap_stat_sc_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	return stat_exit(SYSCAP_TP_REGS(), ctx->ret);
 }
 
 #include "tprof.bpf.h"

@@ -1,5 +1,5 @@
 // Package syscap captures what processes send and receive on their TCP and
-// UDP sockets, from the raw sys_exit tracepoint (no kprobes): for each
+// UDP sockets, from syscall exit tracepoints (no kprobes): for each
 // connection it infers the L7 protocol in the kernel from the first bytes,
 // and for connections of an enabled protocol it delivers the connection's
 // addresses once (Conn), then every read and write with a prefix of its
@@ -7,8 +7,22 @@
 // galago: the l7 probe reads it, and so will the probes that need the same
 // stream (proc, ksli, postgre_sli, kafka, tprofiling).
 //
-// Cost model: every syscall of an observed process pays one switch on the
-// syscall number at exit; a read or write pays the snooper filter, one
+// Attachment (attach.go, AttachMode): by default one tracepoint program
+// on syscalls:sys_exit_<name> of each syscall the capture handles (read,
+// write, readv, writev, recvfrom, sendto, recvmsg, sendmsg, recvmmsg,
+// sendmmsg, close), so every other syscall of every process runs no
+// program; the proc statistics and tprofiling attach their enter and exit
+// programs the same way for the syscalls of their enabled classes, and
+// keep the raw sys_exit only for the failure count of every syscall.
+// Where tracefs is not mounted galago mounts it (root); where it cannot,
+// or the kernel has no syscall events, the tp_btf programs on the raw
+// sys_enter/sys_exit tracepoints are used (one log line), with the same
+// bodies. GALAGO_SYSCAP_ATTACH=raw|syscalls forces a mode.
+//
+// Cost model: in raw mode every syscall of every process pays the program
+// entry and one switch on the syscall number at exit (~70 ns of BPF here);
+// per syscall, only the kernel's check of its syscall bitmap. A read or
+// write pays the snooper filter, one
 // lookup of its (process, fd) and a read of the fd table; a socket that is
 // not L7 of interest stops there; a traced connection pays one ring buffer
 // record per syscall, sized to what it captures.
@@ -37,6 +51,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/galago-project/galago/internal/bpfrt"
@@ -88,6 +103,9 @@ type Options struct {
 	OnLost func(n uint64)
 	// HostPath roots /proc for the sweep of exited processes ("/" if empty).
 	HostPath string
+	// Attach is how the syscall program is attached (AttachAuto: per
+	// syscall where the kernel allows).
+	Attach AttachMode
 	// RingSize is the ring buffer's size in bytes (0: DefaultRingSize): a
 	// power of 2 from MinRingSize to MaxRingSize. Records of bursts the
 	// reader cannot keep up with are lost (counted) once it is full.
@@ -113,7 +131,7 @@ func CheckRingSize(n int) error {
 type Capture struct {
 	opts   Options
 	objs   syscapObjects
-	link   link.Link
+	exit   *sysHook
 	reader *bpfrt.Reader
 	filter *bpfrt.FilterSync
 
@@ -158,11 +176,23 @@ func Open(opts Options) (*Capture, error) {
 	if err := bpfrt.HaveTPBTF("sys_exit"); err != nil {
 		return nil, err
 	}
+	mode, err := resolveMode(opts.Log, opts.Attach)
+	if err != nil {
+		return nil, err
+	}
 	spec, err := loadSyscap()
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}
 	spec.Maps["events"].MaxEntries = uint32(opts.RingSize)
+	// The body is verified once, in the attachment the mode uses: the
+	// other program is loaded empty (never attached), which saves the
+	// verifier's seconds for a second copy of the body.
+	unused := "syscap_sc_exit"
+	if mode == AttachSyscalls {
+		unused = "syscap_sys_exit"
+	}
+	spec.Programs[unused].Instructions = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
 	// Wake the reader every ~1000 records (or at a quarter full): a busy
 	// connection makes tens of thousands of records a second, and a wake-up
 	// (an IPI, the reader's epoll return and a goroutine switch) costs as
@@ -200,9 +230,10 @@ func Open(opts Options) (*Capture, error) {
 		c.Close()
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
-	if c.link, err = link.AttachTracing(link.TracingOptions{Program: c.objs.SyscapSysExit, AttachType: ebpf.AttachTraceRawTp}); err != nil {
+	c.exit = newSysHook("exit", mode, c.objs.SyscapSysExit, c.objs.SyscapScExit)
+	if err := c.exit.set(false, captureSyscalls); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("syscap: attach tp_btf/sys_exit: %w", err)
+		return nil, err
 	}
 	return c, nil
 }
@@ -220,6 +251,7 @@ func (c *Capture) RingSize() (int, error) {
 func (c *Capture) Programs() map[string]*ebpf.Program {
 	progs := c.filter.Programs()
 	progs["syscap_sys_exit"] = c.objs.SyscapSysExit
+	progs["syscap_sc_exit"] = c.objs.SyscapScExit
 	progs["ssl_write_enter"] = c.objs.SslWriteEnter
 	progs["ssl_read_enter"] = c.objs.SslReadEnter
 	progs["ssl_write_ex_enter"] = c.objs.SslWriteExEnter
@@ -315,9 +347,9 @@ func (c *Capture) Close() error {
 		delete(c.goFiles, id)
 	}
 	c.mu.Unlock()
-	if c.link != nil {
-		errs = append(errs, c.link.Close())
-		c.link = nil
+	if c.exit != nil {
+		errs = append(errs, c.exit.close())
+		c.exit = nil
 	}
 	if c.filter != nil {
 		errs = append(errs, c.filter.Close())

@@ -377,8 +377,11 @@ const (
 	syscapProgSslReturn               = "ssl_return"
 	syscapProgSslWriteEnter           = "ssl_write_enter"
 	syscapProgSslWriteExEnter         = "ssl_write_ex_enter"
+	syscapProgSyscapScExit            = "syscap_sc_exit"
 	syscapProgSyscapStatEnter         = "syscap_stat_enter"
 	syscapProgSyscapStatExit          = "syscap_stat_exit"
+	syscapProgSyscapStatScEnter       = "syscap_stat_sc_enter"
+	syscapProgSyscapStatScExit        = "syscap_stat_sc_exit"
 	syscapProgSyscapSysExit           = "syscap_sys_exit"
 	syscapProgSyscapTprofAllocEnter   = "syscap_tprof_alloc_enter"
 	syscapProgSyscapTprofAllocReturn  = "syscap_tprof_alloc_return"
@@ -388,6 +391,8 @@ const (
 	syscapProgSyscapTprofPthreadEnter = "syscap_tprof_pthread_enter"
 	syscapProgSyscapTprofPthreadExit  = "syscap_tprof_pthread_exit"
 	syscapProgSyscapTprofSample       = "syscap_tprof_sample"
+	syscapProgSyscapTprofScEnter      = "syscap_tprof_sc_enter"
+	syscapProgSyscapTprofScExit       = "syscap_tprof_sc_exit"
 	syscapProgSyscapTprofSwitch       = "syscap_tprof_switch"
 	syscapProgSyscapTprofSysEnter     = "syscap_tprof_sys_enter"
 	syscapProgSyscapTprofSysExit      = "syscap_tprof_sys_exit"
@@ -481,8 +486,11 @@ type syscapProgramSpecs struct {
 	SslReturn               *ebpf.ProgramSpec `ebpf:"ssl_return"`
 	SslWriteEnter           *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
 	SslWriteExEnter         *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
+	SyscapScExit            *ebpf.ProgramSpec `ebpf:"syscap_sc_exit"`
 	SyscapStatEnter         *ebpf.ProgramSpec `ebpf:"syscap_stat_enter"`
 	SyscapStatExit          *ebpf.ProgramSpec `ebpf:"syscap_stat_exit"`
+	SyscapStatScEnter       *ebpf.ProgramSpec `ebpf:"syscap_stat_sc_enter"`
+	SyscapStatScExit        *ebpf.ProgramSpec `ebpf:"syscap_stat_sc_exit"`
 	SyscapSysExit           *ebpf.ProgramSpec `ebpf:"syscap_sys_exit"`
 	SyscapTprofAllocEnter   *ebpf.ProgramSpec `ebpf:"syscap_tprof_alloc_enter"`
 	SyscapTprofAllocReturn  *ebpf.ProgramSpec `ebpf:"syscap_tprof_alloc_return"`
@@ -492,6 +500,8 @@ type syscapProgramSpecs struct {
 	SyscapTprofPthreadEnter *ebpf.ProgramSpec `ebpf:"syscap_tprof_pthread_enter"`
 	SyscapTprofPthreadExit  *ebpf.ProgramSpec `ebpf:"syscap_tprof_pthread_exit"`
 	SyscapTprofSample       *ebpf.ProgramSpec `ebpf:"syscap_tprof_sample"`
+	SyscapTprofScEnter      *ebpf.ProgramSpec `ebpf:"syscap_tprof_sc_enter"`
+	SyscapTprofScExit       *ebpf.ProgramSpec `ebpf:"syscap_tprof_sc_exit"`
 	SyscapTprofSwitch       *ebpf.ProgramSpec `ebpf:"syscap_tprof_switch"`
 	SyscapTprofSysEnter     *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_enter"`
 	SyscapTprofSysExit      *ebpf.ProgramSpec `ebpf:"syscap_tprof_sys_exit"`
@@ -703,8 +713,11 @@ type syscapPrograms struct {
 	SslReturn               *ebpf.Program `ebpf:"ssl_return"`
 	SslWriteEnter           *ebpf.Program `ebpf:"ssl_write_enter"`
 	SslWriteExEnter         *ebpf.Program `ebpf:"ssl_write_ex_enter"`
+	SyscapScExit            *ebpf.Program `ebpf:"syscap_sc_exit"`
 	SyscapStatEnter         *ebpf.Program `ebpf:"syscap_stat_enter"`
 	SyscapStatExit          *ebpf.Program `ebpf:"syscap_stat_exit"`
+	SyscapStatScEnter       *ebpf.Program `ebpf:"syscap_stat_sc_enter"`
+	SyscapStatScExit        *ebpf.Program `ebpf:"syscap_stat_sc_exit"`
 	SyscapSysExit           *ebpf.Program `ebpf:"syscap_sys_exit"`
 	SyscapTprofAllocEnter   *ebpf.Program `ebpf:"syscap_tprof_alloc_enter"`
 	SyscapTprofAllocReturn  *ebpf.Program `ebpf:"syscap_tprof_alloc_return"`
@@ -714,6 +727,8 @@ type syscapPrograms struct {
 	SyscapTprofPthreadEnter *ebpf.Program `ebpf:"syscap_tprof_pthread_enter"`
 	SyscapTprofPthreadExit  *ebpf.Program `ebpf:"syscap_tprof_pthread_exit"`
 	SyscapTprofSample       *ebpf.Program `ebpf:"syscap_tprof_sample"`
+	SyscapTprofScEnter      *ebpf.Program `ebpf:"syscap_tprof_sc_enter"`
+	SyscapTprofScExit       *ebpf.Program `ebpf:"syscap_tprof_sc_exit"`
 	SyscapTprofSwitch       *ebpf.Program `ebpf:"syscap_tprof_switch"`
 	SyscapTprofSysEnter     *ebpf.Program `ebpf:"syscap_tprof_sys_enter"`
 	SyscapTprofSysExit      *ebpf.Program `ebpf:"syscap_tprof_sys_exit"`
@@ -734,8 +749,11 @@ func (p *syscapPrograms) Close() error {
 		p.SslReturn,
 		p.SslWriteEnter,
 		p.SslWriteExEnter,
+		p.SyscapScExit,
 		p.SyscapStatEnter,
 		p.SyscapStatExit,
+		p.SyscapStatScEnter,
+		p.SyscapStatScExit,
 		p.SyscapSysExit,
 		p.SyscapTprofAllocEnter,
 		p.SyscapTprofAllocReturn,
@@ -745,6 +763,8 @@ func (p *syscapPrograms) Close() error {
 		p.SyscapTprofPthreadEnter,
 		p.SyscapTprofPthreadExit,
 		p.SyscapTprofSample,
+		p.SyscapTprofScEnter,
+		p.SyscapTprofScExit,
 		p.SyscapTprofSwitch,
 		p.SyscapTprofSysEnter,
 		p.SyscapTprofSysExit,

@@ -420,8 +420,7 @@ static __always_inline struct syscap_tprof_rec *tprof_reserve(void)
 	return r;
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(syscap_tprof_sys_enter, struct pt_regs *regs, long id)
+static __always_inline int tprof_enter(struct pt_regs *regs, long id)
 {
 	__u32 call = tprof_call_of(id), type, types = tprof_types;
 	__u64 pid_tgid;
@@ -453,8 +452,22 @@ int BPF_PROG(syscap_tprof_sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(syscap_tprof_sys_exit, struct pt_regs *regs, long ret)
+SEC("tp_btf/sys_enter")
+int BPF_PROG(syscap_tprof_sys_enter, struct pt_regs *regs, long id)
+{
+	return tprof_enter(regs, id);
+}
+
+SEC("tracepoint")
+int syscap_tprof_sc_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	struct pt_regs *regs = SYSCAP_TP_REGS();
+
+	return tprof_enter(regs, SC_NR(regs));
+}
+
+/* ctx: the program's context, for the user stack. */
+static __always_inline int tprof_exit(void *ctx, struct pt_regs *regs, long ret)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct syscap_tprof_thread *t;
@@ -498,6 +511,18 @@ int BPF_PROG(syscap_tprof_sys_exit, struct pt_regs *regs, long ret)
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	GALAGO_RB_SUBMIT(&tprof_events, r);
 	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(syscap_tprof_sys_exit, struct pt_regs *regs, long ret)
+{
+	return tprof_exit(ctx, regs, ret);
+}
+
+SEC("tracepoint")
+int syscap_tprof_sc_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	return tprof_exit(ctx, SYSCAP_TP_REGS(), ctx->ret);
 }
 
 /* tprof_slice sends one on- or off-CPU slice of task. */

@@ -191,6 +191,8 @@ type TprofOpen struct {
 type tprofObjects struct {
 	Enter     *ebpf.Program  `ebpf:"syscap_tprof_sys_enter"`
 	Exit      *ebpf.Program  `ebpf:"syscap_tprof_sys_exit"`
+	ScEnter   *ebpf.Program  `ebpf:"syscap_tprof_sc_enter"`
+	ScExit    *ebpf.Program  `ebpf:"syscap_tprof_sc_exit"`
 	Switch    *ebpf.Program  `ebpf:"syscap_tprof_switch"`
 	TaskExit  *ebpf.Program  `ebpf:"syscap_tprof_task_exit"`
 	PtEnter   *ebpf.Program  `ebpf:"syscap_tprof_pthread_enter"`
@@ -223,7 +225,7 @@ type tprofObjects struct {
 
 func (o *tprofObjects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.Switch, o.TaskExit, o.PtEnter, o.PtExit, o.GCStart, o.GCDone, o.UThreads, o.Sample, o.AllocIn, o.AllocRet, o.FreeIn, o.Threads, o.Events, o.RingLost,
+	for _, c := range []interface{ Close() error }{o.Enter, o.Exit, o.ScEnter, o.ScExit, o.Switch, o.TaskExit, o.PtEnter, o.PtExit, o.GCStart, o.GCDone, o.UThreads, o.Sample, o.AllocIn, o.AllocRet, o.FreeIn, o.Threads, o.Events, o.RingLost,
 		o.Lost, o.Stacks, o.StackLost, o.FilterTgids, o.FilterCgroups, o.FilterPending, o.FilterDecided, o.FilterLost, o.FilterFork, o.FilterExec} {
 		if c != nil && !isNilCloser(c) {
 			errs = append(errs, c.Close())
@@ -258,6 +260,9 @@ type TprofOptions struct {
 	HostRoot string
 	// Log reports the processes whose uprobes could not be attached.
 	Log *slog.Logger
+	// Attach is how the syscall programs are attached (AttachAuto: per
+	// syscall where the kernel allows).
+	Attach AttachMode
 }
 
 // TprofSampleHz is oncpu_sample's sampling frequency (gala-gopher's).
@@ -286,7 +291,9 @@ type Tprof struct {
 	reader *bpfrt.Reader
 
 	mu        sync.Mutex
-	links     map[string]link.Link
+	links     map[string]link.Link // sched_switch, sched_process_exit
+	enter     *sysHook
+	exit      *sysHook
 	mask      uint32          // the types enabled
 	pthread   *uprobes.Set    // pthread_sync's uprobes, per observed process
 	pygc      *uprobes.Set    // python_gc's USDT probes, per observed process
@@ -317,6 +324,10 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 			return nil, err
 		}
 	}
+	mode, err := resolveMode(slog.Default(), o.Attach)
+	if err != nil {
+		return nil, err
+	}
 	spec, err := loadSyscap()
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
@@ -336,6 +347,8 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, fmt.Errorf("syscap: load tprofiling programs: %w", err)
 	}
+	t.enter = newSysHook("enter", mode, t.objs.Enter, t.objs.ScEnter)
+	t.exit = newSysHook("exit", mode, t.objs.Exit, t.objs.ScExit)
 	t.pthread, t.pygc, t.mem = t.uprobeSets(o)
 	if o.SampleHz == 0 {
 		o.SampleHz = TprofSampleHz
@@ -402,7 +415,10 @@ func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 	if err := t.objs.Types.Set(mask); err != nil {
 		return fmt.Errorf("syscap: set tprof_types: %w", err)
 	}
-	sys := mask&(1<<TprofFile|1<<TprofNet|1<<TprofSched|1<<TprofLock) != 0
+	names := tprofNames(mask)
+	if err := errors.Join(t.enter.set(false, names), t.exit.set(false, names)); err != nil {
+		return err
+	}
 	// sched_switch also takes the stack of a syscall that blocks (the
 	// only one a call that never returns gets); the uprobe types need
 	// it not.
@@ -423,7 +439,6 @@ func (t *Tprof) SetTypes(minNs uint64, types ...TprofType) error {
 		prog *ebpf.Program
 		on   bool
 	}{
-		{"sys_enter", t.objs.Enter, sys}, {"sys_exit", t.objs.Exit, sys},
 		{"sched_switch", t.objs.Switch, sched}, {"sched_process_exit", t.objs.TaskExit, mask != 0},
 	} {
 		l, attached := t.links[p.name]
@@ -458,6 +473,8 @@ func (t *Tprof) Programs() map[string]*ebpf.Program {
 	progs := t.filter.Programs()
 	progs["syscap_tprof_sys_enter"] = t.objs.Enter
 	progs["syscap_tprof_sys_exit"] = t.objs.Exit
+	progs["syscap_tprof_sc_enter"] = t.objs.ScEnter
+	progs["syscap_tprof_sc_exit"] = t.objs.ScExit
 	progs["syscap_tprof_switch"] = t.objs.Switch
 	progs["syscap_tprof_task_exit"] = t.objs.TaskExit
 	progs["syscap_tprof_pthread_enter"] = t.objs.PtEnter
@@ -532,6 +549,9 @@ func (t *Tprof) Close() error {
 	for name, l := range t.links {
 		errs = append(errs, l.Close())
 		delete(t.links, name)
+	}
+	if t.enter != nil {
+		errs = append(errs, t.enter.close(), t.exit.close())
 	}
 	t.mu.Unlock()
 	if t.reader != nil {

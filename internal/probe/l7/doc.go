@@ -56,10 +56,10 @@
 //
 // Cost model (per observed request on a keep-alive connection, both ends
 // observed; BENCHMARKS.md "L7: per-request cost" has the figures): every
-// syscall of every process runs syscap's tp_btf/sys_exit program once;
-// one that moves no socket data leaves at the first switch (~80-100 ns
-// on the development VM, mostly dispatch and the kernel's run-time
-// accounting). Each read or write of a traced connection then pays the
+// data syscall and close of every process runs syscap's exit program once
+// (attached per syscall; other syscalls run none: with the raw sys_exit
+// fallback they run it too and leave at the first switch, ~70-100 ns on
+// the development VM). Each read or write of a traced connection then pays the
 // snooper filter, the (process, fd) lookup and the fd table read, a clock
 // read and one ring buffer record with a prefix of the bytes (~1 us on
 // that VM, measured as traced minus ignored connection). A request is

@@ -9,9 +9,13 @@
 // Syscalls: one capture path, the syscall statistics section of the
 // shared capture object (internal/syscap, syscap.OpenStats), loaded without
 // the l7 programs, so that each probe's cost is independent of the other.
-// tp_btf/sys_enter stores the entry time of a timed syscall of an observed
+// sys_enter (attached per syscall of the timed classes:
+// syscalls:sys_enter_<name>; the raw tracepoint where tracefs cannot be
+// had) stores the entry time of a timed syscall of an observed
 // process in the thread's task storage (a switch on the syscall number,
-// then the snooper filter, then one store); tp_btf/sys_exit adds the call
+// then the snooper filter, then one store); sys_exit (per syscall too,
+// but on the raw tracepoint with proc_syscall, whose failure count needs
+// every syscall) adds the call
 // to its (tgid, class) row and counts a failed syscall of any kind (return
 // value -4095..-1, including the kernel's restart codes as gala-gopher
 // counts them) in the process's failure row. Only the classes of the

@@ -115,13 +115,13 @@ func benchOn(b *testing.B, minUs uint64, loop func(int)) {
 			}
 		}()
 		progs := tp.Programs()
-		rt0, n0 := progStats(b, progs["syscap_tprof_sys_enter"], progs["syscap_tprof_sys_exit"])
+		rt0, n0 := progStats(b, progs["syscap_tprof_sys_enter"], progs["syscap_tprof_sys_exit"], progs["syscap_tprof_sc_enter"], progs["syscap_tprof_sc_exit"])
 		start := time.Now()
 		b.ResetTimer()
 		loop(b.N)
 		b.StopTimer()
 		elapsed := time.Since(start)
-		rt1, n1 := progStats(b, progs["syscap_tprof_sys_enter"], progs["syscap_tprof_sys_exit"])
+		rt1, n1 := progStats(b, progs["syscap_tprof_sys_enter"], progs["syscap_tprof_sys_exit"], progs["syscap_tprof_sc_enter"], progs["syscap_tprof_sc_exit"])
 		cancel()
 		<-done
 		if n1 > n0 {

@@ -11,7 +11,8 @@
 // own snooper filter (the l7 capture and the proc statistics are not
 // touched):
 //
-//	tp_btf/sys_enter, sys_exit   syscalls of the enabled classes, timed per
+//	sys_enter, sys_exit          syscalls of the enabled classes (attached per
+//	                             syscall: syscalls:sys_{enter,exit}_<name>), timed per
 //	                             thread; one event per call that lasted
 //	                             min_exec_dur or more
 //	tp_btf/sched_switch          on-CPU and off-CPU slices of observed threads,
