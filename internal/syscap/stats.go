@@ -163,7 +163,7 @@ func OpenStats(t snoop.Targets, onLost func(uint64)) (*Stats, error) {
 			return nil, err
 		}
 	}
-	spec, err := loadSyscap()
+	spec, err := loadSpec()
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}

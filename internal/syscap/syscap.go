@@ -147,7 +147,7 @@ func Open(opts Options) (*Capture, error) {
 	if err := bpfrt.HaveTPBTF("sys_exit"); err != nil {
 		return nil, err
 	}
-	spec, err := loadSyscap()
+	spec, err := loadSpec()
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}
