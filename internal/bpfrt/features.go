@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -104,6 +105,10 @@ func haveBTFTrace(name string) error {
 			btfMu.Lock()
 			btfSpec = nil
 			btfMu.Unlock()
+			// Parsing the BTF made ~30 MB of garbage, the daemon's
+			// largest; give the pages back now rather than over minutes
+			// of background scavenging (one GC, once per start-up).
+			debug.FreeOSMemory()
 		})
 	} else {
 		btfDrop.Reset(btfIdle)
