@@ -84,12 +84,12 @@ func openCPU(t snoop.Targets, onLost func(uint64)) (*cpuStats, error) {
 	if err := bpfrt.HaveTPBTF("sched_switch"); err != nil {
 		return nil, err
 	}
-	spec, err := loadProc()
-	if err != nil {
-		return nil, fmt.Errorf("proc: load spec: %w", err)
+	spec, lerr := loadProc()
+	if lerr != nil {
+		return nil, fmt.Errorf("proc: load spec: %w", lerr)
 	}
-	if err := bpfrt.AllocOnInsert(spec, bpfrt.FilterMaps...); err != nil {
-		return nil, fmt.Errorf("proc: %w", err)
+	if lerr := bpfrt.AllocOnInsert(spec, bpfrt.FilterMaps...); lerr != nil {
+		return nil, fmt.Errorf("proc: %w", lerr)
 	}
 	c := &cpuStats{}
 	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
@@ -102,6 +102,7 @@ func openCPU(t snoop.Targets, onLost func(uint64)) (*cpuStats, error) {
 	c.pages = hookGroup{on: o.PageOn, missing: missingHooks("mm_filemap_add_to_page_cache", "writeback_dirty_folio", "block_dirty_buffer"),
 		progs: map[string]*ebpf.Program{"proc_page_add": o.ProcPageAdd, "proc_page_dirty": o.ProcPageDirty, "proc_buffer_dirty": o.ProcBufferDirty}}
 	c.lost = bpfrt.LostCounter{Map: o.CpuLost, OnLost: onLost}
+	var err error
 	if c.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
 		Mode: o.GalagoFilterCfg, TGIDs: o.FilterTgids, Cgroups: o.FilterCgroups,
 		Pending: o.FilterPending, Decided: o.FilterDecided, Lost: o.FilterPendingLost,
