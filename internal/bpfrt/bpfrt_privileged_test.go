@@ -75,6 +75,10 @@ func load(t *testing.T, ringSize uint32, wakeup uint64) *bpfrttest.Objects {
 		t.Fatal(err)
 	}
 	spec.Maps["events"].MaxEntries = ringSize
+	// The filter maps as every galago object loads them.
+	if err := bpfrt.AllocOnInsert(spec, bpfrt.FilterMaps...); err != nil {
+		t.Fatal(err)
+	}
 	if err := spec.Variables[bpfrt.WakeupBytesVar].Set(wakeup); err != nil {
 		t.Fatal(err)
 	}

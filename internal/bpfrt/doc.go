@@ -6,7 +6,10 @@
 //
 // Its BPF half is bpf/include/common.h: the map and variable names there
 // (lost_events, galago_rb_wakeup_bytes, filter_mode, filter_tgids,
-// filter_cgroups) are the interface between the two.
+// filter_cgroups) are the interface between the two. Loaders pass their
+// spec through AllocOnInsert(spec, FilterMaps...) so the filter maps cost
+// what they hold rather than their preallocated maximum (3.7 MiB per
+// object); feature probing keeps its answers, not the parsed kernel BTF.
 //
 // Limits: little-endian hosts only (amd64, arm64), as the generated objects
 // are; one ring buffer and one loss counter per BPF object.

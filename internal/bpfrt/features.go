@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -66,20 +68,58 @@ func HaveTracepoint(group, name string) error {
 	return hookErr(hook, errors.New("no such tracepoint"))
 }
 
-var kernelBTF = sync.OnceValues(func() (*btf.Spec, error) { return btf.LoadKernelSpec() })
+// The answers of haveBTFTrace never change while the kernel runs, so they
+// are kept; the parsed kernel BTF they come from is not: it is ~4 MiB of
+// live heap (near half of the daemon's at rest, doubled by the GC's
+// headroom) and only needed while probes start. It is dropped btfIdle
+// after its last use and parsed again (~50 ms) if a later start asks a
+// new question.
+var (
+	btfMu     sync.Mutex
+	btfTraces = map[string]error{}
+	btfSpec   *btf.Spec
+	btfDrop   *time.Timer
+)
+
+const btfIdle = 10 * time.Second
 
 // haveBTFTrace reports whether the kernel BTF declares btf_trace_<name>,
 // the typedef raw and BTF tracepoints are resolved through.
 func haveBTFTrace(name string) error {
-	spec, err := kernelBTF()
-	if err != nil {
-		return fmt.Errorf("kernel BTF: %w", err)
+	btfMu.Lock()
+	defer btfMu.Unlock()
+	if err, ok := btfTraces[name]; ok {
+		return err
+	}
+	if btfSpec == nil {
+		spec, err := btf.LoadKernelSpec()
+		if err != nil {
+			err = fmt.Errorf("kernel BTF: %w", err)
+			btfTraces[name] = err
+			return err
+		}
+		btfSpec = spec
+	}
+	if btfDrop == nil {
+		btfDrop = time.AfterFunc(btfIdle, func() {
+			btfMu.Lock()
+			btfSpec = nil
+			btfMu.Unlock()
+			// Parsing the BTF made ~30 MB of garbage, the daemon's
+			// largest; give the pages back now rather than over minutes
+			// of background scavenging (one GC, once per start-up).
+			debug.FreeOSMemory()
+		})
+	} else {
+		btfDrop.Reset(btfIdle)
 	}
 	var td *btf.Typedef
-	if err := spec.TypeByName("btf_trace_"+name, &td); err != nil {
-		return fmt.Errorf("btf_trace_%s not in kernel BTF: %w", name, err)
+	err := btfSpec.TypeByName("btf_trace_"+name, &td)
+	if err != nil {
+		err = fmt.Errorf("btf_trace_%s not in kernel BTF: %w", name, err)
 	}
-	return nil
+	btfTraces[name] = err
+	return err
 }
 
 // HaveRawTracepoint reports whether raw_tp/<name> can be used.

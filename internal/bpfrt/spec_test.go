@@ -2,6 +2,8 @@ package bpfrt_test
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -88,4 +90,36 @@ func TestFeaturesPrivileged(t *testing.T) {
 	// Kernel-dependent: logged, not asserted (CI's kernel has neither).
 	t.Logf("kprobe: %v; fentry: %v; tracepoint sched/sched_process_fork: %v",
 		bpfrt.HaveKprobe(), bpfrt.HaveFentry(), bpfrt.HaveTracepoint("sched", "sched_process_fork"))
+}
+
+// TestAllocOnInsert: the filter maps get BPF_F_NO_PREALLOC and nothing
+// else changes; a name the object lacks or a map that is not a plain hash
+// is refused, naming it.
+func TestAllocOnInsert(t *testing.T) {
+	spec, err := bpfrttest.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := spec.Copy()
+	if err := bpfrt.AllocOnInsert(spec, bpfrt.FilterMaps...); err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range spec.Maps {
+		want := before.Maps[name].Flags
+		if slices.Contains(bpfrt.FilterMaps, name) {
+			want |= unix.BPF_F_NO_PREALLOC
+		}
+		if m.Flags != want || m.MaxEntries != before.Maps[name].MaxEntries {
+			t.Errorf("%s: flags %#x max_entries %d, want %#x %d", name, m.Flags, m.MaxEntries, want, before.Maps[name].MaxEntries)
+		}
+	}
+	for _, c := range []struct{ name, want string }{
+		{"no_such_map", `map "no_such_map" not in spec`},
+		{"lost_events", `map "lost_events" is a PerCPUArray, not a hash`},
+	} {
+		err := bpfrt.AllocOnInsert(spec.Copy(), c.name)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("AllocOnInsert(%s) = %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
 }

@@ -171,7 +171,7 @@ func OpenStats(t snoop.Targets, onLost func(uint64)) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := loadSyscap()
+	spec, err := loadSpec()
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}

@@ -180,7 +180,7 @@ func Open(opts Options) (*Capture, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := loadSyscap()
+	spec, err := loadSpec()
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}

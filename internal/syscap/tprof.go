@@ -328,7 +328,7 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := loadSyscap()
+	spec, err := loadSpec()
 	if err != nil {
 		return nil, fmt.Errorf("syscap: load spec: %w", err)
 	}

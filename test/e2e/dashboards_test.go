@@ -52,6 +52,7 @@ func TestDashboardsQueriesReturnData(t *testing.T) {
 			t.Fatalf("PUT /%s: %d %s", feature, code, reply)
 		}
 	}
+	checkMapBudget(t, d, "tcp+socket+l7") // baseinfo loads no BPF
 	prom := startPrometheus(t, fmt.Sprintf("127.0.0.1:%d", d.metricPort))
 
 	type query struct{ where, expr string }

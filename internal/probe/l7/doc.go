@@ -54,6 +54,18 @@
 // and what does not fit is lost and counted (below): a larger ring absorbs
 // longer bursts at the cost of its locked memory.
 //
+// Map memory (the kernel's memlock accounting; BENCHMARKS.md "Memory" lists
+// every map): the capture's largest tables are preallocated, as a record's
+// path must not fail to allocate: conns (65536 connections, 7.5 MiB), the
+// ring, ssl_calls and go_tls_calls (16384 TLS calls in flight each, 1.8 and
+// 1.6 MiB) and ssl_fds (syscap.SSLFDs, 16384 SSL objects, 1.5 MiB; an LRU:
+// the least recently used is forgotten, and a buffered TLS call that
+// needed it counts as lost). The snooper filter's maps allocate on insert
+// (0.8 MiB of buckets). With tcp and socket, the daemon holds ~23 MiB of
+// maps (issue 8's budget: 32 MiB, checked by the end-to-end tests). The
+// ring's pages are also mapped (twice, for records that wrap) into the
+// daemon, so its RSS counts 8 MiB for the default 4 MiB ring.
+//
 // Cost model (per observed request on a keep-alive connection, both ends
 // observed; BENCHMARKS.md "L7: per-request cost" has the figures): every
 // data syscall and close of every process runs syscap's exit program once

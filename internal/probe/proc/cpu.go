@@ -84,8 +84,15 @@ func openCPU(t snoop.Targets, onLost func(uint64)) (*cpuStats, error) {
 	if err := bpfrt.HaveTPBTF("sched_switch"); err != nil {
 		return nil, err
 	}
+	spec, lerr := loadProc()
+	if lerr != nil {
+		return nil, fmt.Errorf("proc: load spec: %w", lerr)
+	}
+	if lerr := bpfrt.AllocOnInsert(spec, bpfrt.FilterMaps...); lerr != nil {
+		return nil, fmt.Errorf("proc: %w", lerr)
+	}
 	c := &cpuStats{}
-	if err := loadProcObjects(&c.objs, nil); err != nil {
+	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
 		return nil, fmt.Errorf("proc: load BPF object: %w", err)
 	}
 	o := &c.objs

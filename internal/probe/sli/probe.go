@@ -247,6 +247,9 @@ func (p *Probe) load(onLost func(uint64)) error {
 	if err != nil {
 		return fmt.Errorf("sli: %w", err)
 	}
+	if err := bpfrt.AllocOnInsert(spec, bpfrt.FilterMaps...); err != nil {
+		return fmt.Errorf("sli: %w", err)
+	}
 	p.absent = map[string]bool{}
 	if p.queued = !p.noQueued && haveQueuedClock(); p.queued {
 		if err := spec.Variables["queued_clock"].Set(uint32(1)); err != nil {

@@ -191,6 +191,9 @@ func (p *Probe) load(cfg probe.Config) error {
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
+	if err := bpfrt.AllocOnInsert(spec, append([]string{"galago_listen_owners"}, bpfrt.FilterMaps...)...); err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
 	// The ring buffer carries only walk requests (once per unowned
 	// socket, each submitted with an immediate wake-up): its fixed 64 KiB
 	// (4096 requests) replace ringbuf_map_size.

@@ -178,6 +178,11 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	if err != nil {
 		return fmt.Errorf("tcp: load spec: %w", err)
 	}
+	// Listeners and MPTCP namespaces are few and come and go rarely: their
+	// maps hold what exists rather than 1.8 MiB preallocated.
+	if err := bpfrt.AllocOnInsert(spec, append([]string{"galago_listen_owners", "netns_seen"}, bpfrt.FilterMaps...)...); err != nil {
+		return fmt.Errorf("tcp: %w", err)
+	}
 	hz, hzErr := kernelHZ()
 	if hzErr != nil {
 		log.Warn("tcp: CONFIG_HZ unknown: rto and ato are not reported", "err", hzErr)
