@@ -233,8 +233,14 @@ func (p *Probe) collect() error {
 // frames names a key's stacks: the user frames root to leaf, then the
 // kernel frames suffixed "_[k]". n counts the stacks no longer in the map.
 // retLeaf: the user stack's leaf is a return address (named by the call
-// before it), not a sampled pc.
+// before it), not a sampled pc. For a JVM with native_stack 0 (the
+// default, as gala-gopher) only its Java frames are kept: those of its
+// perf map (compiled methods, the interpreter, stubs) and unnamed code in
+// anonymous memory; frames of ELF files (libjvm, libc, the launcher) and
+// the kernel's are left out, so time spent wholly in native code is the
+// process's own.
 func (p *Probe) frames(pid int, key flameFlameKey, sr *stackReader, retLeaf bool) (frames []string, n uint64) {
+	javaOnly := p.cfg.Params.NativeStack == 0 && p.jit.isJava(pid)
 	if id := key.UserStack; id >= 0 {
 		if pcs, ok := sr.read(id); ok {
 			for i := len(pcs) - 1; i >= 0; i-- {
@@ -242,7 +248,11 @@ func (p *Probe) frames(pid int, key flameFlameKey, sr *stackReader, retLeaf bool
 				if i > 0 || retLeaf {
 					pc-- // a return address: name the call
 				}
-				frames = append(frames, frameName(p.userName(pid, pc)))
+				name, native := p.userName(pid, pc)
+				if javaOnly && native {
+					continue
+				}
+				frames = append(frames, frameName(name))
 			}
 		} else {
 			frames = append(frames, lostUserStack)
@@ -250,6 +260,9 @@ func (p *Probe) frames(pid int, key flameFlameKey, sr *stackReader, retLeaf bool
 		}
 	} else if id != errEFAULT {
 		frames = append(frames, lostUserStack)
+	}
+	if javaOnly {
+		return frames, n
 	}
 	if id := key.KernStack; id >= 0 {
 		if pcs, ok := sr.read(id); ok {
@@ -276,16 +289,18 @@ func (p *Probe) frames(pid int, key flameFlameKey, sr *stackReader, retLeaf bool
 	return frames, n
 }
 
-// userName names a user address: from the mapped ELF file, else (JIT
-// code, in anonymous memory) from the process's perf map when it is a JVM.
-func (p *Probe) userName(pid int, pc uint64) string {
-	name := p.syms.User(pid, pc)
-	if name == symtab.Unknown {
-		if jn, ok := p.jit.lookup(pid, pc); ok {
-			return jn
-		}
+// userName names a user address: from the mapped ELF file (native),
+// else (JIT code, in anonymous memory) from the process's perf map when it
+// is a JVM.
+func (p *Probe) userName(pid int, pc uint64) (name string, native bool) {
+	name = p.syms.User(pid, pc)
+	if name != symtab.Unknown {
+		return name, true
 	}
-	return name
+	if jn, ok := p.jit.lookup(pid, pc); ok {
+		return jn, false
+	}
+	return name, false
 }
 
 // isTracingFrame tells the kernel functions that run a BPF program from a

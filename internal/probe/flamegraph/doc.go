@@ -126,8 +126,8 @@
 // distribution libraries) gives truncated or skewed user stacks: a frame
 // through such a function loses its callers. Go keeps frame pointers, but
 // a leaf function without a frame of its own hides its caller. No DWARF or
-// .eh_frame unwinding, no Python or other non-Java JIT frames;
-// native_stack is accepted and ignored. Java: see below. Short-lived processes are
+// .eh_frame unwinding, no Python or other non-Java JIT frames. Java: see
+// below (native_stack). Short-lived processes are
 // named as long as they live until the next drain; after that their
 // frames are "<file>+0x<offset>" or "[unknown]". Off-CPU time is counted
 // when the thread wakes, in the window of its wake-up; a thread that
@@ -137,6 +137,13 @@
 // tables stay cached per file (device and inode) while the probe runs.
 //
 // # Java (HotSpot JIT frames)
+//
+// native_stack, as gala-gopher: with 0 (the default) a JVM's stacks keep
+// only its Java frames (the perf map's compiled methods, "Interpreter"
+// and stubs, and unnamed code in anonymous memory, which is JIT code not
+// yet in the map); the frames of ELF files (libjvm, libc, the java
+// launcher) and the kernel's are left out, and a sample wholly in native
+// code counts as the process's own time. With 1, the whole stack.
 //
 // Compiled Java methods run from the JVM's code cache, anonymous memory
 // no ELF file names. A process is taken for a HotSpot JVM when it has an

@@ -91,11 +91,7 @@ func (j *jitSyms) lookup(pid int, pc uint64) (string, bool) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	jp := j.procs[pid]
-	if jp == nil || !jp.recheck.IsZero() && !j.now().Before(jp.recheck) {
-		jp = j.identify(pid)
-		j.procs[pid] = jp
-	}
+	jp := j.procLocked(pid)
 	if !jp.java || jp.skipped {
 		return "", false
 	}
@@ -109,6 +105,27 @@ func (j *jitSyms) lookup(pid int, pc uint64) (string, bool) {
 		j.request(pid, jp)
 	}
 	return "", false
+}
+
+// isJava tells whether pid is a HotSpot JVM (an hsperfdata file).
+func (j *jitSyms) isJava(pid int) bool {
+	if j == nil {
+		return false // not started
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.procLocked(pid).java
+}
+
+// procLocked is what is known of pid, identified on first sight and
+// again once its recheck time has come. Called with mu held.
+func (j *jitSyms) procLocked(pid int) *jitProc {
+	jp := j.procs[pid]
+	if jp == nil || !jp.recheck.IsZero() && !j.now().Before(jp.recheck) {
+		jp = j.identify(pid)
+		j.procs[pid] = jp
+	}
+	return jp
 }
 
 // identify tells whether pid is a JVM (it has hsperfdata) that may be

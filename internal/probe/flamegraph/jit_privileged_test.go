@@ -18,8 +18,10 @@ const javaHot = "Burner.spinHot(long)"
 // namespaces, its own /tmp) spinning in Burner.spinHot (JIT-compiled, not
 // inlined, run with -XX:+PreserveFramePointer) is asked for its perf map over the
 // attach protocol, and once the map is loaded most oncpu samples of the
-// process are attributed to spinHot by name (the live profile), under the
-// whole Java stack (the window's folded stacks).
+// process are attributed to spinHot by name (the live profile). With
+// native_stack 0 (the default) its stacks hold Java frames only (no
+// launcher, libjvm or kernel frame); switched to 1, the whole stack from
+// the launcher's JavaMain.
 func TestOnCPUJavaPrivileged(t *testing.T) {
 	probetest.RequireTools(t, "javac", "java", "unshare", "mount")
 	dir := hotspottest.Javac(t, "testdata/Burner.java")
@@ -31,7 +33,7 @@ func TestOnCPUJavaPrivileged(t *testing.T) {
 	pid := hotspottest.ContainerJVM(t, tg.cmd.Process.Pid)
 
 	var p *Probe
-	var live map[string]uint64
+	var javaOnly, whole map[string]uint64
 	hub := NewHub()
 	begin := time.Now()
 	_, flameDir, _ := profiledWith(t, []string{"oncpu"}, pid, 10, func() {
@@ -48,40 +50,66 @@ func TestOnCPUJavaPrivileged(t *testing.T) {
 		t.Logf("perf map loaded %v after the probe started", time.Since(begin))
 		// From then on, the live profile (GET /flamegraph/pprof's
 		// source) until it holds 60 samples of the process.
-		live = subscribe(t, hub, pid, 60, 20*time.Second)
+		javaOnly = subscribe(t, hub, pid, 60, 20*time.Second)
+		p.mu.Lock()
+		cfg := p.cfg
+		p.mu.Unlock()
+		cfg.Params.NativeStack = 1
+		if err := p.Reconfigure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		whole = subscribe(t, hub, pid, 60, 20*time.Second)
 	}, WithHub(hub), func(q *Probe) { p = q })
 
-	var hot, total uint64
-	for stack, n := range live {
-		total += n
-		if indexOf(strings.Split(stack, ";"), javaHot) >= 0 {
-			hot += n
+	for _, c := range []struct {
+		native int
+		live   map[string]uint64
+	}{{0, javaOnly}, {1, whole}} {
+		var hot, total, under uint64
+		for stack, n := range c.live {
+			total += n
+			frames := strings.Split(stack, ";")
+			i := indexOf(frames, javaHot)
+			if i >= 0 {
+				hot += n
+			}
+			switch c.native {
+			case 0:
+				for _, f := range frames {
+					if f == "JavaMain" || strings.HasSuffix(f, "_[k]") || strings.Contains(f, "libjvm") {
+						t.Errorf("native_stack 0: native frame %q in %q", f, stack)
+					}
+				}
+			case 1:
+				// Frame pointers kept: the whole stack, from the
+				// launcher's native JavaMain through the call stub and
+				// Burner.main (interpreted, so "Interpreter", or
+				// compiled) to the JIT frame.
+				if i > 0 && indexOf(frames[:i], "JavaMain") >= 0 &&
+					(frames[i-1] == "Interpreter" || strings.HasPrefix(frames[i-1], "Burner.main(")) {
+					under += n
+				}
+			}
+		}
+		if float64(hot)/float64(total) < 0.5 {
+			t.Fatalf("native_stack %d: %s in %d of %d samples after the map was loaded, want most:\n%v", c.native, javaHot, hot, total, c.live)
+		}
+		var top string
+		for stack, n := range c.live {
+			if n > c.live[top] {
+				top = stack
+			}
+		}
+		t.Logf("native_stack %d: %s in %d of %d samples after the map was loaded; heaviest stack %q", c.native, javaHot, hot, total, top)
+		if c.native == 1 && under*10 < hot*9 {
+			t.Errorf("native_stack 1: %s under JavaMain and Burner.main in %d of its %d samples:\n%v", javaHot, under, hot, c.live)
 		}
 	}
-	if float64(hot)/float64(total) < 0.5 {
-		t.Fatalf("%s in %d of %d samples after the map was loaded, want most:\n%v", javaHot, hot, total, live)
-	}
-	t.Logf("%s in %d of %d samples after the map was loaded", javaHot, hot, total)
 
-	// The window's folded file: spinHot by name, ...
+	// The window's folded file: spinHot by name.
 	lines := readFoldedFile(t, flameDir, onCPU, pid)
-	hot, _ = weight(lines, javaHot)
-	if hot == 0 {
+	if hot, _ := weight(lines, javaHot); hot == 0 {
 		t.Fatalf("no %s in the folded stacks:\n%v", javaHot, lines)
-	}
-	// Frame pointers kept: the whole stack, from the launcher's native
-	// JavaMain through the call stub and Burner.main (interpreted, so
-	// "Interpreter", or compiled) to the JIT frame.
-	var whole uint64
-	for _, l := range lines {
-		i := indexOf(l.frames, javaHot)
-		if i > 0 && indexOf(l.frames[:i], "JavaMain") >= 0 &&
-			(l.frames[i-1] == "Interpreter" || strings.HasPrefix(l.frames[i-1], "Burner.main(")) {
-			whole += l.count
-		}
-	}
-	if whole*10 < hot*9 {
-		t.Errorf("%s under JavaMain and Burner.main in %d of its %d samples:\n%v", javaHot, whole, hot, lines)
 	}
 }
 
