@@ -339,7 +339,7 @@ func TestPrivilegedTCP(t *testing.T) {
 	}
 	t.Cleanup(func() { trt.Shutdown(t, tp) })
 	p, rt, stop := startProbe(t, defaultCfg(), WithOwners(owners))
-	spec, err := loadSocket()
+	spec, err := loadSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

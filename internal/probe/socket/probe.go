@@ -186,12 +186,23 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	return nil
 }
 
-func (p *Probe) load(cfg probe.Config) error {
+// loadSpec is the socket object's spec as the probe loads it: the listener
+// index and the filter maps allocated on insert (listeners come and go
+// rarely: the map holds what exists rather than 1.8 MiB preallocated).
+func loadSpec() (*ebpf.CollectionSpec, error) {
 	spec, err := loadSocket()
 	if err != nil {
-		return fmt.Errorf("socket: %w", err)
+		return nil, err
 	}
 	if err := bpfrt.AllocOnInsert(spec, append([]string{"galago_listen_owners"}, bpfrt.FilterMaps...)...); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+func (p *Probe) load(cfg probe.Config) error {
+	spec, err := loadSpec()
+	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
 	// The ring buffer carries only walk requests (once per unowned
