@@ -115,6 +115,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(rec{typ: 1, pid: 10, tgid: 10, ppid: 1, cg: 2, ts: 3, comm: "bash", cmdline: "bash\x00", cmdlineLen: -1}.bytes())
 	f.Add(rec{typ: 3, pid: 10, tgid: 10, ppid: 1, cg: 2, ts: 3, exit: 256, comm: "0123456789abcdef"}.bytes())
 	f.Add([]byte{1, 2, 3})
+	f.Add(rec{typ: 5, pid: 10, tgid: 10, cg: 2, ts: 3, hierarchy: 4, comm: "systemd", cmdline: "/system.slice/x.service", cmdlineLen: -1}.bytes())
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		ev, err := Decode(raw)
 		if err != nil {
@@ -123,16 +124,30 @@ func FuzzDecode(f *testing.F) {
 		// A decoded record re-encodes to the same bytes, except the pad,
 		// the comm bytes after its NUL and the cmdline bytes past its
 		// length, which Decode drops.
+		// Cgroup events carry a hierarchy and a path instead of the
+		// process fields (ppid, start, exit code, cmdline size), which
+		// Decode leaves zero: compare against the record with those zeroed.
+		want := append([]byte{}, raw...)
+		text := ev.Cmdline
+		if ev.Type == CgroupMkdir || ev.Type == CgroupRmdir {
+			for _, f := range [][2]int{{12, 16}, {32, 44}, {48, 52}} {
+				clear(want[f[0]:f[1]])
+			}
+			text = ev.CgroupPath
+		} else {
+			clear(want[52:56])
+		}
 		back := rec{typ: uint32(ev.Type), pid: ev.PID, tgid: ev.TGID, ppid: ev.PPID, cg: ev.CgroupID, ts: ev.TimestampNs,
-			start: ev.StartBoottimeNs, exit: ev.ExitCode, comm: ev.Comm, cmdline: ev.Cmdline, cmdlineSize: ev.CmdlineSize, cmdlineLen: -1}.bytes()
-		if string(back[:52]) != string(raw[:52]) {
-			t.Fatalf("fields do not round-trip: %x vs %x", back[:52], raw[:52])
+			start: ev.StartBoottimeNs, exit: ev.ExitCode, hierarchy: ev.Hierarchy, comm: ev.Comm, cmdline: text,
+			cmdlineSize: ev.CmdlineSize, cmdlineLen: -1}.bytes()
+		if string(back[:56]) != string(want[:56]) {
+			t.Fatalf("fields do not round-trip: %x vs %x", back[:56], want[:56])
 		}
 		if strings.IndexByte(ev.Comm, 0) >= 0 || len(ev.Comm) > 16 || string(raw[56:56+len(ev.Comm)]) != ev.Comm {
 			t.Fatalf("comm %q from %x", ev.Comm, raw[56:72])
 		}
-		if string(raw[72:]) != ev.Cmdline || len(ev.Cmdline) > CmdlineMax {
-			t.Fatalf("cmdline %q", ev.Cmdline)
+		if string(raw[72:]) != text || len(text) > CmdlineMax {
+			t.Fatalf("cmdline or path %q", text)
 		}
 	})
 }
