@@ -173,6 +173,14 @@ func stale(e *RemoteError) bool {
 		(e.Class == "java.io.IOException" && strings.Contains(e.Message, "closed"))
 }
 
+// CloseWithin is Close with every read and write bounded by d.
+func (c *Client) CloseWithin(d time.Duration) error {
+	if c.j != nil {
+		c.j.timeout = d
+	}
+	return c.Close()
+}
+
 // Close closes the RMIConnection (so the JVM frees it) and the socket.
 func (c *Client) Close() error {
 	if c.j == nil {

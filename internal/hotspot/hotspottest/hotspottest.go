@@ -44,6 +44,16 @@ func ContainerCommand(ctx context.Context, classDir, java string) *exec.Cmd {
 	return cmd
 }
 
+// NetContainerCommand is ContainerCommand with a network namespace of its
+// own too, its loopback up: what listens there is out of the host's
+// reach.
+func NetContainerCommand(ctx context.Context, classDir, java string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "unshare", "--pid", "--fork", "--mount", "--net", "--propagation", "private", "--kill-child",
+		"sh", "-c", "ip link set lo up && mount -t tmpfs galago-jvm-test /tmp && "+java)
+	cmd.Dir = classDir
+	return cmd
+}
+
 // ContainerJVM is the pid of the JVM a ContainerCommand started (unshare
 // being pid): the child of unshare, pid 1 in its namespace, with its
 // hsperfdata in its own /tmp.

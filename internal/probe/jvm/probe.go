@@ -63,7 +63,7 @@ func (p *Probe) Name() string { return Name }
 
 // Tables implements probe.Tables.
 func (p *Probe) Tables() []*table.Table {
-	return []*table.Table{table.JvmInfo, table.JvmProc, table.JvmClass, table.JvmThread, table.JvmMem, table.JvmMemPool, table.JvmGc}
+	return []*table.Table{table.JvmInfo, table.JvmProc, table.JvmClass, table.JvmThread, table.JvmMem, table.JvmMemPool, table.JvmBufPool, table.JvmGc}
 }
 
 // Start starts the report loop.
@@ -72,15 +72,16 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	if err := p.loop.Start(cfg, rt); err != nil {
 		return fmt.Errorf("jvm: %w", err)
 	}
-	rt.Logger().Info("jvm: jvm_buf_pool is not reported (the direct and mapped buffer pools are only known to the JVM's " +
-		"BufferPoolMXBean, which neither hsperfdata nor any diagnostic command exposes); jvm_mem_pool's after-last-collection " +
-		"fields neither")
 	return nil
 }
 
-// Stop is a no-op: the probe holds nothing between periods but caches.
-// Idempotent.
-func (p *Probe) Stop() error { return nil }
+// Stop closes the JMX connections (the loop has ended). Idempotent.
+func (p *Probe) Stop() error {
+	for _, j := range p.jvms {
+		j.closeJMX()
+	}
+	return nil
+}
 
 // jvmState is what is kept of one JVM between periods.
 type jvmState struct {
@@ -90,6 +91,7 @@ type jvmState struct {
 	attachErr  error // set once attach failed: not retried for this JVM
 	props      map[string]string
 	flags      map[string]int64
+	jmx        jmxState
 }
 
 // collect publishes the tables of every observed JVM.
@@ -119,8 +121,9 @@ func (p *Probe) collect(c periodic.Cycle) {
 		seen[pid] = true
 		p.report(c, pid, j)
 	}
-	for pid := range p.jvms {
+	for pid, j := range p.jvms {
 		if !seen[pid] {
+			j.closeJMX()
 			delete(p.jvms, pid)
 		}
 	}
@@ -135,6 +138,8 @@ func (p *Probe) jvm(pid int) (*jvmState, error) {
 	}
 	if j := p.jvms[pid]; j != nil && j.startTicks == st.StartTime {
 		return j, nil
+	} else if j != nil {
+		j.closeJMX()
 	}
 	delete(p.jvms, pid)
 	status, err := p.fs.PIDStatus(pid)
@@ -151,7 +156,8 @@ func (p *Probe) jvm(pid int) (*jvmState, error) {
 		return nil, nil
 	}
 	j := &jvmState{startTicks: st.StartTime, perfPath: perfPath,
-		att: &hotspot.Attacher{Proc: proc, PID: pid, NSPID: nspid, Timeout: p.attachTimeout}}
+		att: &hotspot.Attacher{Proc: proc, PID: pid, NSPID: nspid, Timeout: p.attachTimeout},
+		jmx: jmxState{noColl: map[string]bool{}}}
 	p.jvms[pid] = j
 	return j, nil
 }
@@ -187,7 +193,8 @@ func (p *Probe) jcmd(c periodic.Cycle, pid int, j *jvmState, command string) (st
 // listen is not signalled again every period.
 func noAttach(c periodic.Cycle, pid int, j *jvmState, err error) {
 	j.attachErr = err
-	c.RT.Logger().Warn("jvm: attach unavailable: heap from hsperfdata, no code cache pools, threads_deadlocked and runtime not reported for this JVM",
+	c.RT.Logger().Warn("jvm: attach unavailable: heap from hsperfdata; no code cache pools, threads_deadlocked, runtime, "+
+		"jvm_buf_pool and jvm_mem_pool coll_* (unless the JVM runs its management agent already) for this JVM",
 		"pid", pid, "err", err)
 }
 
@@ -233,7 +240,11 @@ func (p *Probe) report(c periodic.Cycle, pid int, j *jvmState) {
 	} else {
 		s.cpuSecs = -1
 	}
-	for _, r := range s.records(pid, c.Now, c.Period) {
+	recs := s.records(pid, c.Now, c.Period)
+	if s.mbeans = p.readMBeans(c, pid, j, pd, memPoolNames(recs)); s.mbeans != nil {
+		recs = s.records(pid, c.Now, c.Period)
+	}
+	for _, r := range recs {
 		c.RT.Record(r)
 	}
 }

@@ -19,6 +19,7 @@ type snapshot struct {
 	code       []codeHeap        // Compiler.codecache
 	deadlocked int               // from Thread.print; -1 unknown
 	cpuSecs    float64           // -1 unknown
+	mbeans     *mbeanValues      // nil without JMX
 }
 
 // g1Pools are the JMX names of G1's hsperfdata spaces (generation name,
@@ -142,6 +143,13 @@ func (s *snapshot) records(pid int, now time.Time, period time.Duration) []*tabl
 		num(r, "mem_pool_bytes_used", u.used)
 		num(r, "mem_pool_bytes_commit", u.committed)
 		num(r, "mem_pool_bytes_max", u.max)
+		if s.mbeans != nil {
+			if cu, ok := s.mbeans.coll[name]; ok {
+				num(r, "mem_pool_coll_used_bytes", cu.used)
+				num(r, "mem_pool_coll_commit_bytes", cu.committed)
+				num(r, "mem_pool_coll_max_bytes", cu.max)
+			}
+		}
 	}
 	for g := 0; ; g++ {
 		gp := fmt.Sprintf("sun.gc.generation.%d.", g)
@@ -197,6 +205,18 @@ func (s *snapshot) records(pid int, now time.Time, period time.Duration) []*tabl
 	for _, ch := range s.code {
 		pool(ch.name, ch.u)
 		add(ch.u)
+	}
+
+	// jvm_buf_pool: the BufferPoolMXBeans.
+	if s.mbeans != nil {
+		for _, b := range bufPools {
+			if bp, ok := s.mbeans.bufPools[b]; ok {
+				r = rec(table.JvmBufPool, "pool", b)
+				num(r, "buffer_pool_used_bytes", bp.used)
+				num(r, "buffer_pool_used_buffers", bp.count)
+				num(r, "buffer_pool_capacity_bytes", bp.capacity)
+			}
+		}
 	}
 
 	// jvm_mem: the heap as GC.heap_info gives it (current) or as the

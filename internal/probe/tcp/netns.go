@@ -2,58 +2,25 @@ package tcp
 
 import (
 	"errors"
-	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"strconv"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/netns"
 )
 
 // openIterIn opens it with the calling thread inside the network namespace
-// of process tgid: a TCP iterator walks the namespace of its opener. The
-// thread is locked for the switch and only returned to the scheduler once
-// it is back in its own namespace; if the way back fails the thread is
-// left locked, so the Go runtime discards it with the goroutine.
+// of process tgid: a TCP iterator walks the namespace of its opener.
 func openIterIn(it *link.Iter, tgid uint32) (io.ReadCloser, error) {
-	target, err := os.Open("/proc/" + strconv.FormatUint(uint64(tgid), 10) + "/ns/net")
-	if err != nil {
+	var rc io.ReadCloser
+	var oerr error
+	if err := netns.Do("/proc/"+strconv.FormatUint(uint64(tgid), 10)+"/ns/net", func() { rc, oerr = it.Open() }); err != nil {
 		return nil, err
 	}
-	defer target.Close()
-	type result struct {
-		rc  io.ReadCloser
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, err}
-			return
-		}
-		defer self.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, fmt.Errorf("setns: %w", err)}
-			return
-		}
-		rc, oerr := it.Open()
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			// Stay locked: this thread must not run other goroutines.
-			ch <- result{rc, oerr}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{rc, oerr}
-	}()
-	r := <-ch
-	return r.rc, r.err
+	return rc, oerr
 }
 
 // netnsOwn is the inode of the probe's own network namespace.

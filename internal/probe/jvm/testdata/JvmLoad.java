@@ -1,7 +1,14 @@
 import java.io.BufferedReader;
+import java.io.File;
 import java.io.InputStreamReader;
+import java.io.RandomAccessFile;
+import java.lang.management.BufferPoolMXBean;
 import java.lang.management.ManagementFactory;
+import java.lang.management.MemoryPoolMXBean;
+import java.lang.management.MemoryUsage;
 import java.lang.management.ThreadMXBean;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -12,8 +19,16 @@ import java.util.concurrent.CountDownLatch;
 // times, prints "ready", then answers every line on stdin with its own
 // ThreadMXBean's view: "threads <live> <daemon> <peak> <started>
 // <deadlocked> <base-live> <base-started>" (base: before its threads).
+// It also allocates direct buffers of DIRECT bytes and maps MAPPED bytes
+// of a file (before its collections), and answers "pools" with its own
+// BufferPoolMXBeans ("buf\t<name>\t<count>\t<used>\t<capacity>") and
+// the CollectionUsage of its MemoryPoolMXBeans that have one
+// ("coll\t<name>\t<used>\t<committed>\t<max>"), then "end".
 public class JvmLoad {
+    static final int[] DIRECT = {1000, 2000, 3000, 40960};
+    static final int MAPPED = (3 << 20) + 100;
     static final List<byte[]> retained = new ArrayList<>();
+    static final List<ByteBuffer> buffers = new ArrayList<>();
 
     static Thread parked(String name, boolean daemon, CountDownLatch stop) {
         Thread t = new Thread(() -> {
@@ -65,6 +80,14 @@ public class JvmLoad {
         for (int i = 0; i < mib; i++) {
             retained.add(new byte[1 << 20]);
         }
+        for (int n : DIRECT) {
+            buffers.add(ByteBuffer.allocateDirect(n));
+        }
+        File f = File.createTempFile("jvmload", ".map");
+        f.deleteOnExit();
+        try (RandomAccessFile raf = new RandomAccessFile(f, "rw")) {
+            buffers.add(raf.getChannel().map(FileChannel.MapMode.READ_WRITE, 0, MAPPED));
+        }
         for (int i = 0; i < gcs; i++) {
             System.gc();
         }
@@ -73,13 +96,26 @@ public class JvmLoad {
         }
         System.out.println("ready");
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
-        while (in.readLine() != null) {
+        for (String line; (line = in.readLine()) != null; ) {
+            if (line.equals("pools")) {
+                for (BufferPoolMXBean b : ManagementFactory.getPlatformMXBeans(BufferPoolMXBean.class)) {
+                    System.out.printf("buf\t%s\t%d\t%d\t%d%n", b.getName(), b.getCount(), b.getMemoryUsed(), b.getTotalCapacity());
+                }
+                for (MemoryPoolMXBean m : ManagementFactory.getMemoryPoolMXBeans()) {
+                    MemoryUsage u = m.getCollectionUsage();
+                    if (u != null) {
+                        System.out.printf("coll\t%s\t%d\t%d\t%d%n", m.getName(), u.getUsed(), u.getCommitted(), u.getMax());
+                    }
+                }
+                System.out.println("end");
+                continue;
+            }
             long[] dl = tb.findDeadlockedThreads();
             System.out.printf("threads %d %d %d %d %d %d %d%n", tb.getThreadCount(), tb.getDaemonThreadCount(),
                     tb.getPeakThreadCount(), tb.getTotalStartedThreadCount(), dl == null ? 0 : dl.length,
                     baseLive, baseStarted);
         }
         stop.countDown();
-        System.exit(retained.size() > 0 ? 0 : 1);
+        System.exit(retained.size() > 0 && buffers.size() > 0 ? 0 : 1);
     }
 }
