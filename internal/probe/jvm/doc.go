@@ -19,6 +19,22 @@
 //     threads of Java-level deadlocks: threads_deadlocked),
 //     VM.system_properties and VM.flags once per JVM (runtime label, heap
 //     init and max).
+//   - the JVM's platform MBeans, for what only they know: jvm_buf_pool
+//     (BufferPoolMXBean "direct" and "mapped": Count, MemoryUsed,
+//     TotalCapacity) and jvm_mem_pool's coll_* fields
+//     (MemoryPoolMXBean.getCollectionUsage). Read as jconsole reads a
+//     local JVM, with no agent jar: the attach command
+//     ManagementAgent.start_local (idempotent) starts the JVM's local
+//     management agent, a JMX RMI connector that accepts loopback callers
+//     only and publishes its address in hsperfdata
+//     (sun.management.JMXConnectorServer.address); galago speaks JRMP and
+//     Java serialization to it in Go (internal/jmx): RMIServer.newClient,
+//     then RMIConnection.getAttribute per value. The connection is dialled
+//     from inside the JVM's network namespace (setns on a locked thread:
+//     a container's loopback), kept across periods, closed (close()) when
+//     the JVM exits or the probe stops, re-dialled after an error. A JVM
+//     whose agent is already running (-Dcom.sun.management.jmxremote) is
+//     read through it even without attach.
 //   - /proc/<pid>/stat: proc_cpu_secs_total.
 //
 // Observed: every process with a hsperfdata file (every JVM, unless run
@@ -35,7 +51,17 @@
 //
 // Cost: one /proc/<pid>/root/tmp glob per process per period (to find
 // JVMs), then per JVM one 32 KiB file read and three attach commands
-// (two more once per JVM);
+// (two more once per JVM) and 9 JMX calls on one loopback connection
+// (6 for the buffer pools, one per pool with a collection usage: 3 for
+// G1; pools found without one are not asked again). The management agent
+// costs the JVM a few threads (RMI and JMX: counted in its threads) and
+// two 8 KiB temporary direct buffers of its socket I/O (counted in its
+// direct pool, as with jconsole); its connector drops a connection idle
+// for 2 minutes, re-dialled then. Every JMX read and write has the
+// attach timeout (5 s): a hung JVM costs one timeout a period, the other
+// tables are still reported. A reply is bounded to 1 MiB, the
+// serialization reader's handles to 65536 and its nesting to 64.
+//
 // Thread.print stops the JVM at a safepoint to walk its threads, as the
 // JMX agent's findDeadlockedThreads does. The first attach starts the
 // JVM's Attach Listener thread (counted in its threads from then on).
@@ -44,14 +70,22 @@
 // (-XX:+DisableAttachMechanism: hsperfdata's capabilities), and once it
 // failed for a JVM it is not retried:
 // that JVM's heap then comes from hsperfdata, and threads_deadlocked, the
-// runtime label, heap init/max and the code heap pools are not reported
-// (said once in the log). A reply is bounded to 32 MiB.
+// runtime label, heap init/max, the code heap pools, jvm_buf_pool and the
+// coll_* fields are not reported (said once in the log). A JVM whose
+// agent cannot start (ManagementAgent.start_local fails) gets no
+// jvm_buf_pool and no coll_* fields (one log line). A reply is bounded
+// to 32 MiB.
 //
-// Not measured: jvm_buf_pool (the direct and mapped buffer pools are
-// only known to the JVM's BufferPoolMXBean, which neither hsperfdata nor
-// any diagnostic command exposes) and jvm_mem_pool's after-last-collection
-// fields (mem_pool_coll_*: the same); nonheap init and max (JMX gives -1
-// for unbounded metaspace). Said in one log line at start.
+// Not measured: nonheap init and max (JMX gives -1 for unbounded
+// metaspace). The coll_* fields are set only for pools JMX has a
+// collection usage for (G1's three; not Metaspace, class space or the
+// code heaps: absent, not zero); the spaces of other collectors are named
+// here as hsperfdata names them, so they are asked by a JMX name that
+// does not exist and get none. A connector with a client socket factory
+// (an SSL-only agent started by the JVM's own flags) is not supported.
+// The JVM's RMIConnection is not leased through RMI's distributed GC
+// (the agent's connector exports it as a daemon object: it lives until
+// closed or idle 2 minutes).
 // threads_deadlocked counts monitor deadlocks (Thread.print without -l:
 // ownable synchronizers would need a heap walk). With GOPHER_HOST_PATH
 // set, galago must share the host's pid namespace to signal a JVM; it

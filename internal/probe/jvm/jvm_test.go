@@ -122,13 +122,17 @@ func TestJcmdParsers(t *testing.T) {
 	}
 }
 
-// TestRecords: the fixtures' snapshot gives every table but jvm_buf_pool
-// with the values of their sources.
+// TestRecords: the fixtures' snapshot gives every table with the values
+// of their sources; the MBean values (recorded from a JDK 17 in the jmx
+// package's tests) go to jvm_buf_pool and the coll_* fields of the pools
+// that have them, the others left absent.
 func TestRecords(t *testing.T) {
 	h := parseHeapInfo(readFixture(t, "gc_heap_info.txt"))
 	s := snapshot{pd: fixturePerfData(t), props: parseProperties(readFixture(t, "vm_system_properties.txt")),
 		flags: parseFlags(readFixture(t, "vm_flags.txt")), heapInfo: &h,
-		code: parseCodeCache(readFixture(t, "compiler_codecache.txt")), deadlocked: 2, cpuSecs: 1.5}
+		code: parseCodeCache(readFixture(t, "compiler_codecache.txt")), deadlocked: 2, cpuSecs: 1.5,
+		mbeans: &mbeanValues{bufPools: map[string]bufPool{"direct": {6, 63344, 63345}, "mapped": {1, 3145828, 3145829}},
+			coll: map[string]usage{"G1 Old Gen": {used: 68532800, committed: 91226112, max: 268435456, init: -1}, "G1 Eden Space": {0, 26214400, -1, -1}}}}
 	recs := s.records(42, time.Unix(100, 0), time.Minute)
 	get := func(tbl *table.Table, key, val, field string) float64 {
 		t.Helper()
@@ -164,9 +168,30 @@ func TestRecords(t *testing.T) {
 		{table.JvmMemPool, "pool", "Metaspace", "mem_pool_bytes_used", 626 << 10},
 		{table.JvmMemPool, "pool", "Compressed Class Space", "mem_pool_bytes_commit", 128 << 10},
 		{table.JvmMemPool, "pool", "G1 Old Gen", "mem_pool_bytes_max", 256 << 20},
+		{table.JvmMemPool, "pool", "G1 Old Gen", "mem_pool_coll_used_bytes", 68532800},
+		{table.JvmMemPool, "pool", "G1 Old Gen", "mem_pool_coll_commit_bytes", 91226112},
+		{table.JvmMemPool, "pool", "G1 Old Gen", "mem_pool_coll_max_bytes", 268435456},
+		{table.JvmMemPool, "pool", "G1 Eden Space", "mem_pool_coll_commit_bytes", 26214400},
+		{table.JvmBufPool, "pool", "direct", "buffer_pool_used_buffers", 6},
+		{table.JvmBufPool, "pool", "direct", "buffer_pool_used_bytes", 63344},
+		{table.JvmBufPool, "pool", "direct", "buffer_pool_capacity_bytes", 63345},
+		{table.JvmBufPool, "pool", "mapped", "buffer_pool_used_buffers", 1},
+		{table.JvmBufPool, "pool", "mapped", "buffer_pool_capacity_bytes", 3145829},
 	} {
 		if got := get(c.tbl, c.key, c.val, c.field); got != c.want {
 			t.Errorf("%s %s=%s %s = %v, want %v", c.tbl.Name, c.key, c.val, c.field, got, c.want)
+		}
+	}
+	for _, r := range recs {
+		if r.Table != table.JvmMemPool {
+			continue
+		}
+		for _, f := range []string{"mem_pool_coll_used_bytes", "mem_pool_coll_commit_bytes", "mem_pool_coll_max_bytes"} {
+			set := r.Values[table.JvmMemPool.MustIndex(f)].Set
+			want := r.Str("pool") == "G1 Old Gen" || (r.Str("pool") == "G1 Eden Space" && f != "mem_pool_coll_max_bytes")
+			if set != want {
+				t.Errorf("%s %s set %v, want %v", r.Str("pool"), f, set, want)
+			}
 		}
 	}
 	gcSum := get(table.JvmGc, "gc", "G1 Old Generation", "gc_coll_secs_sum")
