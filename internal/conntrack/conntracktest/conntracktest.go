@@ -12,11 +12,12 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/netns"
 )
 
 // ServiceNetns is the namespace: connections to Service (10.96.0.10:80)
@@ -106,32 +107,4 @@ func holdConns(ln net.Listener) {
 // the namespace could be the main thread, which the runtime parks instead
 // of ending: /proc/<pid>/ns/net would then name the test's namespace);
 // if it cannot, it stays locked and ends with the goroutine.
-func (ns *ServiceNetns) Do(fn func() error) error { return inNetns(ns.fd, fn) }
-
-// inNetns runs fn on a thread inside the namespace of fd (see Do).
-func inNetns(fd int, fn func() error) error {
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- err
-			return
-		}
-		defer self.Close()
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- err
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- fmt.Errorf("back from the namespace: %w", err)
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- ferr
-	}()
-	return <-ch
-}
+func (ns *ServiceNetns) Do(fn func() error) error { return netns.DoFD(ns.fd, fn) }

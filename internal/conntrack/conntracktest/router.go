@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/netns"
 )
 
 // Router is a Kubernetes-like path to a ClusterIP across three network
@@ -88,7 +90,7 @@ func (r *Router) Do(ns string, fn func() error) error {
 		return err
 	}
 	defer unix.Close(fd)
-	return inNetns(fd, fn)
+	return netns.DoFD(fd, fn)
 }
 
 // Netns is the inode number of namespace ns (one of the router's), the

@@ -57,12 +57,14 @@ type jmxState struct {
 func dialIn(proc string) jmx.DialFunc {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		var c net.Conn
-		var err error
-		if nerr := netns.Do(filepath.Join(proc, "ns", "net"), func() {
+		err := netns.Do(filepath.Join(proc, "ns", "net"), func() (err error) {
 			var d net.Dialer
 			c, err = d.DialContext(ctx, "tcp", addr)
-		}); nerr != nil {
-			return nil, nerr
+			return err
+		})
+		if err != nil && c != nil {
+			c.Close()
+			c = nil
 		}
 		return c, err
 	}

@@ -16,11 +16,17 @@ import (
 // of process tgid: a TCP iterator walks the namespace of its opener.
 func openIterIn(it *link.Iter, tgid uint32) (io.ReadCloser, error) {
 	var rc io.ReadCloser
-	var oerr error
-	if err := netns.Do("/proc/"+strconv.FormatUint(uint64(tgid), 10)+"/ns/net", func() { rc, oerr = it.Open() }); err != nil {
+	err := netns.Do("/proc/"+strconv.FormatUint(uint64(tgid), 10)+"/ns/net", func() (err error) {
+		rc, err = it.Open()
+		return err
+	})
+	if err != nil {
+		if rc != nil {
+			rc.Close()
+		}
 		return nil, err
 	}
-	return rc, oerr
+	return rc, nil
 }
 
 // netnsOwn is the inode of the probe's own network namespace.
