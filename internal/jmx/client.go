@@ -125,9 +125,9 @@ func (c *Client) newClient(ctx context.Context) error {
 	return nil
 }
 
-// GetAttribute reads one attribute of an MBean. A broken connection is
-// reopened once (and the RMIConnection with it: the server closes an idle
-// one); a remote exception is returned as a *RemoteError.
+// GetAttribute reads one attribute of an MBean. A connection the JVM
+// closed is reopened once (and the RMIConnection with it: the server
+// closes an idle one); a remote exception is returned as a *RemoteError.
 func (c *Client) GetAttribute(ctx context.Context, objectName, attribute string) (any, error) {
 	args := func(e *Encoder) error {
 		if err := e.ObjectName(objectName); err != nil {
@@ -156,10 +156,12 @@ func (c *Client) GetAttribute(ctx context.Context, objectName, attribute string)
 		if errors.As(err, &re) && !stale(re) {
 			return nil, err
 		}
-		// A stale RMIConnection or a dead socket: start again once.
+		// A stale RMIConnection or a socket the JVM closed: start again
+		// once. Not after a timeout: a hung JVM would cost two.
 		c.j.c.Close()
 		c.j = nil
-		if try > 0 || ctx.Err() != nil {
+		var ne net.Error
+		if try > 0 || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
 			return nil, fmt.Errorf("jmx: getAttribute %s %s: %w", objectName, attribute, err)
 		}
 	}

@@ -42,10 +42,12 @@ func readSession(t testing.TB, name string) []record {
 	return out
 }
 
-// fakeJVM replays the server's side of a recorded session on a loopback
-// listener, checking that the client sends byte for byte what the real
-// JVM was sent; the first difference is reported on errc.
-func fakeJVM(t *testing.T, recs []record) (DialFunc, <-chan error) {
+// fakeJVM replays the server's side of recorded sessions on a loopback
+// listener, one script per connection accepted, checking that the client
+// sends byte for byte what the real JVM was sent; a script's end closes
+// its connection. The first difference is reported on errc, else nil
+// once every script ran.
+func fakeJVM(t *testing.T, scripts ...[]record) (DialFunc, <-chan error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -54,27 +56,16 @@ func fakeJVM(t *testing.T, recs []record) (DialFunc, <-chan error) {
 	t.Cleanup(func() { ln.Close() })
 	errc := make(chan error, 1)
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer c.Close()
-		for i, r := range recs {
-			if r.dir == 'S' {
-				if _, err := c.Write(r.data); err != nil {
-					errc <- err
-					return
-				}
-				continue
-			}
-			got := make([]byte, len(r.data))
-			if _, err := io.ReadFull(c, got); err != nil {
-				errc <- fmt.Errorf("record %d: %w", i, err)
+		for _, recs := range scripts {
+			c, err := ln.Accept()
+			if err != nil {
+				errc <- err
 				return
 			}
-			if !bytes.Equal(got, r.data) {
-				errc <- fmt.Errorf("record %d: client sent\n%x\nthe JVM was sent\n%x", i, got, r.data)
+			err = replay(c, recs)
+			c.Close()
+			if err != nil {
+				errc <- err
 				return
 			}
 		}
@@ -87,6 +78,25 @@ func fakeJVM(t *testing.T, recs []record) (DialFunc, <-chan error) {
 		}
 		return d.DialContext(ctx, "tcp", ln.Addr().String())
 	}, errc
+}
+
+func replay(c net.Conn, recs []record) error {
+	for i, r := range recs {
+		if r.dir == 'S' {
+			if _, err := c.Write(r.data); err != nil {
+				return err
+			}
+			continue
+		}
+		got := make([]byte, len(r.data))
+		if _, err := io.ReadFull(c, got); err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		if !bytes.Equal(got, r.data) {
+			return fmt.Errorf("record %d: client sent\n%x\nthe JVM was sent\n%x", i, got, r.data)
+		}
+	}
+	return nil
 }
 
 func serviceURL(t testing.TB) string {
@@ -143,6 +153,28 @@ func TestSessionReplay(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Errorf("close: %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRedial: a connection the JVM closes (its connector drops idle
+// ones) is dialled again, with a new RMIConnection, and the call made
+// there.
+func TestRedial(t *testing.T) {
+	recs := readSession(t, "session-jdk17.bin")
+	// The first connection ends when the first getAttribute is sent
+	// (record 6), unanswered.
+	dial, errc := fakeJVM(t, recs[:7], recs[:8])
+	ctx := context.Background()
+	c, err := Dial(ctx, serviceURL(t), dial, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.GetAttribute(ctx, "java.nio:type=BufferPool,name=direct", "Count")
+	if n, ok := Long(v); err != nil || !ok || n != 3 {
+		t.Errorf("direct Count %v %v %v, the JVM answered 3", n, ok, err)
 	}
 	if err := <-errc; err != nil {
 		t.Error(err)

@@ -2,13 +2,18 @@ package jvm
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/jmx"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/procfs"
@@ -105,5 +110,103 @@ func TestCollectWithoutAttach(t *testing.T) {
 	}
 	if warned != 2 {
 		t.Errorf("%d attach-unavailable lines, want one per JVM:\n%s", warned, rt.Logs())
+	}
+}
+
+// TestHungJMX: a JVM whose JMX connector stops answering (here after
+// newClient) costs the period one read timeout and one close timeout: the
+// other tables are still reported, the error counted, the connection
+// dropped to be dialled again next period.
+func TestHungJMX(t *testing.T) {
+	root := t.TempDir()
+	const pid = 4000001
+	fakeJVM(t, root, pid, 1, false, true)
+	p := New(procfs.FS{Root: root}, withInterval(time.Hour))
+	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
+	if err := p.Start(rt.Context(), probe.Config{Params: probe.DefaultParams()}, rt); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Shutdown(t, p)
+	rt.WaitTable(t, table.JvmMem, 1, nil)
+	rt.Take()
+	errs := rt.ErrorCount()
+
+	url, err := os.ReadFile("../../jmx/testdata/service-url-jdk17.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := hangingConnector(t, strings.TrimSpace(string(url)))
+	const timeout = 200 * time.Millisecond
+	cl, err := jmx.Dial(context.Background(), strings.TrimSpace(string(url)), dial, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := p.jvms[pid]
+	j.jmx.client, j.jmx.off = cl, false
+
+	start := time.Now()
+	p.loop.Collect(time.Now())
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the period took %v with a hung connector", d)
+	}
+	recs, _ := rt.Take()
+	tables := map[string]bool{}
+	for _, r := range recs {
+		tables[r.Table.Name] = true
+	}
+	for _, tb := range []*table.Table{table.JvmInfo, table.JvmThread, table.JvmMem, table.JvmMemPool, table.JvmGc} {
+		if !tables[tb.Name] {
+			t.Errorf("no %s with a hung connector", tb.Name)
+		}
+	}
+	if tables[table.JvmBufPool.Name] {
+		t.Error("jvm_buf_pool reported without an answer")
+	}
+	if n := rt.ErrorCount() - errs; n != 1 {
+		t.Errorf("%d errors counted, want 1", n)
+	}
+	if j.jmx.client != nil {
+		t.Error("the hung connection is kept")
+	}
+}
+
+// hangingConnector is a JMX connector that answers the JRMP handshake and
+// newClient (with the stub of url: a UnicastRef on the same port), then
+// reads calls and never answers.
+func hangingConnector(t *testing.T, url string) jmx.DialFunc {
+	t.Helper()
+	_, b64, _ := strings.Cut(url, "/stub/")
+	stub, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		hello := make([]byte, 7)
+		if _, err := io.ReadFull(c, hello); err != nil {
+			return
+		}
+		// ProtocolAck, the client's endpoint ("a":0), read its own back.
+		_, _ = c.Write([]byte{0x4e, 0, 1, 'a', 0, 0, 0, 0})
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		// ReturnData: normal return, a UID, the stub (without the
+		// stream header of its own).
+		reply := append([]byte{0x51, 0xac, 0xed, 0, 5, 0x77, 15, 1}, make([]byte, 14)...)
+		_, _ = c.Write(append(reply, stub[4:]...))
+		_, _ = io.Copy(io.Discard, c)
+	}()
+	var d net.Dialer
+	return func(ctx context.Context, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", ln.Addr().String())
 	}
 }
