@@ -84,8 +84,16 @@ func (p *Probe) connect(c periodic.Cycle, pid int, j *jvmState, pd *hotspot.Perf
 			x.off = true // said by noAttach
 			return nil
 		}
-		if _, ok := p.jcmd(c, pid, j, "ManagementAgent.start_local"); !ok {
-			p.jmxOff(c, pid, j, errors.New("ManagementAgent.start_local failed"))
+		// Not through p.jcmd: a failure here is said once, for this JVM.
+		if _, err := j.att.Jcmd(p.ctx, "ManagementAgent.start_local"); err != nil {
+			switch {
+			case p.ctx.Err() != nil:
+			case errors.Is(err, hotspot.ErrNoAttach):
+				x.off = true
+				noAttach(c, pid, j, err)
+			default:
+				p.jmxOff(c, pid, j, err)
+			}
 			return nil
 		}
 		pd2, err := hotspot.ReadPerfData(j.perfPath)
