@@ -1,3 +1,5 @@
+// Writes the serialization fixtures of the jmx tests on OpenJDK 17:
+// java Ser objectname-jdk17.ser mixed-jdk17.ser
 import java.io.*;
 import java.util.*;
 import java.util.concurrent.TimeUnit;
