@@ -92,5 +92,8 @@
 // needs CAP_KILL to signal another user's JVM and CAP_DAC_OVERRIDE to
 // connect to its attach socket (mode 0600, the JVM's user's): the
 // systemd unit and the DaemonSet hold both; without them such JVMs get
-// the hsperfdata tables only (one log line each).
+// the hsperfdata tables only (one log line each). Dialling a JVM's
+// connector from inside its network namespace needs CAP_SYS_ADMIN (held
+// by both as well); without it the JMX values are missing (the failure
+// counted, logged once per JVM).
 package jvm
