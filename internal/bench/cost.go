@@ -24,8 +24,9 @@ type CostSample struct {
 	// CPUSeconds is utime+stime of every live process of the tree plus
 	// cutime+cstime (its reaped children), at USER_HZ resolution (10 ms).
 	CPUSeconds float64
-	// RSSBytes is VmRSS summed over the tree.
-	RSSBytes uint64
+	// RSSBytes is VmRSS summed over the tree, HWMBytes VmHWM (each
+	// process's peak RSS).
+	RSSBytes, HWMBytes uint64
 	// Programs are the BPF programs the tree holds a file descriptor of,
 	// by program id.
 	Programs map[uint32]BPFProg
@@ -101,6 +102,7 @@ func (s Sampler) Sample(root int) (CostSample, error) {
 		cs.CPUSeconds += float64(st.UTime+st.STime+st.CUTime+st.CSTime) / userHZ
 		if status, err := s.FS.PIDStatus(pid); err == nil {
 			cs.RSSBytes += status.VmRSS * 1024
+			cs.HWMBytes += status.VmHWM * 1024
 		}
 		if err := s.readBPFFds(pid, &cs, maps); err != nil && i == 0 {
 			return CostSample{}, err
@@ -224,6 +226,9 @@ type Cost struct {
 	Programs int `json:"programs"`
 	// RSSBytes, MapBytes and Maps: at the end of the window.
 	RSSBytes uint64 `json:"rss_bytes"`
+	// HWMBytes is the tree's peak RSS (VmHWM) at the end of the window:
+	// the peak since the agent started.
+	HWMBytes uint64 `json:"hwm_bytes"`
 	MapBytes uint64 `json:"map_bytes"`
 	Maps     int    `json:"maps"`
 	// PerProgram is the run time and count of each non-iterator program
@@ -247,6 +252,7 @@ func Diff(before, after CostSample) Cost {
 		CPUSeconds: after.CPUSeconds - before.CPUSeconds,
 		Programs:   len(after.Programs),
 		RSSBytes:   after.RSSBytes,
+		HWMBytes:   after.HWMBytes,
 		MapBytes:   after.MapBytes,
 		Maps:       after.Maps,
 	}
