@@ -115,6 +115,19 @@ func (s Sampler) Sample(root int) (CostSample, error) {
 	return cs, nil
 }
 
+// ResetPeak resets the peak RSS (VmHWM) of the processes pids
+// (/proc/<pid>/clear_refs), so that a later Sample's HWMBytes is the
+// peak since then.
+func (s Sampler) ResetPeak(pids []int) error {
+	for i, pid := range pids {
+		err := os.WriteFile(s.FS.Path(fmt.Sprintf("/proc/%d/clear_refs", pid)), []byte("5"), 0o200)
+		if err != nil && i == 0 {
+			return fmt.Errorf("reset the peak RSS of %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
 // readBPFFds reads the fdinfo of every BPF program, map and link fd of pid.
 func (s Sampler) readBPFFds(pid int, cs *CostSample, maps map[uint32]uint64) error {
 	fdDir := s.FS.Path(fmt.Sprintf("/proc/%d/fd", pid))
@@ -226,8 +239,8 @@ type Cost struct {
 	Programs int `json:"programs"`
 	// RSSBytes, MapBytes and Maps: at the end of the window.
 	RSSBytes uint64 `json:"rss_bytes"`
-	// HWMBytes is the tree's peak RSS (VmHWM) at the end of the window:
-	// the peak since the agent started.
+	// HWMBytes is the tree's peak RSS (VmHWM) over the window (the
+	// harness resets it at the window's start: Sampler.ResetPeak).
 	HWMBytes uint64 `json:"hwm_bytes"`
 	MapBytes uint64 `json:"map_bytes"`
 	Maps     int    `json:"maps"`

@@ -347,6 +347,9 @@ func (r *runner) arm(ctx context.Context, w Workload, srv realsrv.Server, dir st
 		if costBefore, err = r.sampler.Sample(pid); err != nil {
 			return res, err
 		}
+		if err := r.sampler.ResetPeak(costBefore.PIDs); err != nil {
+			return res, err
+		}
 	}
 	res.BPFStats = bpfStatsOn()
 	var allocBefore uint64

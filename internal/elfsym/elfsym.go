@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 )
 
 // ErrNoTable says a file has no symbol table of the kind asked for.
@@ -103,7 +104,19 @@ func Open(path string) (*File, error) {
 }
 
 // Close closes the file.
-func (f *File) Close() error { return f.f.Close() }
+func (f *File) Close() error {
+	for i := range f.w {
+		if b := f.w[i].store; b != nil {
+			bufs.Put(&b)
+			f.w[i] = window{}
+		}
+	}
+	return f.f.Close()
+}
+
+// bufs are the windows' buffers, reused from file to file (a scan looks
+// at many files in a row).
+var bufs = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 
 // ELF is the file's headers (sections and segments), for reading a few
 // bytes of code or data.
@@ -122,7 +135,7 @@ type window struct {
 
 func (w *window) reset(r io.ReaderAt, lo, size int64) {
 	if w.store == nil {
-		w.store = make([]byte, bufSize)
+		w.store = *bufs.Get().(*[]byte)
 	}
 	w.r, w.lo, w.hi, w.at, w.buf = r, lo, lo+size, 0, nil
 }

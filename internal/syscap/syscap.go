@@ -446,30 +446,17 @@ func (c *Capture) sweep() error {
 		}
 		return ok
 	}
-	var key uint64
-	var v syscapSyscapConn
-	var stale []uint64
-	it := c.objs.Conns.Iterate()
-	for it.Next(&key, &v) {
-		if !isAlive(uint32(key >> 32)) {
-			stale = append(stale, key)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("syscap: sweep: %w", err)
-	}
-	for _, k := range stale {
-		if err := c.objs.Conns.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("syscap: sweep: %w", err)
-		}
+	tgidOf := func(k uint64) uint32 { return uint32(k >> 32) }
+	if err := sweepGone(c.objs.Conns, tgidOf, isAlive); err != nil {
+		return err
 	}
 	// A process that exits in the middle of a TLS call (a server's
 	// goroutine blocked in Read) leaves its entry: it would hold a slot
 	// for good, and a full table loses calls.
-	if err := sweepCalls(c.objs.SslCalls, func(k uint64) uint32 { return uint32(k >> 32) }, isAlive); err != nil {
+	if err := sweepGone(c.objs.SslCalls, tgidOf, isAlive); err != nil {
 		return err
 	}
-	if err := sweepCalls(c.objs.GoTlsCalls, func(k goTLSKey) uint32 { return k.TGID }, isAlive); err != nil {
+	if err := sweepGone(c.objs.GoTlsCalls, func(k goTLSKey) uint32 { return k.TGID }, isAlive); err != nil {
 		return err
 	}
 	var closed []Close
@@ -514,9 +501,9 @@ type goTLSKey struct {
 	G    uint64
 }
 
-// sweepCalls deletes the entries of a TLS call table (ssl_calls,
-// go_tls_calls) whose process is gone.
-func sweepCalls[K comparable](m *ebpf.Map, tgid func(K) uint32, alive func(uint32) bool) error {
+// sweepGone deletes the entries of a table keyed by process (conns,
+// ssl_calls, go_tls_calls) whose process is gone.
+func sweepGone[K comparable](m *ebpf.Map, tgid func(K) uint32, alive func(uint32) bool) error {
 	var (
 		k     K
 		stale []K
