@@ -27,7 +27,7 @@ var (
 
 // goBinaries builds testdata/goprog once, and a copy stripped by
 // strip(1) (no .symtab, as distributions ship Go programs).
-func goBinaries(t *testing.T) (string, string) {
+func goBinaries(t testing.TB) (string, string) {
 	t.Helper()
 	buildOnce.Do(func() {
 		tmpDir, buildErr = os.MkdirTemp("", "elfsym")
