@@ -82,8 +82,9 @@ const bufSize = 16 << 10
 
 // File is an ELF file open for symbol look-ups.
 type File struct {
-	f   *os.File
-	elf *elf.File
+	f     io.ReaderAt
+	close func() error
+	elf   *elf.File
 	// One window per stream read at once (symbols and their names, or
 	// pclntab's function table, func records and names).
 	w [3]window
@@ -95,15 +96,25 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := elf.NewFile(f)
+	e, err := NewFile(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &File{f: f, elf: e}, nil
+	e.close = f.Close
+	return e, nil
 }
 
-// Close closes the file.
+// NewFile reads the ELF headers of r, for look-ups in it.
+func NewFile(r io.ReaderAt) (*File, error) {
+	e, err := elf.NewFile(r)
+	if err != nil {
+		return nil, err
+	}
+	return &File{f: r, elf: e}, nil
+}
+
+// Close closes the file (opened by Open).
 func (f *File) Close() error {
 	for i := range f.w {
 		if b := f.w[i].store; b != nil {
@@ -111,7 +122,10 @@ func (f *File) Close() error {
 			f.w[i] = window{}
 		}
 	}
-	return f.f.Close()
+	if f.close == nil {
+		return nil
+	}
+	return f.close()
 }
 
 // bufs are the windows' buffers, reused from file to file (a scan looks

@@ -1,6 +1,7 @@
 package elfsym
 
 import (
+	"bytes"
 	"debug/buildinfo"
 	"debug/elf"
 	"debug/gosym"
@@ -298,4 +299,29 @@ func TestFindAllocs(t *testing.T) {
 	if d := ms1.TotalAlloc - ms0.TotalAlloc; d > 16<<10 {
 		t.Errorf("Find and GoFuncs allocated %d bytes, want a few maps", d)
 	}
+}
+
+// FuzzFile: the finder reads any executable on the host, containers'
+// too: no input makes it panic or loop.
+func FuzzFile(f *testing.F) {
+	for _, p := range []string{"/usr/bin/true", "/usr/lib/x86_64-linux-gnu/libdl.so.2"} {
+		if b, err := os.ReadFile(p); err == nil && len(b) < 1<<16 {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("\x7fELF\x02\x01\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := NewFile(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		defer e.Close()
+		names := []string{"main", "SSL_read", "crypto/tls.(*Conn).Read"}
+		for _, tab := range []Table{Dynamic, Static} {
+			_, _ = e.Find(tab, names)
+		}
+		_, _ = e.Funcs(names, Dynamic, Static)
+		_, _ = e.GoVersion()
+		_, _ = e.GoFuncs(names)
+	})
 }
