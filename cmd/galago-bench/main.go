@@ -55,6 +55,7 @@ func run() error {
 		commit   = flag.String("commit", "", "version measured (default: git describe --always --dirty)")
 		keep     = flag.Bool("keep", false, "keep the temporary directory (server and agent files)")
 		cpuprof  = flag.String("cpuprofile", "", "directory for a Go CPU profile of each galago arm over its load")
+		memprof  = flag.String("allocprofile", "", "directory for a Go allocation profile of each galago arm over its load")
 		from     = flag.String("from", "", "render -md from this JSON result instead of measuring")
 		nprocs   = flag.Int("procs", 0, "instead of the workloads: galago's RSS and Go heap with the proc probe (every sub-item) before and after this many sleeping processes start")
 	)
@@ -116,7 +117,7 @@ func run() error {
 		Peer:   bench.PeerConfig{Cmd: os.Getenv("PEER_AGENT_CMD"), MetricsURL: os.Getenv("PEER_AGENT_URL"), Warmup: warmup},
 		Commit: *commit, Quick: *quick, TempDir: tmp,
 		Log:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Progress: os.Stdout, ProfileDir: *cpuprof,
+		Progress: os.Stdout, ProfileDir: *cpuprof, AllocProfileDir: *memprof,
 	}
 	// Ctrl-C or SIGTERM cancels the run; Run stops every process it
 	// started before returning.

@@ -170,19 +170,38 @@ func (g *Galago) HeapBytes(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return parseHeapAlloc(b)
+	return parseMemStat(b, "HeapAlloc")
 }
 
-// parseHeapAlloc finds "# HeapAlloc = N" in a debug=1 heap profile.
-func parseHeapAlloc(b []byte) (uint64, error) {
+// TotalAlloc is the bytes the daemon allocated since it started
+// (runtime.MemStats TotalAlloc), from its pprof heap page.
+func (g *Galago) TotalAlloc(ctx context.Context) (uint64, error) {
+	b, err := fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?debug=1", g.pprofPort))
+	if err != nil {
+		return 0, err
+	}
+	return parseMemStat(b, "TotalAlloc")
+}
+
+// AllocProfile is a Go allocation profile of the daemon over the next
+// secs seconds (what was allocated then, by stack).
+func (g *Galago) AllocProfile(ctx context.Context, secs int) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+10*time.Second)
+	defer cancel()
+	return fetchWith(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/allocs?seconds=%d", g.pprofPort, secs))
+}
+
+// parseMemStat finds "# <name> = N" (a runtime.MemStats field) in a
+// debug=1 heap profile.
+func parseMemStat(b []byte, name string) (uint64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), "# "+name+" = "); ok {
 			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("pprof heap page has no \"# HeapAlloc = \" line")
+	return 0, fmt.Errorf("pprof heap page has no \"# %s = \" line", name)
 }
 
 // Stop stops the daemon (SIGTERM, SIGKILL after 20 s).

@@ -24,8 +24,9 @@ type CostSample struct {
 	// CPUSeconds is utime+stime of every live process of the tree plus
 	// cutime+cstime (its reaped children), at USER_HZ resolution (10 ms).
 	CPUSeconds float64
-	// RSSBytes is VmRSS summed over the tree.
-	RSSBytes uint64
+	// RSSBytes is VmRSS summed over the tree, HWMBytes VmHWM (each
+	// process's peak RSS).
+	RSSBytes, HWMBytes uint64
 	// Programs are the BPF programs the tree holds a file descriptor of,
 	// by program id.
 	Programs map[uint32]BPFProg
@@ -101,6 +102,7 @@ func (s Sampler) Sample(root int) (CostSample, error) {
 		cs.CPUSeconds += float64(st.UTime+st.STime+st.CUTime+st.CSTime) / userHZ
 		if status, err := s.FS.PIDStatus(pid); err == nil {
 			cs.RSSBytes += status.VmRSS * 1024
+			cs.HWMBytes += status.VmHWM * 1024
 		}
 		if err := s.readBPFFds(pid, &cs, maps); err != nil && i == 0 {
 			return CostSample{}, err
@@ -111,6 +113,19 @@ func (s Sampler) Sample(root int) (CostSample, error) {
 	}
 	cs.Maps = len(maps)
 	return cs, nil
+}
+
+// ResetPeak resets the peak RSS (VmHWM) of the processes pids
+// (/proc/<pid>/clear_refs), so that a later Sample's HWMBytes is the
+// peak since then.
+func (s Sampler) ResetPeak(pids []int) error {
+	for i, pid := range pids {
+		err := os.WriteFile(s.FS.Path(fmt.Sprintf("/proc/%d/clear_refs", pid)), []byte("5"), 0o200)
+		if err != nil && i == 0 {
+			return fmt.Errorf("reset the peak RSS of %d: %w", pid, err)
+		}
+	}
+	return nil
 }
 
 // readBPFFds reads the fdinfo of every BPF program, map and link fd of pid.
@@ -224,6 +239,9 @@ type Cost struct {
 	Programs int `json:"programs"`
 	// RSSBytes, MapBytes and Maps: at the end of the window.
 	RSSBytes uint64 `json:"rss_bytes"`
+	// HWMBytes is the tree's peak RSS (VmHWM) over the window (the
+	// harness resets it at the window's start: Sampler.ResetPeak).
+	HWMBytes uint64 `json:"hwm_bytes"`
 	MapBytes uint64 `json:"map_bytes"`
 	Maps     int    `json:"maps"`
 	// PerProgram is the run time and count of each non-iterator program
@@ -247,6 +265,7 @@ func Diff(before, after CostSample) Cost {
 		CPUSeconds: after.CPUSeconds - before.CPUSeconds,
 		Programs:   len(after.Programs),
 		RSSBytes:   after.RSSBytes,
+		HWMBytes:   after.HWMBytes,
 		MapBytes:   after.MapBytes,
 		Maps:       after.Maps,
 	}

@@ -75,6 +75,9 @@ type ArmResult struct {
 	// BPFStats: kernel.bpf_stats_enabled was on at both ends of the load.
 	BPFStats  bool   `json:"bpf_stats"`
 	HeapBytes uint64 `json:"heap_bytes,omitempty"`
+	// AllocBytes is what galago's Go code allocated over the load
+	// (TotalAlloc's growth): the garbage its GC has to collect.
+	AllocBytes uint64 `json:"alloc_bytes,omitempty"`
 	// Lost is galago_probe_events_lost_total's growth per probe over the
 	// arm (and proctrack's), RecordsDropped galago_records_dropped_total's.
 	Lost           map[string]float64 `json:"lost,omitempty"`
@@ -105,7 +108,10 @@ func (a ArmResult) summary() string {
 		s += fmt.Sprintf("  p99 %7.2f ms", a.Load.P99Ms)
 	}
 	if a.Cost != nil {
-		s += fmt.Sprintf("  cpu %.2f s  bpf %.2f s  rss %.1f MiB", a.Cost.CPUSeconds, a.Cost.BPFSeconds, mib(a.Cost.RSSBytes))
+		s += fmt.Sprintf("  cpu %.2f s  bpf %.2f s  rss %.1f MiB (peak %.1f)", a.Cost.CPUSeconds, a.Cost.BPFSeconds, mib(a.Cost.RSSBytes), mib(a.Cost.HWMBytes))
+	}
+	if a.AllocBytes > 0 {
+		s += fmt.Sprintf("  go alloc %.1f MiB", mib(a.AllocBytes))
 	}
 	for _, c := range a.Accuracy {
 		if c.Galago != c.Truth && !(c.Galago < c.Truth && c.Truth-c.Galago <= c.InFlight) {

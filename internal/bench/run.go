@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -49,6 +50,10 @@ type Config struct {
 	// over its load (<workload>-<probe set>-r<round>.pprof), from the
 	// daemon's pprof endpoint: where the agent's CPU goes.
 	ProfileDir string
+	// AllocProfileDir, when set, receives a Go allocation profile of
+	// each galago arm over its load (<...>.allocs.pprof): where its
+	// garbage comes from.
+	AllocProfileDir string
 }
 
 // Validate checks the configuration and resolves the filters.
@@ -342,8 +347,17 @@ func (r *runner) arm(ctx context.Context, w Workload, srv realsrv.Server, dir st
 		if costBefore, err = r.sampler.Sample(pid); err != nil {
 			return res, err
 		}
+		if err := r.sampler.ResetPeak(costBefore.PIDs); err != nil {
+			return res, err
+		}
 	}
 	res.BPFStats = bpfStatsOn()
+	var allocBefore uint64
+	if g != nil {
+		if allocBefore, err = g.TotalAlloc(ctx); err != nil {
+			return res, fmt.Errorf("go allocations: %w", err)
+		}
+	}
 	profDone := r.profile(ctx, g, w, a, round)
 	load, err := w.Run(ctx, srv, dir, r.cfg.Duration)
 	if perr := <-profDone; perr != nil && err == nil {
@@ -374,6 +388,11 @@ func (r *runner) arm(ctx context.Context, w Workload, srv realsrv.Server, dir st
 		res.HeapBytes = h
 	} else {
 		return res, fmt.Errorf("go heap: %w", err)
+	}
+	if n, err := g.TotalAlloc(ctx); err == nil {
+		res.AllocBytes = n - min(n, allocBefore)
+	} else {
+		return res, fmt.Errorf("go allocations: %w", err)
 	}
 	// The load's last samples are in the period that ends after it: wait
 	// for that report (plus a margin for the probes' own work), scrape
@@ -534,25 +553,41 @@ func kernelProgName() func(uint32) string {
 }
 
 // profile fetches a CPU profile of galago over the load into
-// cfg.ProfileDir (nothing without one, or for other arms); the channel
-// gives the outcome once the profile is written.
+// cfg.ProfileDir and an allocation profile into cfg.AllocProfileDir
+// (nothing without them, or for other arms); the channel gives the
+// outcome once the profiles are written.
 func (r *runner) profile(ctx context.Context, g *Galago, w Workload, a armSpec, round int) <-chan error {
 	done := make(chan error, 1)
-	if g == nil || r.cfg.ProfileDir == "" {
+	if g == nil {
 		done <- nil
 		return done
 	}
 	secs := max(1, int(r.cfg.Duration.Seconds())-1)
-	name := filepath.Join(r.cfg.ProfileDir, fmt.Sprintf("%s-%s-r%d.pprof", w.Name(), strings.ReplaceAll(a.set.Name, "+", "_"), round+1))
+	base := fmt.Sprintf("%s-%s-r%d", w.Name(), strings.ReplaceAll(a.set.Name, "+", "_"), round+1)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, p := range []struct {
+		dir, kind, suffix string
+		get               func(context.Context, int) ([]byte, error)
+	}{{r.cfg.ProfileDir, "cpu", ".pprof", g.CPUProfile}, {r.cfg.AllocProfileDir, "alloc", ".allocs.pprof", g.AllocProfile}} {
+		if p.dir == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := p.get(ctx, secs)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(p.dir, base+p.suffix), b, 0o644)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("%s profile: %w", p.kind, err)
+			}
+		}()
+	}
 	go func() {
-		b, err := g.CPUProfile(ctx, secs)
-		if err == nil {
-			err = os.WriteFile(name, b, 0o644)
-		}
-		if err != nil {
-			err = fmt.Errorf("cpu profile: %w", err)
-		}
-		done <- err
+		wg.Wait()
+		done <- errors.Join(errs...)
 	}()
 	return done
 }

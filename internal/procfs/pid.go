@@ -263,6 +263,7 @@ type PIDStatus struct {
 	GIDs   [4]uint32
 	// Memory in kB; zero for kernel threads.
 	VmSize, VmRSS, VmSwap    uint64
+	VmHWM                    uint64 // the peak of VmRSS
 	Threads                  int
 	VoluntaryCtxtSwitches    uint64
 	NonvoluntaryCtxtSwitches uint64
@@ -321,7 +322,7 @@ func parseStatus(r io.Reader) (PIDStatus, error) {
 				}
 				dst[i] = uint32(n)
 			}
-		case "VmSize", "VmRSS", "VmSwap":
+		case "VmSize", "VmRSS", "VmSwap", "VmHWM":
 			var n uint64
 			n, err = strconv.ParseUint(strings.TrimSuffix(val, " kB"), 10, 64)
 			switch key {
@@ -331,6 +332,8 @@ func parseStatus(r io.Reader) (PIDStatus, error) {
 				st.VmRSS = n
 			case "VmSwap":
 				st.VmSwap = n
+			case "VmHWM":
+				st.VmHWM = n
 			}
 		case "Threads":
 			st.Threads, err = strconv.Atoi(val)

@@ -277,7 +277,7 @@ func TestParseSmapsRollup(t *testing.T) {
 
 func TestParseStatus(t *testing.T) {
 	eq(t, "status", parseFixture(t, "pid_status", parseStatus), PIDStatus{Name: "bash", State: "S (sleeping)",
-		Tgid: 9399, PID: 9399, PPID: 9397, NStgid: []int{9399}, VmSize: 5132, VmRSS: 4100, VmSwap: 0,
+		Tgid: 9399, PID: 9399, PPID: 9397, NStgid: []int{9399}, VmSize: 5132, VmRSS: 4100, VmSwap: 0, VmHWM: 4100,
 		Threads: 1, VoluntaryCtxtSwitches: 248, NonvoluntaryCtxtSwitches: 53})
 	if _, err := parseStatus(strings.NewReader("Name: x\nUid: 1 2\nPid: 3\n")); err == nil {
 		t.Error("short Uid accepted")

@@ -1,9 +1,7 @@
 package syscap
 
 import (
-	"debug/buildinfo"
 	"debug/elf"
-	"debug/gosym"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/galago-project/galago/internal/elfsym"
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -32,24 +31,27 @@ type goFunc struct {
 var goTLSFuncs = []string{"crypto/tls.(*Conn).Write", "crypto/tls.(*Conn).Read"}
 
 // goTLSProbes finds crypto/tls.(*Conn).Write and Read in the Go
-// executable f: from its symbol table, or from .gopclntab when the binary
-// is stripped; and their RET instructions by disassembly.
-func goTLSProbes(f *elf.File, path string) ([]goFunc, error) {
-	bi, err := buildinfo.ReadFile(path)
+// executable f: from its symbol table, or from .gopclntab's function
+// table when the binary is stripped (elfsym: only these names are
+// compared, nothing is loaded whole); and their RET instructions by
+// disassembly. A file without Go build information is not looked at
+// further.
+func goTLSProbes(f *elfsym.File) ([]goFunc, error) {
+	v, err := f.GoVersion()
 	if err != nil {
-		return nil, ErrNotGoTLS
+		return nil, fmt.Errorf("%w: %w", ErrNotGoTLS, err)
 	}
-	if !goAtLeast(bi.GoVersion, 1, 17) {
-		return nil, fmt.Errorf("%w: %s", ErrNotGoTLS, bi.GoVersion)
+	if !goAtLeast(v, 1, 17) {
+		return nil, fmt.Errorf("%w: %s", ErrNotGoTLS, v)
 	}
 	var arch string
-	switch f.Machine {
+	switch f.ELF().Machine {
 	case elf.EM_X86_64:
 		arch = "amd64"
 	case elf.EM_AARCH64:
 		arch = "arm64"
 	default:
-		return nil, fmt.Errorf("%w: machine %s", ErrNotGoTLS, f.Machine)
+		return nil, fmt.Errorf("%w: machine %s", ErrNotGoTLS, f.ELF().Machine)
 	}
 	bounds, err := goFuncBounds(f, goTLSFuncs)
 	if err != nil {
@@ -61,7 +63,7 @@ func goTLSProbes(f *elf.File, path string) ([]goFunc, error) {
 		if !ok {
 			return nil, ErrNotGoTLS
 		}
-		off, code, err := codeAt(f, b[0], b[1])
+		off, code, err := codeAt(f.ELF(), b[0], b[1])
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -105,42 +107,27 @@ func goAtLeast(v string, major, minor int) bool {
 }
 
 // goFuncBounds returns [entry, end) virtual addresses of the named
-// functions: from .symtab if present, else from .gopclntab.
-func goFuncBounds(f *elf.File, names []string) (map[string][2]uint64, error) {
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
+// functions: from .symtab if present (exact sizes), else from
+// .gopclntab (a function ends where the next begins).
+func goFuncBounds(f *elfsym.File, names []string) (map[string][2]uint64, error) {
+	syms, err := f.Find(elfsym.Static, names)
+	if err != nil && !errors.Is(err, elfsym.ErrNoTable) {
+		return nil, err
 	}
 	out := map[string][2]uint64{}
-	if syms, err := f.Symbols(); err == nil {
-		for _, s := range syms {
-			if want[s.Name] && s.Size > 0 && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-				out[s.Name] = [2]uint64{s.Value, s.Value + s.Size}
-			}
-		}
-		if len(out) == len(want) {
-			return out, nil
+	for n, s := range syms {
+		if s.Defined && s.Size > 0 && s.Type == elf.STT_FUNC {
+			out[n] = [2]uint64{s.Value, s.Value + s.Size}
 		}
 	}
-	pcln := f.Section(".gopclntab")
-	text := f.Section(".text")
-	if pcln == nil || text == nil {
+	if len(out) == len(names) {
 		return out, nil
 	}
-	data, err := pcln.Data()
-	if err != nil {
-		return nil, fmt.Errorf("read .gopclntab: %w", err)
+	fns, err := f.GoFuncs(names)
+	if errors.Is(err, elfsym.ErrNotGo) {
+		return out, nil
 	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
-	if err != nil {
-		return nil, fmt.Errorf("parse .gopclntab: %w", err)
-	}
-	for name := range want {
-		if fn := tab.LookupFunc(name); fn != nil && fn.End > fn.Entry {
-			out[name] = [2]uint64{fn.Entry, fn.End}
-		}
-	}
-	return out, nil
+	return fns, err
 }
 
 // codeAt returns the file offset of virtual address start and the bytes
@@ -206,12 +193,12 @@ func (c *Capture) AttachGoTLS(path string) (attached bool, err error) {
 	if _, done := c.goFiles[id]; done {
 		return false, nil
 	}
-	f, err := elf.Open(path)
+	f, err := elfsym.Open(path)
 	if err != nil {
 		c.goFiles[id] = nil
 		return false, fmt.Errorf("%w: %w", ErrNotGoTLS, err)
 	}
-	funcs, err := goTLSProbes(f, path)
+	funcs, err := goTLSProbes(f)
 	f.Close()
 	if err != nil {
 		c.goFiles[id] = nil

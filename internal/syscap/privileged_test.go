@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"maps"
@@ -337,6 +338,18 @@ func TestOpenSSLPrivileged(t *testing.T) {
 			t.Errorf("curl read %d plaintext bytes, want headers + %d", got, len(page))
 		}
 	}
+	// A full ssl_calls: every SSL_read/SSL_write (curl's and nginx's)
+	// counts in the loss.
+	checkCallsFull(t, c, c.objs.SslCalls, func(i uint32) []byte {
+		k := make([]byte, 8) // a pid_tgid no thread has
+		binary.NativeEndian.PutUint64(k, 1<<62|uint64(i))
+		return k
+	}, func() {
+		body, err := exec.Command("curl", "-sk", "--http1.1", fmt.Sprintf("https://127.0.0.1:%d/index.html", port)).Output()
+		if err != nil || string(body) != page {
+			t.Fatalf("curl: %v, %d bytes", err, len(body))
+		}
+	}, c.objs.SslReadEnter, c.objs.SslWriteEnter, c.objs.SslReadExEnter, c.objs.SslWriteExEnter)
 }
 
 // TestSizePrefixReadPrivileged: a Kafka broker reads a request's 4-byte
@@ -481,6 +494,30 @@ func TestGoTLSPrivileged(t *testing.T) {
 			if n := bytes.Count(se, []byte("HTTP/1.1 200 OK")); n != 3 {
 				t.Errorf("%d responses in %q", n, se)
 			}
+			if !stripped {
+				return
+			}
+			// gotls exited with its server's Read pending: the sweep
+			// frees that entry.
+			if err := c.sweep(); err != nil {
+				t.Fatal(err)
+			}
+			var k goTLSKey
+			v := make([]byte, c.objs.GoTlsCalls.ValueSize())
+			if it := c.objs.GoTlsCalls.Iterate(); it.Next(&k, &v) {
+				t.Errorf("go_tls_calls keeps %+v after gotls exited and a sweep", k)
+			}
+			// A full go_tls_calls: every Read counts in the loss.
+			checkCallsFull(t, c, c.objs.GoTlsCalls, func(i uint32) []byte {
+				k := make([]byte, 16) // struct go_tls_key of a tgid no process has
+				binary.NativeEndian.PutUint32(k, 1<<31)
+				binary.NativeEndian.PutUint64(k[8:], uint64(i))
+				return k
+			}, func() {
+				if out, err := exec.Command(bin, "2").Output(); err != nil || len(out) == 0 {
+					t.Fatalf("gotls: %v %q", err, out)
+				}
+			}, c.objs.GoTlsReadEnter)
 		})
 	}
 }

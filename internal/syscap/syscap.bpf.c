@@ -1227,13 +1227,26 @@ struct {
 	__type(value, struct ssl_fd);
 } ssl_fds SEC(".maps");
 
-/* ssl_lost[0], per CPU: TLS calls whose socket could not be found. */
+/* ssl_lost[0], per CPU: TLS calls whose plaintext was lost: socket not
+ * found, or ssl_calls / go_tls_calls full. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
 } ssl_lost SEC(".maps");
+
+/* ssl_lost_inc counts a TLS call whose plaintext is lost: its socket
+ * not found, or no room to follow the call (ssl_calls, go_tls_calls
+ * full). */
+static __always_inline void ssl_lost_inc(void)
+{
+	__u32 zero = 0;
+	__u64 *lost = bpf_map_lookup_elem(&ssl_lost, &zero);
+
+	if (lost)
+		*lost += 1;
+}
 
 /* note_ssl_fd: a syscall on fd during a TLS call of this thread. */
 static __always_inline void note_ssl_fd(__u32 fd)
@@ -1286,7 +1299,10 @@ static __always_inline int ssl_enter(void *ssl, const void *buf, void *out_len, 
 	call.dir = dir;
 	if (dir == SYSCAP_EGRESS)
 		call.ts = bpf_ktime_get_ns();
-	bpf_map_update_elem(&ssl_calls, &id, &call, BPF_ANY);
+	/* A full ssl_calls loses the call's data: counted. (A handshake's
+	 * loss shows later, as a data call whose socket is not known.) */
+	if (bpf_map_update_elem(&ssl_calls, &id, &call, BPF_ANY) && dir != SSL_HANDSHAKE)
+		ssl_lost_inc();
 	return 0;
 }
 
@@ -1320,11 +1336,7 @@ static __always_inline int ssl_exit(long ret)
 			b.ts = call->ts;
 			on_data(fd, &b, n, call->dir, true);
 		} else {
-			__u32 zero = 0;
-			__u64 *lost = bpf_map_lookup_elem(&ssl_lost, &zero);
-
-			if (lost)
-				*lost += 1;
+			ssl_lost_inc();
 		}
 	}
 	bpf_map_delete_elem(&ssl_calls, &id);
@@ -1454,16 +1466,6 @@ static __always_inline __s64 go_conn_fd(__u64 conn)
 	return fd == -1 ? GO_FD_CLOSED : fd;
 }
 
-/* go_tls_lost counts a TLS call whose socket was not found. */
-static __always_inline void go_tls_lost(void)
-{
-	__u32 zero = 0;
-	__u64 *lost = bpf_map_lookup_elem(&ssl_lost, &zero);
-
-	if (lost)
-		*lost += 1;
-}
-
 /* go_tls_data sends n bytes of buf moved by a call on the socket fd (of
  * the call's tls.Conn, go_conn_fd). */
 static __always_inline void go_tls_data(__s64 fd, __u64 buf, __s64 n, __u8 dir)
@@ -1471,7 +1473,7 @@ static __always_inline void go_tls_data(__s64 fd, __u64 buf, __s64 n, __u8 dir)
 	struct bufs b = {};
 
 	if (fd < 0 || fd >= (1 << 30)) {
-		go_tls_lost();
+		ssl_lost_inc();
 		return;
 	}
 	b.buf = (const void *)buf;
@@ -1509,7 +1511,10 @@ static __always_inline int go_tls_enter(struct pt_regs *ctx, __u8 dir)
 	call.fd = go_conn_fd(GO_ARG0(ctx));
 	call.buf = GO_ARG1(ctx);
 	call.dir = dir;
-	bpf_map_update_elem(&go_tls_calls, &k, &call, BPF_ANY);
+	/* A full go_tls_calls: the Read's data cannot be followed to its
+	 * return, counted lost. */
+	if (bpf_map_update_elem(&go_tls_calls, &k, &call, BPF_ANY))
+		ssl_lost_inc();
 	return 0;
 }
 

@@ -446,22 +446,18 @@ func (c *Capture) sweep() error {
 		}
 		return ok
 	}
-	var key uint64
-	var v syscapSyscapConn
-	var stale []uint64
-	it := c.objs.Conns.Iterate()
-	for it.Next(&key, &v) {
-		if !isAlive(uint32(key >> 32)) {
-			stale = append(stale, key)
-		}
+	tgidOf := func(k uint64) uint32 { return uint32(k >> 32) }
+	if err := sweepGone(c.objs.Conns, tgidOf, isAlive); err != nil {
+		return err
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("syscap: sweep: %w", err)
+	// A process that exits in the middle of a TLS call (a server's
+	// goroutine blocked in Read) leaves its entry: it would hold a slot
+	// for good, and a full table loses calls.
+	if err := sweepGone(c.objs.SslCalls, tgidOf, isAlive); err != nil {
+		return err
 	}
-	for _, k := range stale {
-		if err := c.objs.Conns.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("syscap: sweep: %w", err)
-		}
+	if err := sweepGone(c.objs.GoTlsCalls, func(k goTLSKey) uint32 { return k.TGID }, isAlive); err != nil {
+		return err
 	}
 	var closed []Close
 	c.mu.Lock()
@@ -496,6 +492,38 @@ func (c *Capture) sweep() error {
 	}
 	c.hmu.Unlock()
 	return c.PollLost()
+}
+
+// goTLSKey is go_tls_calls' key (struct go_tls_key).
+type goTLSKey struct {
+	TGID uint32
+	_    uint32
+	G    uint64
+}
+
+// sweepGone deletes the entries of a table keyed by process (conns,
+// ssl_calls, go_tls_calls) whose process is gone.
+func sweepGone[K comparable](m *ebpf.Map, tgid func(K) uint32, alive func(uint32) bool) error {
+	var (
+		k     K
+		stale []K
+	)
+	v := make([]byte, m.ValueSize())
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if !alive(tgid(k)) {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("syscap: sweep %s: %w", m, err)
+	}
+	for _, k := range stale {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("syscap: sweep %s: %w", m, err)
+		}
+	}
+	return nil
 }
 
 // PollLost reports (Options.OnLost) the sockets not tracked because the

@@ -1,6 +1,7 @@
 package syscap
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/galago-project/galago/internal/elfsym"
 )
 
 // OpenSSL's plaintext entry points: the probe at entry (the buffer) and
@@ -18,14 +20,13 @@ import (
 var opensslProbes = []struct {
 	symbol    string
 	prog, ret func(*syscapObjects) *ebpf.Program
-	data      bool // moves plaintext (the file is OpenSSL only with one of these)
 }{
-	{"SSL_write", func(o *syscapObjects) *ebpf.Program { return o.SslWriteEnter }, sslReturn, true},
-	{"SSL_read", func(o *syscapObjects) *ebpf.Program { return o.SslReadEnter }, sslReturn, true},
-	{"SSL_write_ex", func(o *syscapObjects) *ebpf.Program { return o.SslWriteExEnter }, sslReturn, true},
-	{"SSL_read_ex", func(o *syscapObjects) *ebpf.Program { return o.SslReadExEnter }, sslReturn, true},
+	{"SSL_write", func(o *syscapObjects) *ebpf.Program { return o.SslWriteEnter }, sslReturn},
+	{"SSL_read", func(o *syscapObjects) *ebpf.Program { return o.SslReadEnter }, sslReturn},
+	{"SSL_write_ex", func(o *syscapObjects) *ebpf.Program { return o.SslWriteExEnter }, sslReturn},
+	{"SSL_read_ex", func(o *syscapObjects) *ebpf.Program { return o.SslReadExEnter }, sslReturn},
 	{"SSL_do_handshake", func(o *syscapObjects) *ebpf.Program { return o.SslHandshakeEnter },
-		func(o *syscapObjects) *ebpf.Program { return o.SslHandshakeReturn }, false},
+		func(o *syscapObjects) *ebpf.Program { return o.SslHandshakeReturn }},
 }
 
 func sslReturn(o *syscapObjects) *ebpf.Program { return o.SslReturn }
@@ -52,39 +53,37 @@ func (c *Capture) AttachOpenSSL(path string) (attached bool, err error) {
 	if _, done := c.tlsFiles[id]; done {
 		return false, nil
 	}
+	offs, err := opensslOffsets(path)
+	if err != nil {
+		if errors.Is(err, ErrNoOpenSSL) {
+			c.tlsFiles[id] = nil // remember: nothing to attach here
+		}
+		return false, err
+	}
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
 		return false, err
 	}
 	var links []link.Link
-	data := false
 	for _, p := range opensslProbes {
-		if !p.data && !data {
-			break // not OpenSSL: none of its data functions
+		off, ok := offs[p.symbol]
+		if !ok {
+			continue // no _ex variants before 1.1.1
 		}
-		enter, err := ex.Uprobe(p.symbol, p.prog(&c.objs), nil)
+		// The address given: cilium/ebpf never reads the file's symbols.
+		opts := &link.UprobeOptions{Address: off}
+		enter, err := ex.Uprobe(p.symbol, p.prog(&c.objs), opts)
 		if err != nil {
-			if errors.Is(err, link.ErrNoSymbol) || errors.Is(err, os.ErrNotExist) || errors.Is(err, link.ErrNotSupported) {
-				// No _ex variants before 1.1.1; an executable that only
-				// imports SSL_write (undefined here, in libssl) is not
-				// OpenSSL itself: its libssl is attached on its own.
-				continue
-			}
 			closeAll(links)
 			return false, fmt.Errorf("uprobe %s:%s: %w", path, p.symbol, err)
 		}
-		ret, err := ex.Uretprobe(p.symbol, p.ret(&c.objs), nil)
+		ret, err := ex.Uretprobe(p.symbol, p.ret(&c.objs), opts)
 		if err != nil {
 			enter.Close()
 			closeAll(links)
 			return false, fmt.Errorf("uretprobe %s:%s: %w", path, p.symbol, err)
 		}
 		links = append(links, enter, ret)
-		data = data || p.data
-	}
-	if !data {
-		c.tlsFiles[id] = nil // remember: nothing to attach here
-		return false, ErrNoOpenSSL
 	}
 	c.tlsFiles[id] = links
 	if !c.tlsOn {
@@ -93,6 +92,66 @@ func (c *Capture) AttachOpenSSL(path string) (attached bool, err error) {
 		}
 	}
 	return true, nil
+}
+
+// opensslOffsets are the file offsets of the OpenSSL functions probed
+// that the ELF file at path defines. The dynamic symbols decide first: a
+// file that defines SSL_read or SSL_write there is OpenSSL (libssl); one
+// that imports them uses a libssl, attached on its own (ErrNoOpenSSL
+// without reading .symtab); one that does neither may link OpenSSL
+// statically, with its symbols in .symtab only. Only these few names are
+// looked up (elfsym): a large executable costs a few buffers, not its
+// whole symbol table.
+func opensslOffsets(path string) (map[string]uint64, error) {
+	f, err := elfsym.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrNoOpenSSL, err)
+	}
+	defer f.Close()
+	names := make([]string, len(opensslProbes))
+	for i, p := range opensslProbes {
+		names[i] = p.symbol
+	}
+	dyn, err := f.Find(elfsym.Dynamic, names)
+	if err != nil && !errors.Is(err, elfsym.ErrNoTable) {
+		return nil, err
+	}
+	table := dyn
+	if !opensslData(dyn, true) {
+		if opensslData(dyn, false) {
+			return nil, ErrNoOpenSSL // imports libssl's
+		}
+		if table, err = f.Find(elfsym.Static, names); err != nil {
+			if errors.Is(err, elfsym.ErrNoTable) {
+				return nil, ErrNoOpenSSL
+			}
+			return nil, err
+		}
+	}
+	offs := map[string]uint64{}
+	for n, s := range table {
+		if s.Defined && s.Type == elf.STT_FUNC && s.Offset != 0 {
+			offs[n] = s.Offset
+		}
+	}
+	if !opensslData(table, true) {
+		return nil, ErrNoOpenSSL
+	}
+	return offs, nil
+}
+
+// opensslData tells whether syms has SSL_read or SSL_write, defined (or
+// imported).
+func opensslData(syms map[string]elfsym.Sym, defined bool) bool {
+	for _, n := range []string{"SSL_read", "SSL_write"} {
+		if s, ok := syms[n]; ok && s.Defined == defined && (!defined || s.Type == elf.STT_FUNC) {
+			return true
+		}
+	}
+	return false
 }
 
 func fileIDOf(path string) (fileID, error) {

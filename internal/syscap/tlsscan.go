@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,7 +26,7 @@ var hostLibDirs = []string{"/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/loc
 // another process.
 type procID struct {
 	pid   int
-	start string
+	start uint64
 }
 
 // TLSScanner attaches the capture's TLS uprobes to the OpenSSL and the Go
@@ -43,6 +44,9 @@ type TLSScanner struct {
 	// exes are the executables already looked at: the processes of one
 	// program (a PostgreSQL server's backends) cost one ELF read.
 	exes map[fileID]bool
+	// buf is reused for every /proc file read: a scan of the observed
+	// processes every TLSScanInterval allocates nothing per process.
+	buf []byte
 }
 
 // maxExes bounds TLSScanner.exes (forgotten, then filled again).
@@ -130,13 +134,13 @@ func (a *TLSScanner) Scan(observed func(int) bool) {
 			continue
 		}
 		dir := filepath.Join(a.root, "proc", e.Name())
-		id := procID{pid, startTime(dir)}
+		id := procID{pid, a.startTime(dir)}
 		live[id] = true
 		if a.seen[id] >= tlsScans {
 			continue
 		}
 		a.seen[id]++
-		for _, lib := range sslMappings(dir) {
+		for _, lib := range a.sslMappings(dir) {
 			a.attach(filepath.Join(dir, "root", lib))
 		}
 		if a.seen[id] == 1 {
@@ -152,39 +156,66 @@ func (a *TLSScanner) Scan(observed func(int) bool) {
 	}
 }
 
-// startTime is field 22 of /proc/<pid>/stat, "" if unreadable.
-func startTime(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, "stat"))
+// startTime is field 22 of /proc/<pid>/stat, 0 if unreadable.
+func (a *TLSScanner) startTime(dir string) uint64 {
+	f, err := os.Open(filepath.Join(dir, "stat"))
 	if err != nil {
-		return ""
+		return 0
 	}
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 {
-		if f := strings.Fields(string(b[i+1:])); len(f) > 19 {
-			return f[19]
+	defer f.Close()
+	if a.buf == nil {
+		a.buf = make([]byte, 4096)
+	}
+	n, _ := io.ReadFull(f, a.buf)
+	b := a.buf[:n]
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	// Fields after the command: state is field 3, starttime 22.
+	b = b[i+1:]
+	for field := 3; field < 22; field++ { // skip fields 3..21
+		b = bytes.TrimLeft(b, " ")
+		j := bytes.IndexByte(b, ' ')
+		if j < 0 {
+			return 0
 		}
+		b = b[j:]
 	}
-	return ""
+	b = bytes.TrimLeft(b, " ")
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return v
 }
 
 // sslMappings are the libssl files a process maps (paths in its mount
 // namespace).
-func sslMappings(dir string) []string {
+func (a *TLSScanner) sslMappings(dir string) []string {
 	f, err := os.Open(filepath.Join(dir, "maps"))
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
+	if a.buf == nil {
+		a.buf = make([]byte, 4096)
+	}
 	var out []string
 	sc := bufio.NewScanner(f)
+	sc.Buffer(a.buf, 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		i := strings.IndexByte(line, '/')
+		line := sc.Bytes()
+		i := bytes.IndexByte(line, '/')
 		if i < 0 {
 			continue
 		}
 		p := line[i:]
-		if base := filepath.Base(p); strings.HasPrefix(base, "libssl.so") && !slices.Contains(out, p) {
-			out = append(out, p)
+		if base := p[bytes.LastIndexByte(p, '/')+1:]; bytes.HasPrefix(base, []byte("libssl.so")) && !slices.Contains(out, string(p)) {
+			out = append(out, string(p))
 		}
 	}
 	return out

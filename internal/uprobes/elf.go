@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/galago-project/galago/internal/elfsym"
 )
 
 // ErrNoNote says a file carries no USDT note of the probe asked for.
@@ -28,36 +30,18 @@ func fileOffset(f *elf.File, addr uint64) (uint64, error) {
 // dynamic symbols: of each name's default version (a libc exports old
 // versions of some functions at other addresses, e.g. pthread_cond_wait
 // @GLIBC_2.2.5 beside @@GLIBC_2.3.2). Names the file lacks are absent.
+// Only the names asked are compared (elfsym), nothing is loaded whole.
 func DefaultSymbols(path string, names []string) (map[string]uint64, error) {
-	f, err := elf.Open(path)
+	f, err := elfsym.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	syms, err := f.DynamicSymbols()
+	offs, err := f.Funcs(names, elfsym.Dynamic)
 	if err != nil {
 		return nil, fmt.Errorf("%s: dynamic symbols: %w", path, err)
 	}
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
-	out := map[string]uint64{}
-	for _, s := range syms {
-		if !want[s.Name] || s.Value == 0 || elf.ST_TYPE(s.Info) != elf.STT_FUNC {
-			continue
-		}
-		hidden := s.HasVersion && s.VersionIndex.IsHidden()
-		if _, ok := out[s.Name]; ok && hidden {
-			continue // an older version of a name already found
-		}
-		off, err := fileOffset(f, s.Value)
-		if err != nil {
-			continue
-		}
-		out[s.Name] = off
-	}
-	return out, nil
+	return offs, nil
 }
 
 // USDT is one USDT probe of a file (a .note.stapsdt entry).

@@ -58,7 +58,8 @@
 // every map): the capture's largest tables are preallocated, as a record's
 // path must not fail to allocate: conns (65536 connections, 7.5 MiB), the
 // ring, ssl_calls and go_tls_calls (16384 TLS calls in flight each, 1.8 and
-// 1.6 MiB) and ssl_fds (syscap.SSLFDs, 16384 SSL objects, 1.5 MiB; an LRU:
+// 1.6 MiB; a call that finds them full counts as lost, and the entries of
+// processes that exited mid-call are swept) and ssl_fds (syscap.SSLFDs, 16384 SSL objects, 1.5 MiB; an LRU:
 // the least recently used is forgotten, and a buffered TLS call that
 // needed it counts as lost). The snooper filter's maps allocate on insert
 // (0.8 MiB of buckets). With tcp and socket, the daemon holds ~23 MiB of
@@ -101,7 +102,18 @@
 // capture did not copy hid one) reports it, and the probe counts it in
 // galago_probe_events_lost_total{probe="l7"}, with lost ring buffer records,
 // connections the kernel table had no room for and TLS calls whose socket
-// was not found (the last two read at each report period).
+// was not found or that found ssl_calls/go_tls_calls full (the last two
+// read at each report period).
+//
+// TLS attach cost: each observed process's executable and libssl files
+// are looked at once per file (device, inode). Only the few functions
+// probed are looked up (internal/elfsym: symbol tables streamed through
+// fixed buffers, a stripped Go binary's .gopclntab walked in place), so
+// a large Go executable costs three 16 KiB buffers and its headers, not
+// its symbol table (tens of MB of garbage before); an executable that
+// imports SSL_read or SSL_write is not read further (its libssl is
+// attached on its own), and one without .go.buildinfo is not probed for
+// Go crypto/tls.
 //
 // # sermant
 //

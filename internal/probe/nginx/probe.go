@@ -189,26 +189,30 @@ func (p *Probe) attachElfLocked(path string) error {
 
 // attachLocked attaches every hook whose symbol the file at path has.
 func (p *Probe) attachLocked(path string, id fileID) error {
+	offs, err := hookOffsets(path)
+	if err != nil {
+		return err
+	}
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
 		return err
 	}
 	a := &attached{path: path}
-	absent := func(err error) bool {
-		return errors.Is(err, link.ErrNoSymbol) || errors.Is(err, link.ErrNotSupported)
-	}
 	for _, h := range hooks {
-		l, err := ex.Uprobe(h.sym, p.coll.Programs[h.enter], nil)
-		if absent(err) {
+		off, ok := offs[h.sym]
+		if !ok {
 			continue
 		}
+		// The address given: cilium/ebpf never reads the file's symbols.
+		opts := &link.UprobeOptions{Address: off}
+		l, err := ex.Uprobe(h.sym, p.coll.Programs[h.enter], opts)
 		if err != nil {
 			closeLinks(a.links)
 			return fmt.Errorf("uprobe %s: %w", h.sym, err)
 		}
 		a.links = append(a.links, l)
 		if h.ret != "" {
-			r, err := ex.Uretprobe(h.sym, p.coll.Programs[h.ret], nil)
+			r, err := ex.Uretprobe(h.sym, p.coll.Programs[h.ret], opts)
 			if err != nil {
 				closeLinks(a.links)
 				return fmt.Errorf("uretprobe %s: %w", h.sym, err)

@@ -3,7 +3,7 @@ package nginx
 import (
 	"bufio"
 	"bytes"
-	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/galago-project/galago/internal/elfsym"
 )
 
 // fileID identifies an ELF file across mount namespaces.
@@ -109,22 +111,27 @@ func inRoot(root string, pid int, path string) string {
 // feature can attach to: not ELF, or without the defined functions
 // ngx_event_connect_peer and ngx_close_connection in .symtab or .dynsym.
 func checkExe(path string) error {
-	f, err := elf.Open(path)
+	offs, err := hookOffsets(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	want := map[string]bool{hooks[0].sym: false, hooks[1].sym: false}
-	for _, read := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
-		syms, _ := read() // ErrNoSymbols: stripped of that table
-		for _, s := range syms {
-			if _, ok := want[s.Name]; ok && elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF {
-				want[s.Name] = true
-			}
-		}
-	}
-	if !want[hooks[0].sym] || !want[hooks[1].sym] {
+	if offs[hooks[0].sym] == 0 || offs[hooks[1].sym] == 0 {
 		return fmt.Errorf("no symbols %s and %s: not nginx, or stripped of its symbol tables", hooks[0].sym, hooks[1].sym)
 	}
 	return nil
+}
+
+// hookOffsets are the file offsets of the hooked functions the file at
+// path defines, from .symtab, else .dynsym (only these names are looked
+// up: a large executable's symbols are never loaded whole).
+func hookOffsets(path string) (map[string]uint64, error) {
+	names := make([]string, len(hooks))
+	for i, h := range hooks {
+		names[i] = h.sym
+	}
+	offs, err := elfsym.Funcs(path, names, elfsym.Static, elfsym.Dynamic)
+	if errors.Is(err, elfsym.ErrNoTable) {
+		return map[string]uint64{}, nil
+	}
+	return offs, err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/elfsym"
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -107,17 +108,32 @@ func (d *dnsHooks) scan(pids []int) error {
 }
 
 func (d *dnsHooks) attach(path string) ([]link.Link, error) {
+	names := make([]string, len(resolverFuncs))
+	for i, fn := range resolverFuncs {
+		names[i] = fn.symbol
+	}
+	// Only these names are looked up: the library's symbols are never
+	// loaded whole.
+	offs, err := elfsym.Funcs(path, names, elfsym.Dynamic, elfsym.Static)
+	if err != nil && !errors.Is(err, elfsym.ErrNoTable) {
+		return nil, fmt.Errorf("proc: %s: %w", path, err)
+	}
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
 		return nil, fmt.Errorf("proc: open %s: %w", path, err)
 	}
 	var links []link.Link
 	for _, fn := range resolverFuncs {
-		enter, err := ex.Uprobe(fn.symbol, fn.enter(d.objs), nil)
-		if err != nil {
+		off, ok := offs[fn.symbol]
+		if !ok {
 			continue // not in this library (musl has no gethostbyname2 in old versions)
 		}
-		ret, err := ex.Uretprobe(fn.symbol, d.objs.ProcDnsReturn, nil)
+		opts := &link.UprobeOptions{Address: off}
+		enter, err := ex.Uprobe(fn.symbol, fn.enter(d.objs), opts)
+		if err != nil {
+			continue
+		}
+		ret, err := ex.Uretprobe(fn.symbol, d.objs.ProcDnsReturn, opts)
 		if err != nil {
 			enter.Close()
 			continue
