@@ -181,10 +181,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	old := p.cfg
 	p.cfg, p.rediscover = cfg, true
 	if p.period(cfg) != p.period(old) {
-		select {
-		case p.periodChanged <- struct{}{}:
-		default:
-		}
+		probe.Kick(p.periodChanged)
 	}
 	return nil
 }

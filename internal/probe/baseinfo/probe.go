@@ -161,10 +161,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		}
 	}
 	if p.period(cfg) != p.period(old) {
-		select {
-		case p.periodChanged <- struct{}{}:
-		default:
-		}
+		probe.Kick(p.periodChanged)
 	}
 	return nil
 }

@@ -198,10 +198,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	old := p.cfg
 	p.cfg = cfg
 	if p.period(cfg) != p.period(old) {
-		select {
-		case p.changed <- struct{}{}:
-		default:
-		}
+		probe.Kick(p.changed)
 	}
 	return nil
 }

@@ -255,10 +255,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		p.period.Store(int64(old.Params.Period()))
 		return err
 	}
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.wake)
 	return nil
 }
 

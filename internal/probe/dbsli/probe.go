@@ -205,10 +205,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return fmt.Errorf("%s: not started", p.v.name)
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 

@@ -406,10 +406,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	}
 	p.hub.setActive(active(cfg), time.Duration(samplePeriod(cfg)))
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 

@@ -376,10 +376,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return err
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 

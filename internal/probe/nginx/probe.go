@@ -246,10 +246,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		}
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 

@@ -334,10 +334,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return fmt.Errorf("socket: %w", err)
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 
@@ -391,10 +388,7 @@ func (p *Probe) handle(raw []byte) error {
 	if rt := p.runtime(); rt != nil {
 		rt.Logger().Debug("socket: unowned socket, owner walk requested", "family", req.Family, "port", req.Port, "netns", req.Netns)
 	}
-	select {
-	case p.walkReq <- struct{}{}:
-	default: // a walk is already pending
-	}
+	probe.Kick(p.walkReq) // one pending walk covers every request
 	return nil
 }
 

@@ -334,10 +334,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	if err := p.filter.Sync(cfg.Targets); err != nil {
 		return fmt.Errorf("tcp: snooper filter: %w", err)
 	}
-	select {
-	case p.cfgChanged <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.cfgChanged)
 	return nil
 }
 
