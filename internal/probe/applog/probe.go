@@ -204,13 +204,7 @@ func (p *Probe) Stop() error {
 }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.interval, cfg.Params)
 }
 
 func (p *Probe) run(ctx context.Context) error {

@@ -98,13 +98,7 @@ func (p *Probe) Tables() []*table.Table {
 }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.interval, cfg.Params)
 }
 
 // Start loads the OOM program (without it container_oom is not reported,

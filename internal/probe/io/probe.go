@@ -131,13 +131,7 @@ func (p *Probe) Tables() []*table.Table {
 }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.interval, cfg.Params)
 }
 
 // Start loads the BPF object, attaches the hooks of the enabled sub-items
@@ -429,29 +423,13 @@ func (p *Probe) handle(raw []byte) error {
 
 // run ends a report period on every tick.
 func (p *Probe) run(ctx context.Context) error {
-	p.mu.Lock()
-	cur := p.period(p.cfg)
-	p.mu.Unlock()
-	t := time.NewTicker(cur)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-p.kick:
-			p.mu.Lock()
-			if d := p.period(p.cfg); d != cur {
-				cur = d
-				t.Reset(d)
-			}
-			p.mu.Unlock()
-		case <-t.C:
-			if err := p.report(p.now()); err != nil {
-				p.rt.Error()
-				p.log.Warn("io: report failed", "err", err)
-			}
+	probe.Every(ctx, p.kick, &p.mu, func() time.Duration { return p.period(p.cfg) }, func() {
+		if err := p.report(p.now()); err != nil {
+			p.rt.Error()
+			p.log.Warn("io: report failed", "err", err)
 		}
-	}
+	})
+	return nil
 }
 
 // readCounts sums dev_counts over CPUs.

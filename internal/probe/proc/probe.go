@@ -278,44 +278,22 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 }
 
 func (p *Probe) reportPeriod(cfg probe.Config) time.Duration {
-	if p.period > 0 {
-		return p.period
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.period, cfg.Params)
 }
 
 // run ends a report period on every tick, and once more when stopped, so
 // that what the last partial period counted is published.
 func (p *Probe) run(ctx context.Context) error {
-	p.mu.Lock()
-	cur := p.reportPeriod(p.cfg)
-	p.mu.Unlock()
-	t := time.NewTicker(cur)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			if err := p.report(); err != nil {
-				p.log.Warn("proc: last report failed", "err", err)
-			}
-			return nil
-		case <-p.kick:
-			p.mu.Lock()
-			if d := p.reportPeriod(p.cfg); d != cur {
-				cur = d
-				t.Reset(d)
-			}
-			p.mu.Unlock()
-		case <-t.C:
-			if err := p.report(); err != nil {
-				p.rt.Error()
-				p.log.Warn("proc: report failed", "err", err)
-			}
+	probe.Every(ctx, p.kick, &p.mu, func() time.Duration { return p.reportPeriod(p.cfg) }, func() {
+		if err := p.report(); err != nil {
+			p.rt.Error()
+			p.log.Warn("proc: report failed", "err", err)
 		}
+	})
+	if err := p.report(); err != nil {
+		p.log.Warn("proc: last report failed", "err", err)
 	}
+	return nil
 }
 
 // report drains the kernel's rows and publishes them as one period.

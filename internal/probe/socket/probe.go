@@ -131,13 +131,7 @@ func (p *Probe) Name() string { return Name }
 func (p *Probe) Tables() []*table.Table { return []*table.Table{table.EndpointTcp, table.EndpointUdp} }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.interval, cfg.Params)
 }
 
 // Start loads the BPF object, attaches the hooks of the enabled sub-items
