@@ -117,6 +117,14 @@ func TestStatsEnablesWhileRegistered(t *testing.T) {
 	if err := s.Register("d", nil); err == nil {
 		t.Fatal("enable failure not reported")
 	}
+	var buf bytes.Buffer
+	s.TryRegister(slog.New(slog.NewTextHandler(&buf, nil)), "d", nil)
+	if got := buf.String(); !strings.Contains(got, `msg="d: BPF run-time statistics unavailable" err="enable BPF run-time statistics: EPERM"`) {
+		t.Fatalf("TryRegister's failure logged as %q", got)
+	}
+	var none *Stats // no statistics wanted
+	none.TryRegister(nil, "e", nil)
+	none.Unregister("e")
 }
 
 func TestCString(t *testing.T) {

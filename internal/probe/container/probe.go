@@ -155,11 +155,7 @@ func (p *Probe) loadOOM() error {
 	if err != nil {
 		return fmt.Errorf("container: %w", err)
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, map[string]*ebpf.Program{"mark_victim": objs.MarkVictim}); err != nil {
-			p.log.Warn("container: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, map[string]*ebpf.Program{"mark_victim": objs.MarkVictim})
 	return nil
 }
 

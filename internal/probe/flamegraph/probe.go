@@ -173,11 +173,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.Join(err, p.closeLocked())
 	}
 	p.hub.setActive(active(cfg), time.Duration(samplePeriod(cfg)))
-	if p.stats != nil {
-		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			p.log.Warn("flamegraph: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, p.coll.Programs)
 	rt.Go(p.filter.Run)
 	rt.Go(p.run)
 	rt.Go(p.jit.run)
@@ -424,9 +420,7 @@ func (p *Probe) Stop() error {
 func (p *Probe) closeLocked() error {
 	var errs []error
 	p.hub.setActive([nKinds]bool{}, 0)
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	p.perf.Close()
 	p.perf = nil
 	closeLinks(p.memLinks)

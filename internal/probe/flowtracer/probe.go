@@ -100,11 +100,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	p.origins.set(p.objs.Origins)
 	p.rt = rt
-	if p.stats != nil {
-		if err := p.stats.Register(Name, map[string]*ebpf.Program{"flowtracer_sockops": p.objs.FlowtracerSockops}); err != nil {
-			p.log.Warn("flowtracer: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, map[string]*ebpf.Program{"flowtracer_sockops": p.objs.FlowtracerSockops})
 	rt.Go(p.run)
 	return nil
 }
@@ -184,9 +180,7 @@ func (p *Probe) Stop() error {
 func (p *Probe) closeLocked() error {
 	var errs []error
 	p.origins.set(nil)
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	if p.link != nil {
 		errs = append(errs, p.link.Close())
 		p.link = nil

@@ -174,11 +174,7 @@ func (p *Probe) load(cfg probe.Config, log *slog.Logger) error {
 		}
 		p.links = append(p.links, l)
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			log.Warn("hw: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(log, Name, p.coll.Programs)
 	return nil
 }
 
@@ -188,9 +184,7 @@ func (p *Probe) closeLocked() {
 	}
 	p.links = nil
 	if p.coll != nil {
-		if p.stats != nil {
-			p.stats.Unregister(Name)
-		}
+		p.stats.Unregister(Name)
 		p.coll.Close()
 		p.coll = nil
 	}

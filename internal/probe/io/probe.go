@@ -157,11 +157,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		p.rt = nil
 		return errors.Join(err, p.closeLocked())
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			p.log.Warn("io: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, p.coll.Programs)
 	rt.Go(p.reader.Run)
 	rt.Go(p.run)
 	return nil
@@ -385,9 +381,7 @@ func (p *Probe) Stop() error {
 
 func (p *Probe) closeLocked() error {
 	var errs []error
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	for name, l := range p.links {
 		errs = append(errs, l.Close())
 		delete(p.links, name)

@@ -155,11 +155,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		p.rt = nil
 		return errors.Join(fmt.Errorf("nginx: %w", err), p.closeLocked())
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			rt.Logger().Warn("nginx: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(rt.Logger(), Name, p.coll.Programs)
 	rt.Logger().Info("nginx: links are counted per client address, virtual and server; client_port is not set " +
 		"(clients' ephemeral ports would make a row per connection); UDP stream proxying and unix-socket upstreams are not observed")
 	rt.Go(p.reader.Run)
@@ -271,9 +267,7 @@ func (p *Probe) closeLocked() error {
 		errs = append(errs, p.reader.Close())
 		p.reader = nil
 	}
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	if p.coll != nil {
 		p.coll.Close()
 		p.coll = nil

@@ -156,11 +156,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		maps.Copy(progs, p.cpu.programs())
 		rt.Go(p.cpu.filter.Run)
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, progs); err != nil {
-			p.log.Warn("proc: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, progs)
 	rt.Go(p.run)
 	return nil
 }
@@ -357,9 +353,7 @@ func (p *Probe) Stop() error {
 }
 
 func (p *Probe) closeLocked() error {
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	var errs []error
 	if p.sc != nil {
 		errs = append(errs, p.sc.Close())

@@ -168,11 +168,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		p.rt = nil
 		return errors.Join(fmt.Errorf("socket: %w", err), p.closeLocked())
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			p.log.Warn("socket: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, p.coll.Programs)
 	rd := p.reader
 	rt.Go(rd.Run)
 	rt.Go(p.filter.Run)
@@ -344,9 +340,7 @@ func (p *Probe) Stop() error {
 
 func (p *Probe) closeLocked() error {
 	var errs []error
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	for name, l := range p.links {
 		errs = append(errs, l.Close())
 		delete(p.links, name)

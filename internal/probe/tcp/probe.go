@@ -280,11 +280,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	if err != nil {
 		return fmt.Errorf("tcp: %w", err)
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, progs); err != nil {
-			log.Warn("tcp: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(log, Name, progs)
 	if cfg.Has(bitDelay) {
 		log.Warn("tcp: proc_flow_perf sys_delay is not measured by galago (no hook for the moment data is read on this kernel): see the tcp package documentation")
 	}
@@ -347,9 +343,7 @@ func (p *Probe) Stop() error {
 }
 
 func (p *Probe) closeLocked() {
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	if p.reader != nil {
 		_ = p.reader.Close()
 		p.reader = nil

@@ -228,11 +228,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	p.procs = map[uint32]proc{}
 	p.cmu.Unlock()
 	p.hub.setActive(true, p.procName)
-	if p.stats != nil {
-		if err := p.stats.Register(Name, tp.Programs()); err != nil {
-			p.log.Warn("tprofiling: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, tp.Programs())
 	rt.Go(tp.RunFilter)
 	// The last output waits for the reader's final drain: the events
 	// still in the ring when the probe stops are written too.
@@ -645,9 +641,7 @@ func (p *Probe) Stop() error {
 
 func (p *Probe) closeLocked() error {
 	p.hub.setActive(false, nil)
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	var errs []error
 	if p.tp != nil {
 		errs = append(errs, p.tp.Close())
