@@ -83,7 +83,7 @@ type Probe struct {
 	pushFailing bool      // run loop only
 	drops       [6]uint64 // per enum flame_drop, reported so far
 	kick        chan struct{}
-	stopOnce    sync.Once
+	stopOnce    probe.StopOnce
 }
 
 var (
@@ -409,13 +409,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 // Stop detaches every hook and unloads the object. The Manager has already
 // cancelled the loop (which wrote the last window) and waited for it.
 // Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	var errs []error

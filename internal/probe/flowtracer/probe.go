@@ -41,7 +41,7 @@ type Probe struct {
 	loaded   bool
 	link     link.Link
 	lost     uint64 // FT_NO_ROOM + FT_FULL reported so far
-	stopOnce sync.Once
+	stopOnce probe.StopOnce
 }
 
 var _ probe.Probe = (*Probe)(nil)
@@ -169,13 +169,7 @@ func (p *Probe) pollLost() error {
 
 // Stop detaches the program, empties the shared table and unloads the
 // object. Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	var errs []error

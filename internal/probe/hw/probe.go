@@ -50,7 +50,7 @@ type Probe struct {
 	prevNIC  map[hwNicKey]uint64
 	prevMC   map[hwMcKey]uint64
 	drops    [2]uint64
-	stopOnce sync.Once
+	stopOnce probe.StopOnce
 }
 
 var (
@@ -192,12 +192,7 @@ func (p *Probe) closeLocked() {
 
 // Stop detaches and unloads. Idempotent.
 func (p *Probe) Stop() error {
-	p.stopOnce.Do(func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.closeLocked()
-	})
-	return nil
+	return p.stopOnce.Do(&p.mu, func() error { p.closeLocked(); return nil })
 }
 
 // collect publishes the rows of the period c ends.

@@ -77,7 +77,7 @@ type Probe struct {
 	filter    map[Dev]bool   // devices params.dev_name selects; nil: all
 	filterFor string         // the dev_name filter was resolved for
 	filterErr string         // last resolution error logged
-	stopOnce  sync.Once
+	stopOnce  probe.StopOnce
 
 	// lat are the two per-disk latency maps: lat[active] is in
 	// lat_active[0], the other is empty and waits for the next swap.
@@ -371,13 +371,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 }
 
 // Stop detaches every hook and unloads the object. Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	var errs []error

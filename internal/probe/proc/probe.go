@@ -53,7 +53,7 @@ type Probe struct {
 	cpu      *cpuStats     // nil when sched_switch is missing
 	last     time.Time     // end of the last report period
 	kick     chan struct{}
-	stopOnce sync.Once
+	stopOnce probe.StopOnce
 	// omitLogged: the fields proc_io and proc_pagecache never report were
 	// logged (once per probe instance).
 	omitLogged bool
@@ -344,13 +344,7 @@ func (p *Probe) report() error {
 }
 
 // Stop detaches the programs and unloads the object. Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	p.stats.Unregister(Name)

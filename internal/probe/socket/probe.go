@@ -84,7 +84,7 @@ type Probe struct {
 	walkReq  chan struct{} // a hook met an unowned socket
 	seq      uint64        // report periods ended (socket_period)
 	lost     uint64        // agg_lost reported so far
-	stopOnce sync.Once
+	stopOnce probe.StopOnce
 	// owners: the socket owner maps shared with the tcp probe (nil: the
 	// object's own); releaseOwners gives them back after coll is closed.
 	owners        *sockowner.Shared
@@ -330,13 +330,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 
 // Stop detaches every hook and unloads the object. The Manager has already
 // cancelled the reader and report loop and waited for them. Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	var errs []error

@@ -102,7 +102,7 @@ type Probe struct {
 	rt       probe.Runtime
 	log      *slog.Logger
 	tp       *syscap.Tprof
-	stopOnce sync.Once
+	stopOnce probe.StopOnce
 
 	amu sync.Mutex // the aggregator: the reader adds, the run loop takes
 	agg *aggregator
@@ -631,13 +631,7 @@ func readTrim(path string) string {
 // Stop detaches every hook and unloads the programs. The Manager has
 // already cancelled the loop (which wrote the last events) and waited for
 // it. Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	p.hub.setActive(false, nil)
