@@ -296,7 +296,7 @@ func (p *Probe) syncMem(want bool) error {
 			}
 			l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 			if err != nil {
-				closeLinks(p.memLinks)
+				_ = bpfrt.CloseLinks(p.memLinks)
 				p.memLinks = nil
 				return fmt.Errorf("flamegraph: attach tp_btf/%s: %w", name, err)
 			}
@@ -307,7 +307,7 @@ func (p *Probe) syncMem(want bool) error {
 		return err
 	}
 	if !want && len(p.memLinks) > 0 {
-		closeLinks(p.memLinks)
+		_ = bpfrt.CloseLinks(p.memLinks)
 		p.memLinks = nil
 	}
 	return nil
@@ -417,7 +417,7 @@ func (p *Probe) closeLocked() error {
 	p.stats.Unregister(Name)
 	p.perf.Close()
 	p.perf = nil
-	closeLinks(p.memLinks)
+	_ = bpfrt.CloseLinks(p.memLinks)
 	p.memLinks = nil
 	if p.glibc != nil {
 		p.glibc.close()

@@ -179,9 +179,7 @@ func (p *Probe) load(cfg probe.Config, log *slog.Logger) error {
 }
 
 func (p *Probe) closeLocked() {
-	for i := len(p.links) - 1; i >= 0; i-- {
-		_ = p.links[i].Close()
-	}
+	_ = bpfrt.CloseLinks(p.links)
 	p.links = nil
 	if p.coll != nil {
 		p.stats.Unregister(Name)

@@ -68,7 +68,7 @@ type Probe struct {
 	rt        probe.Runtime
 	log       *slog.Logger
 	coll      *ebpf.Collection
-	links     map[string]link.Link
+	links     bpfrt.Links
 	reader    *bpfrt.Reader
 	absent    map[string]bool
 	kick      chan struct{}
@@ -200,7 +200,7 @@ func (p *Probe) load() error {
 	if err := p.coll.Maps["lat_active"].Put(uint32(0), p.lat[0]); err != nil {
 		return fmt.Errorf("io: latency map: %w", err)
 	}
-	p.links = map[string]link.Link{}
+	p.links = bpfrt.Links{}
 	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
 		Ring:   p.coll.Maps["events"],
 		Lost:   p.coll.Maps[bpfrt.LostEventsMap],
@@ -256,24 +256,15 @@ func (p *Probe) apply(cfg probe.Config) error {
 // others.
 func (p *Probe) syncLinks(sub uint32) error {
 	for _, h := range hooks {
-		want := sub&h.sub != 0 && !p.absent[h.prog]
-		l, have := p.links[h.prog]
-		switch {
-		case want && !have:
-			l, err := link.AttachTracing(link.TracingOptions{Program: p.coll.Programs[h.prog], AttachType: ebpf.AttachTraceRawTp})
-			if err != nil {
-				return fmt.Errorf("io: attach %s: %w", h.prog, err)
-			}
-			p.links[h.prog] = l
-		case !want && have:
-			if err := l.Close(); err != nil {
-				return fmt.Errorf("io: detach %s: %w", h.prog, err)
-			}
-			delete(p.links, h.prog)
-			if h.prog == "io_rq_issue" {
-				if err := p.clearInflight(); err != nil {
-					return err
-				}
+		detached, err := p.links.Set(h.prog, sub&h.sub != 0 && !p.absent[h.prog], func() (link.Link, error) {
+			return link.AttachTracing(link.TracingOptions{Program: p.coll.Programs[h.prog], AttachType: ebpf.AttachTraceRawTp})
+		})
+		if err != nil {
+			return fmt.Errorf("io: %w", err)
+		}
+		if detached && h.prog == "io_rq_issue" {
+			if err := p.clearInflight(); err != nil {
+				return err
 			}
 		}
 	}
@@ -376,10 +367,7 @@ func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 func (p *Probe) closeLocked() error {
 	var errs []error
 	p.stats.Unregister(Name)
-	for name, l := range p.links {
-		errs = append(errs, l.Close())
-		delete(p.links, name)
-	}
+	errs = append(errs, p.links.Close())
 	if p.reader != nil {
 		errs = append(errs, p.reader.Close())
 		p.reader = nil

@@ -199,14 +199,14 @@ func (p *Probe) attachLocked(path string, id fileID) error {
 			continue
 		}
 		if err != nil {
-			closeLinks(a.links)
+			_ = bpfrt.CloseLinks(a.links)
 			return fmt.Errorf("uprobe %s: %w", h.sym, err)
 		}
 		a.links = append(a.links, l)
 		if h.ret != "" {
 			r, err := ex.Uretprobe(h.sym, p.coll.Programs[h.ret], nil)
 			if err != nil {
-				closeLinks(a.links)
+				_ = bpfrt.CloseLinks(a.links)
 				return fmt.Errorf("uretprobe %s: %w", h.sym, err)
 			}
 			a.links = append(a.links, r)
@@ -218,12 +218,6 @@ func (p *Probe) attachLocked(path string, id fileID) error {
 		p.rt.Logger().Info("nginx: uprobes attached", "file", path, "functions", a.funcs)
 	}
 	return nil
-}
-
-func closeLinks(ls []link.Link) {
-	for _, l := range ls {
-		_ = l.Close()
-	}
 }
 
 // Reconfigure applies new parameters: report_period, and elf_path, which
@@ -259,7 +253,7 @@ func (p *Probe) closeLocked() error {
 	}
 	p.stopped = true
 	for _, a := range p.files {
-		closeLinks(a.links)
+		_ = bpfrt.CloseLinks(a.links)
 	}
 	p.files = nil
 	var errs []error

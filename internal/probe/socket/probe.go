@@ -73,7 +73,7 @@ type Probe struct {
 	rt       probe.Runtime
 	log      *slog.Logger
 	coll     *ebpf.Collection
-	links    map[string]link.Link
+	links    bpfrt.Links
 	reader   *bpfrt.Reader
 	filter   *bpfrt.FilterSync
 	cgroup2  string
@@ -232,7 +232,7 @@ func (p *Probe) load(cfg probe.Config) error {
 	if err != nil {
 		return fmt.Errorf("socket: load: %w", err)
 	}
-	p.links = map[string]link.Link{}
+	p.links = bpfrt.Links{}
 	if p.walker, err = link.AttachIter(link.IterOptions{Program: p.coll.Programs["walk_owners"]}); err != nil {
 		p.walker = nil
 		_ = p.missing.Report(&bpfrt.HookError{Hook: "iter/task_file", Err: err},
@@ -278,26 +278,14 @@ func (p *Probe) runtime() probe.Runtime {
 // others; each sub-item's hooks come and go together.
 func (p *Probe) syncLinks(sub uint32) error {
 	for _, h := range hooks {
-		want := sub&h.sub != 0 && !p.absent[h.prog]
-		l, have := p.links[h.prog]
-		switch {
-		case want && !have:
+		if _, err := p.links.Set(h.prog, sub&h.sub != 0 && !p.absent[h.prog], func() (link.Link, error) {
 			prog := p.coll.Programs[h.prog]
-			var err error
 			if h.kind == "tp_btf" {
-				l, err = link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
-			} else {
-				l, err = link.AttachCgroup(link.CgroupOptions{Path: p.cgroup2, Attach: h.attach, Program: prog})
+				return link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 			}
-			if err != nil {
-				return fmt.Errorf("socket: attach %s: %w", h.prog, err)
-			}
-			p.links[h.prog] = l
-		case !want && have:
-			if err := l.Close(); err != nil {
-				return fmt.Errorf("socket: detach %s: %w", h.prog, err)
-			}
-			delete(p.links, h.prog)
+			return link.AttachCgroup(link.CgroupOptions{Path: p.cgroup2, Attach: h.attach, Program: prog})
+		}); err != nil {
+			return fmt.Errorf("socket: %w", err)
 		}
 	}
 	return nil
@@ -335,10 +323,7 @@ func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 func (p *Probe) closeLocked() error {
 	var errs []error
 	p.stats.Unregister(Name)
-	for name, l := range p.links {
-		errs = append(errs, l.Close())
-		delete(p.links, name)
-	}
+	errs = append(errs, p.links.Close())
 	if p.walker != nil {
 		errs = append(errs, p.walker.Close())
 		p.walker = nil

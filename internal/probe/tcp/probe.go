@@ -54,7 +54,7 @@ type Probe struct {
 	// loaded programs and their links by program name, and why a hook is
 	// missing on this kernel (reported when a sub-item asks for it).
 	optProgs   map[string]*ebpf.Program
-	optLinks   map[string]link.Link
+	optLinks   bpfrt.Links
 	optMissing map[string]error
 	// net_delay: the cgroup2 mount the sock_ops program attaches to, its
 	// link while tcp_delay is on, why it cannot run here, and the
@@ -256,7 +256,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	if objs.OnSockOps != nil {
 		progs["on_sock_ops"] = objs.OnSockOps // run time stays 0 while detached
 	}
-	p.optProgs, p.optLinks = map[string]*ebpf.Program{}, map[string]link.Link{}
+	p.optProgs, p.optLinks = map[string]*ebpf.Program{}, bpfrt.Links{}
 	for _, h := range optionalHooks {
 		if prog := objs.optProgram(h.prog); prog != nil {
 			p.optProgs[h.prog] = prog
@@ -358,17 +358,12 @@ func (p *Probe) closeLocked() {
 		}
 	}
 	p.iterTCP, p.iterMPTCP = nil, nil
-	for name, l := range p.optLinks {
-		_ = l.Close()
-		delete(p.optLinks, name)
-	}
+	_ = p.optLinks.Close()
 	if p.delayLink != nil {
 		_ = p.delayLink.Close()
 		p.delayLink = nil
 	}
-	for i := len(p.links) - 1; i >= 0; i-- {
-		_ = p.links[i].Close()
-	}
+	_ = bpfrt.CloseLinks(p.links)
 	p.links = nil
 	if p.objs != nil {
 		_ = p.objs.Close()
