@@ -81,6 +81,10 @@ func TestHookErrorAndMissingHooks(t *testing.T) {
 	if buf.String() != want {
 		t.Errorf("log:\n%s\nwant once:\n%s", buf.String(), want)
 	}
+	var none *MissingHooks
+	if none.OrNew(nil) == nil || m.OrNew(nil) != m {
+		t.Error("OrNew: a nil reporter is not replaced, or a given one is")
+	}
 }
 
 type countCloser struct{ opened, closed *int }

@@ -110,9 +110,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.New("container: started twice")
 	}
 	p.cfg, p.rt, p.log, p.warned = cfg, rt, rt.Logger(), map[string]bool{}
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(p.log)
-	}
+	p.missing = p.missing.OrNew(p.log)
 	if err := p.loadOOM(); err != nil {
 		p.closeOOM()
 		_ = p.missing.Report(err, "container_oom (oom_events_total), proc_oom and its events")

@@ -82,9 +82,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.New("flowtracer: started twice")
 	}
 	p.log = rt.Logger()
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(p.log)
-	}
+	p.missing = p.missing.OrNew(p.log)
 	root, err := bpfrt.HaveCgroup2()
 	if err != nil {
 		_ = p.missing.Report(err, "flowtracer")

@@ -125,9 +125,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	log := rt.Logger()
 	p.prevNIC, p.prevMC = map[hwNicKey]uint64{}, map[hwMcKey]uint64{}
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(log)
-	}
+	p.missing = p.missing.OrNew(log)
 	p.hostNS = netnsInode(p.root)
 	if err := p.load(cfg, log); err != nil {
 		p.closeLocked()

@@ -163,9 +163,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		return errors.New("tcp: started twice")
 	}
 	log := rt.Logger()
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(log)
-	}
+	p.missing = p.missing.OrNew(log)
 	defer func() {
 		if err != nil {
 			p.closeLocked()
