@@ -15,3 +15,10 @@ func (o *StopOnce) Do(mu sync.Locker, teardown func() error) error {
 	o.once.Do(func() { err = teardown() })
 	return err
 }
+
+// LogError counts a non-fatal error of the probe and logs it on the
+// probe's logger: msg, then attrs, then err.
+func LogError(rt Runtime, msg string, err error, attrs ...any) {
+	rt.Error()
+	rt.Logger().Warn(msg, append(attrs, "err", err)...)
+}

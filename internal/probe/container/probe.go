@@ -146,8 +146,7 @@ func (p *Probe) loadOOM() error {
 		Handle: p.handleVictim,
 		OnLost: func(n uint64) { p.rt.Lost(n) },
 		OnError: func(err error) {
-			p.rt.Error()
-			p.log.Warn("container: bad oom_victim record", "err", err)
+			probe.LogError(p.rt, "container: bad oom_victim record", err)
 		},
 	})
 	if err != nil {

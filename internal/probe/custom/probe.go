@@ -234,8 +234,7 @@ func (p *Probe) watchTargets(ctx context.Context, rt probe.Runtime) error {
 			err := p.sendLocked()
 			p.mu.Unlock()
 			if err != nil {
-				rt.Error()
-				rt.Logger().Warn("custom probe: sending the new process set failed", "err", err)
+				probe.LogError(rt, "custom probe: sending the new process set failed", err)
 			}
 		}
 	}

@@ -240,8 +240,7 @@ func (p *Probe) report() {
 	p.mu.Unlock()
 	if sub != nil {
 		if err := sub.PollLost(); err != nil {
-			rt.Error()
-			rt.Logger().Warn(p.v.name+": loss counters", "err", err)
+			probe.LogError(rt, p.v.name+": loss counters", err)
 		}
 	}
 	if p.onFlush != nil {

@@ -149,7 +149,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	if err := p.checkSubItems(cfg.SubItems); err != nil {
 		return err
 	}
-	if err := p.load(); err != nil {
+	if err := p.load(rt); err != nil {
 		return errors.Join(err, p.closeLocked())
 	}
 	p.rt, p.cfg = rt, cfg
@@ -184,7 +184,7 @@ func (p *Probe) checkSubItems(sub uint32) error {
 	return probe.CheckBuiltSubItems(Name, sub, built, p.log)
 }
 
-func (p *Probe) load() error {
+func (p *Probe) load(rt probe.Runtime) error {
 	spec, err := loadFlame()
 	if err != nil {
 		return fmt.Errorf("flamegraph: %w", err)
@@ -210,21 +210,11 @@ func (p *Probe) load() error {
 	if err != nil {
 		return fmt.Errorf("flamegraph: load: %w", err)
 	}
-	p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjectsOf(p.coll), func(n uint64) {
-		if rt := p.runtime(); rt != nil {
-			rt.Lost(n)
-		}
-	})
+	p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjectsOf(p.coll), rt.Lost)
 	if err != nil {
 		return fmt.Errorf("flamegraph: %w", err)
 	}
 	return nil
-}
-
-func (p *Probe) runtime() probe.Runtime {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.rt
 }
 
 // samplePeriod is perf_sample_period (ms) as ns.

@@ -109,12 +109,10 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 func (p *Probe) run(ctx context.Context) error {
 	probe.Every(ctx, nil, &p.mu, func() time.Duration { return statsEvery }, func() {
 		if err := p.pollLost(); err != nil {
-			p.rt.Error()
-			p.log.Warn("flowtracer: read counters", "err", err)
+			probe.LogError(p.rt, "flowtracer: read counters", err)
 		}
 		if err := p.sweepClosed(closedGrace); err != nil {
-			p.rt.Error()
-			p.log.Warn("flowtracer: sweep closed connections", "err", err)
+			probe.LogError(p.rt, "flowtracer: sweep closed connections", err)
 		}
 	})
 	return nil

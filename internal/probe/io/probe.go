@@ -144,7 +144,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	p.log = rt.Logger()
 	p.missing = p.missing.OrNew(p.log)
-	if err := p.load(); err != nil {
+	if err := p.load(rt); err != nil {
 		return errors.Join(err, p.closeLocked())
 	}
 	p.cfg, p.rt = cfg, rt
@@ -161,7 +161,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	return nil
 }
 
-func (p *Probe) load() error {
+func (p *Probe) load(rt probe.Runtime) error {
 	spec, err := loadIo()
 	if err != nil {
 		return fmt.Errorf("io: %w", err)
@@ -200,31 +200,16 @@ func (p *Probe) load() error {
 	}
 	p.links = bpfrt.Links{}
 	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
-		Ring:   p.coll.Maps["events"],
-		Lost:   p.coll.Maps[bpfrt.LostEventsMap],
-		Handle: p.handle,
-		OnLost: func(n uint64) {
-			if rt := p.runtime(); rt != nil {
-				rt.Lost(n)
-			}
-		},
-		OnError: func(err error) {
-			if rt := p.runtime(); rt != nil {
-				rt.Error()
-				rt.Logger().Warn("io: bad record", "err", err)
-			}
-		},
+		Ring:    p.coll.Maps["events"],
+		Lost:    p.coll.Maps[bpfrt.LostEventsMap],
+		Handle:  p.handle,
+		OnLost:  rt.Lost,
+		OnError: func(err error) { probe.LogError(rt, "io: bad record", err) },
 	})
 	if err != nil {
 		return fmt.Errorf("io: %w", err)
 	}
 	return nil
-}
-
-func (p *Probe) runtime() probe.Runtime {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.rt
 }
 
 // apply makes the kernel side follow cfg: the device filter first (so no
@@ -399,8 +384,7 @@ func (p *Probe) handle(raw []byte) error {
 func (p *Probe) run(ctx context.Context) error {
 	probe.Every(ctx, p.kick, &p.mu, func() time.Duration { return p.period(p.cfg) }, func() {
 		if err := p.report(p.now()); err != nil {
-			p.rt.Error()
-			p.log.Warn("io: report failed", "err", err)
+			probe.LogError(p.rt, "io: report failed", err)
 		}
 	})
 	return nil

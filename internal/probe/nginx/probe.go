@@ -147,8 +147,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		Handle: p.handle,
 		OnLost: rt.Lost,
 		OnError: func(err error) {
-			rt.Error()
-			rt.Logger().Warn("nginx: bad record", "err", err)
+			probe.LogError(rt, "nginx: bad record", err)
 		},
 	})
 	if err != nil {

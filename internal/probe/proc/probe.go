@@ -280,8 +280,7 @@ func (p *Probe) reportPeriod(cfg probe.Config) time.Duration {
 func (p *Probe) run(ctx context.Context) error {
 	probe.Every(ctx, p.kick, &p.mu, func() time.Duration { return p.reportPeriod(p.cfg) }, func() {
 		if err := p.report(); err != nil {
-			p.rt.Error()
-			p.log.Warn("proc: report failed", "err", err)
+			probe.LogError(p.rt, "proc: report failed", err)
 		}
 	})
 	if err := p.report(); err != nil {

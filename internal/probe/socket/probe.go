@@ -145,7 +145,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	p.log = rt.Logger()
 	p.missing = p.missing.OrNew(p.log)
-	if err := p.load(cfg); err != nil {
+	if err := p.load(cfg, rt); err != nil {
 		return errors.Join(err, p.closeLocked())
 	}
 	p.cfg, p.rt = cfg, rt
@@ -188,7 +188,7 @@ func loadSpec() (*ebpf.CollectionSpec, error) {
 	return spec, nil
 }
 
-func (p *Probe) load(cfg probe.Config) error {
+func (p *Probe) load(cfg probe.Config, rt probe.Runtime) error {
 	spec, err := loadSpec()
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
@@ -236,29 +236,16 @@ func (p *Probe) load(cfg probe.Config) error {
 		_ = p.missing.Report(&bpfrt.HookError{Hook: "iter/task_file", Err: err},
 			"owners of listeners and UDP sockets opened before the probe started (their endpoints are not reported)")
 	}
-	p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjectsOf(p.coll), func(n uint64) {
-		if rt := p.runtime(); rt != nil {
-			rt.Lost(n)
-		}
-	})
+	p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjectsOf(p.coll), rt.Lost)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
 	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
-		Ring:   p.coll.Maps["events"],
-		Lost:   p.coll.Maps[bpfrt.LostEventsMap],
-		Handle: p.handle,
-		OnLost: func(n uint64) {
-			if rt := p.runtime(); rt != nil {
-				rt.Lost(n)
-			}
-		},
-		OnError: func(err error) {
-			if rt := p.runtime(); rt != nil {
-				rt.Error()
-				rt.Logger().Warn("socket: bad record", "err", err)
-			}
-		},
+		Ring:    p.coll.Maps["events"],
+		Lost:    p.coll.Maps[bpfrt.LostEventsMap],
+		Handle:  p.handle,
+		OnLost:  rt.Lost,
+		OnError: func(err error) { probe.LogError(rt, "socket: bad record", err) },
 	})
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
@@ -370,8 +357,7 @@ func (p *Probe) run(ctx context.Context) error {
 		walkPending = false
 		lastWalk = p.now()
 		if err := p.walkOwners(); err != nil {
-			p.rt.Error()
-			p.log.Warn("socket: owner walk failed", "err", err)
+			probe.LogError(p.rt, "socket: owner walk failed", err)
 		}
 	}
 	for {
@@ -454,8 +440,7 @@ func (p *Probe) report(now time.Time) {
 }
 
 func (p *Probe) fail(err error) {
-	p.rt.Error()
-	p.log.Warn("socket: report", "err", err)
+	probe.LogError(p.rt, "socket: report", err)
 }
 
 // collect reads the endpoint maps of the enabled sub-items into the

@@ -271,8 +271,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		Ring: objs.Events, Lost: objs.LostEvents,
 		Handle: p.handle, OnLost: rt.Lost,
 		OnError: func(err error) {
-			rt.Error()
-			log.Warn("tcp: bad ring buffer record", "err", err)
+			probe.LogError(rt, "tcp: bad ring buffer record", err)
 		},
 	})
 	if err != nil {

@@ -200,8 +200,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 			rt.Lost(n)
 		},
 		OnError: func(err error) {
-			rt.Error()
-			p.log.Warn("tprofiling: bad record", "err", err)
+			probe.LogError(rt, "tprofiling: bad record", err)
 		},
 		HostRoot: filepath.Dir(p.procRoot), Log: p.log, SampleHz: p.sampleHz,
 	})
@@ -370,8 +369,7 @@ func (p *Probe) run(ctx context.Context, readerDone <-chan struct{}) error {
 			return nil
 		case <-t.C:
 			if err := p.output(false); err != nil {
-				p.rt.Error()
-				p.log.Warn("tprofiling: output failed", "err", err)
+				probe.LogError(p.rt, "tprofiling: output failed", err)
 			}
 		}
 	}
@@ -406,8 +404,7 @@ func (p *Probe) output(final bool) error {
 	}
 	open, err := p.openCalls(cfg, mono, win)
 	if err != nil {
-		p.rt.Error()
-		p.log.Warn("tprofiling: calls in progress unavailable", "err", err)
+		probe.LogError(p.rt, "tprofiling: calls in progress unavailable", err)
 	}
 	drop := notObserved(cfg)
 	evs, open = slices.DeleteFunc(evs, drop), slices.DeleteFunc(open, drop)
@@ -428,8 +425,7 @@ func (p *Probe) output(final bool) error {
 	if mono-p.lastPrune >= uint64(p.pruneAge) {
 		p.lastPrune = mono
 		if err := p.pruneStacks(mono - uint64(p.pruneAge)); err != nil {
-			p.rt.Error()
-			p.log.Warn("tprofiling: pruning the stack map failed", "err", err)
+			probe.LogError(p.rt, "tprofiling: pruning the stack map failed", err)
 		}
 	}
 	p.hub.publish(evs, open, c)
