@@ -81,6 +81,10 @@ func TestHookErrorAndMissingHooks(t *testing.T) {
 	if buf.String() != want {
 		t.Errorf("log:\n%s\nwant once:\n%s", buf.String(), want)
 	}
+	var none *MissingHooks
+	if none.OrNew(nil) == nil || m.OrNew(nil) != m {
+		t.Error("OrNew: a nil reporter is not replaced, or a given one is")
+	}
 }
 
 type countCloser struct{ opened, closed *int }
@@ -117,6 +121,14 @@ func TestStatsEnablesWhileRegistered(t *testing.T) {
 	if err := s.Register("d", nil); err == nil {
 		t.Fatal("enable failure not reported")
 	}
+	var buf bytes.Buffer
+	s.TryRegister(slog.New(slog.NewTextHandler(&buf, nil)), "d", nil)
+	if got := buf.String(); !strings.Contains(got, `msg="d: BPF run-time statistics unavailable" err="enable BPF run-time statistics: EPERM"`) {
+		t.Fatalf("TryRegister's failure logged as %q", got)
+	}
+	var none *Stats // no statistics wanted
+	none.TryRegister(nil, "e", nil)
+	none.Unregister("e")
 }
 
 func TestCString(t *testing.T) {

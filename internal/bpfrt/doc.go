@@ -1,8 +1,9 @@
 // Package bpfrt is the run time every BPF probe shares: the ring buffer
 // reader with loss accounting and batched wake-ups, BPF run-time statistics
 // as Prometheus metrics, feature probing for hooks (with one clear log line
-// when a hook is missing), and the in-kernel snooper filter kept in sync with
-// a probe's snoop.Targets.
+// when a hook is missing), the in-kernel snooper filter kept in sync with
+// a probe's snoop.Targets, and the bookkeeping of attached links (Links,
+// by program, for hooks that follow sub-items; CloseLinks).
 //
 // Its BPF half is bpf/include/common.h: the map and variable names there
 // (lost_events, galago_rb_wakeup_bytes, filter_mode, filter_tgids,

@@ -252,6 +252,15 @@ func NewMissingHooks(log *slog.Logger) *MissingHooks {
 	return &MissingHooks{log: log, seen: map[string]bool{}}
 }
 
+// OrNew is m, or when m is nil (a probe given no daemon-wide reporter) a
+// new MissingHooks logging through log.
+func (m *MissingHooks) OrNew(log *slog.Logger) *MissingHooks {
+	if m != nil {
+		return m
+	}
+	return NewMissingHooks(log)
+}
+
 // Report logs err (from a Have* check) once per hook; disables lists the
 // metrics or features that will be missing. It returns err unchanged, so
 // callers can write `if err := m.Report(HaveX(), "a"); err != nil`.

@@ -3,6 +3,7 @@ package bpfrt
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"sync"
 
@@ -68,9 +69,24 @@ func (s *Stats) Register(probe string, progs map[string]*ebpf.Program) error {
 	return nil
 }
 
+// TryRegister is Register for a probe that runs on without statistics
+// when they cannot be had: a failure is logged on log as "<probe>: BPF
+// run-time statistics unavailable". A nil Stats (none wanted) does nothing.
+func (s *Stats) TryRegister(log *slog.Logger, probe string, progs map[string]*ebpf.Program) {
+	if s == nil {
+		return
+	}
+	if err := s.Register(probe, progs); err != nil {
+		log.Warn(probe+": BPF run-time statistics unavailable", "err", err)
+	}
+}
+
 // Unregister drops a probe and disables kernel statistics when it was the
-// last one.
+// last one. A nil Stats does nothing.
 func (s *Stats) Unregister(probe string) {
+	if s == nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.probes, probe)

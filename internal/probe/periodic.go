@@ -34,6 +34,16 @@ func Every(ctx context.Context, kick <-chan struct{}, mu sync.Locker, period fun
 	}
 }
 
+// Kick wakes the loop that reads ch (Every's kick) without blocking: one
+// pending wake-up is enough, as the loop reads the configuration again
+// when it takes it.
+func Kick(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
 // ReportPeriod is a probe's report period: override when set (tests),
 // else the report_period parameter, else its default.
 func ReportPeriod(override time.Duration, p Params) time.Duration {

@@ -2,6 +2,9 @@
 // the Runtime it is handed), gala-gopher's catalogue of features with their
 // sub-items and parameters, and the Manager that serialises every lifecycle
 // call, keeps each probe's state and restarts failed probes with backoff.
+// The pieces every probe's lifecycle repeats live here too: the report loop
+// (Every, Kick, ReportPeriod), the idempotent Stop (StopOnce) and the
+// counted, logged non-fatal error (LogError).
 package probe
 
 import (

@@ -181,10 +181,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	old := p.cfg
 	p.cfg, p.rediscover = cfg, true
 	if p.period(cfg) != p.period(old) {
-		select {
-		case p.periodChanged <- struct{}{}:
-		default:
-		}
+		probe.Kick(p.periodChanged)
 	}
 	return nil
 }
@@ -207,13 +204,7 @@ func (p *Probe) Stop() error {
 }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.interval, cfg.Params)
 }
 
 func (p *Probe) run(ctx context.Context) error {

@@ -161,10 +161,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		}
 	}
 	if p.period(cfg) != p.period(old) {
-		select {
-		case p.periodChanged <- struct{}{}:
-		default:
-		}
+		probe.Kick(p.periodChanged)
 	}
 	return nil
 }
@@ -185,32 +182,12 @@ func (p *Probe) Stop() error {
 }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.interval, cfg.Params)
 }
 
 func (p *Probe) run(ctx context.Context) error {
-	p.mu.Lock()
-	t := time.NewTicker(p.period(p.cfg))
-	p.mu.Unlock()
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-p.periodChanged:
-			p.mu.Lock()
-			t.Reset(p.period(p.cfg))
-			p.mu.Unlock()
-		case <-t.C:
-			p.collect(p.now())
-		}
-	}
+	probe.Every(ctx, p.periodChanged, &p.mu, func() time.Duration { return p.period(p.cfg) }, func() { p.collect(p.now()) })
+	return nil
 }
 
 // collect ends the current period at now: every enabled sub-item reports.

@@ -98,13 +98,7 @@ func (p *Probe) Tables() []*table.Table {
 }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.interval, cfg.Params)
 }
 
 // Start loads the OOM program (without it container_oom is not reported,
@@ -116,9 +110,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.New("container: started twice")
 	}
 	p.cfg, p.rt, p.log, p.warned = cfg, rt, rt.Logger(), map[string]bool{}
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(p.log)
-	}
+	p.missing = p.missing.OrNew(p.log)
 	if err := p.loadOOM(); err != nil {
 		p.closeOOM()
 		_ = p.missing.Report(err, "container_oom (oom_events_total), proc_oom and its events")
@@ -154,18 +146,13 @@ func (p *Probe) loadOOM() error {
 		Handle: p.handleVictim,
 		OnLost: func(n uint64) { p.rt.Lost(n) },
 		OnError: func(err error) {
-			p.rt.Error()
-			p.log.Warn("container: bad oom_victim record", "err", err)
+			probe.LogError(p.rt, "container: bad oom_victim record", err)
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("container: %w", err)
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, map[string]*ebpf.Program{"mark_victim": objs.MarkVictim}); err != nil {
-			p.log.Warn("container: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, map[string]*ebpf.Program{"mark_victim": objs.MarkVictim})
 	return nil
 }
 
@@ -198,10 +185,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	old := p.cfg
 	p.cfg = cfg
 	if p.period(cfg) != p.period(old) {
-		select {
-		case p.changed <- struct{}{}:
-		default:
-		}
+		probe.Kick(p.changed)
 	}
 	return nil
 }

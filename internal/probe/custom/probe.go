@@ -234,8 +234,7 @@ func (p *Probe) watchTargets(ctx context.Context, rt probe.Runtime) error {
 			err := p.sendLocked()
 			p.mu.Unlock()
 			if err != nil {
-				rt.Error()
-				rt.Logger().Warn("custom probe: sending the new process set failed", "err", err)
+				probe.LogError(rt, "custom probe: sending the new process set failed", err)
 			}
 		}
 	}
@@ -255,10 +254,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		p.period.Store(int64(old.Params.Period()))
 		return err
 	}
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.wake)
 	return nil
 }
 

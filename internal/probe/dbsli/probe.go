@@ -205,10 +205,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return fmt.Errorf("%s: not started", p.v.name)
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 
@@ -243,8 +240,7 @@ func (p *Probe) report() {
 	p.mu.Unlock()
 	if sub != nil {
 		if err := sub.PollLost(); err != nil {
-			rt.Error()
-			rt.Logger().Warn(p.v.name+": loss counters", "err", err)
+			probe.LogError(rt, p.v.name+": loss counters", err)
 		}
 	}
 	if p.onFlush != nil {

@@ -89,8 +89,7 @@ func (p *Probe) svgEvery(cfg probe.Config) time.Duration {
 
 func (p *Probe) collectAndReport() {
 	if err := p.collect(); err != nil {
-		p.rt.Error()
-		p.log.Warn("flamegraph: drain failed", "err", err)
+		probe.LogError(p.rt, "flamegraph: drain failed", err)
 	}
 }
 
@@ -478,8 +477,7 @@ func (p *Probe) flush(now time.Time) {
 	for k, w := range ws {
 		for pid, pp := range w.procs {
 			if err := writeOutputs(kind(k), pp, outDir, flameDir, period, w.start, now); err != nil {
-				p.rt.Error()
-				p.log.Warn("flamegraph: write outputs", "type", kind(k).String(), "pid", pid, "err", err)
+				probe.LogError(p.rt, "flamegraph: write outputs", err, "type", kind(k).String(), "pid", pid)
 			}
 		}
 		if err := prune(filepath.Join(outDir, kind(k).String()), now.Add(-retention)); err != nil {

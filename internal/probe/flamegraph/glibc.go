@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/galago-project/galago/internal/uprobes"
 )
@@ -77,12 +76,6 @@ func (g *glibcHooks) scan(observed func(int) bool) { g.set.Scan(observed) }
 // its return probe gone and leaves a pending entry, which close's caller
 // clears).
 func (g *glibcHooks) close() { g.set.Close() }
-
-func closeLinks(links []link.Link) {
-	for i := len(links) - 1; i >= 0; i-- {
-		_ = links[i].Close()
-	}
-}
 
 // blockKey groups live blocks by process and allocating stack.
 type blockKey struct {

@@ -83,7 +83,7 @@ type Probe struct {
 	pushFailing bool      // run loop only
 	drops       [6]uint64 // per enum flame_drop, reported so far
 	kick        chan struct{}
-	stopOnce    sync.Once
+	stopOnce    probe.StopOnce
 }
 
 var (
@@ -145,13 +145,11 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.New("flamegraph: started twice")
 	}
 	p.log = rt.Logger()
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(p.log)
-	}
+	p.missing = p.missing.OrNew(p.log)
 	if err := p.checkSubItems(cfg.SubItems); err != nil {
 		return err
 	}
-	if err := p.load(); err != nil {
+	if err := p.load(rt); err != nil {
 		return errors.Join(err, p.closeLocked())
 	}
 	p.rt, p.cfg = rt, cfg
@@ -173,11 +171,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.Join(err, p.closeLocked())
 	}
 	p.hub.setActive(active(cfg), time.Duration(samplePeriod(cfg)))
-	if p.stats != nil {
-		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			p.log.Warn("flamegraph: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, p.coll.Programs)
 	rt.Go(p.filter.Run)
 	rt.Go(p.run)
 	rt.Go(p.jit.run)
@@ -190,7 +184,7 @@ func (p *Probe) checkSubItems(sub uint32) error {
 	return probe.CheckBuiltSubItems(Name, sub, built, p.log)
 }
 
-func (p *Probe) load() error {
+func (p *Probe) load(rt probe.Runtime) error {
 	spec, err := loadFlame()
 	if err != nil {
 		return fmt.Errorf("flamegraph: %w", err)
@@ -216,21 +210,11 @@ func (p *Probe) load() error {
 	if err != nil {
 		return fmt.Errorf("flamegraph: load: %w", err)
 	}
-	p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjectsOf(p.coll), func(n uint64) {
-		if rt := p.runtime(); rt != nil {
-			rt.Lost(n)
-		}
-	})
+	p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjectsOf(p.coll), rt.Lost)
 	if err != nil {
 		return fmt.Errorf("flamegraph: %w", err)
 	}
 	return nil
-}
-
-func (p *Probe) runtime() probe.Runtime {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.rt
 }
 
 // samplePeriod is perf_sample_period (ms) as ns.
@@ -300,7 +284,7 @@ func (p *Probe) syncMem(want bool) error {
 			}
 			l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 			if err != nil {
-				closeLinks(p.memLinks)
+				_ = bpfrt.CloseLinks(p.memLinks)
 				p.memLinks = nil
 				return fmt.Errorf("flamegraph: attach tp_btf/%s: %w", name, err)
 			}
@@ -311,7 +295,7 @@ func (p *Probe) syncMem(want bool) error {
 		return err
 	}
 	if !want && len(p.memLinks) > 0 {
-		closeLinks(p.memLinks)
+		_ = bpfrt.CloseLinks(p.memLinks)
 		p.memLinks = nil
 	}
 	return nil
@@ -406,33 +390,22 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	}
 	p.hub.setActive(active(cfg), time.Duration(samplePeriod(cfg)))
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 
 // Stop detaches every hook and unloads the object. The Manager has already
 // cancelled the loop (which wrote the last window) and waited for it.
 // Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	var errs []error
 	p.hub.setActive([nKinds]bool{}, 0)
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	p.perf.Close()
 	p.perf = nil
-	closeLinks(p.memLinks)
+	_ = bpfrt.CloseLinks(p.memLinks)
 	p.memLinks = nil
 	if p.glibc != nil {
 		p.glibc.close()

@@ -41,7 +41,7 @@ type Probe struct {
 	loaded   bool
 	link     link.Link
 	lost     uint64 // FT_NO_ROOM + FT_FULL reported so far
-	stopOnce sync.Once
+	stopOnce probe.StopOnce
 }
 
 var _ probe.Probe = (*Probe)(nil)
@@ -82,9 +82,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.New("flowtracer: started twice")
 	}
 	p.log = rt.Logger()
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(p.log)
-	}
+	p.missing = p.missing.OrNew(p.log)
 	root, err := bpfrt.HaveCgroup2()
 	if err != nil {
 		_ = p.missing.Report(err, "flowtracer")
@@ -100,11 +98,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	p.origins.set(p.objs.Origins)
 	p.rt = rt
-	if p.stats != nil {
-		if err := p.stats.Register(Name, map[string]*ebpf.Program{"flowtracer_sockops": p.objs.FlowtracerSockops}); err != nil {
-			p.log.Warn("flowtracer: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, map[string]*ebpf.Program{"flowtracer_sockops": p.objs.FlowtracerSockops})
 	rt.Go(p.run)
 	return nil
 }
@@ -115,12 +109,10 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 func (p *Probe) run(ctx context.Context) error {
 	probe.Every(ctx, nil, &p.mu, func() time.Duration { return statsEvery }, func() {
 		if err := p.pollLost(); err != nil {
-			p.rt.Error()
-			p.log.Warn("flowtracer: read counters", "err", err)
+			probe.LogError(p.rt, "flowtracer: read counters", err)
 		}
 		if err := p.sweepClosed(closedGrace); err != nil {
-			p.rt.Error()
-			p.log.Warn("flowtracer: sweep closed connections", "err", err)
+			probe.LogError(p.rt, "flowtracer: sweep closed connections", err)
 		}
 	})
 	return nil
@@ -173,20 +165,12 @@ func (p *Probe) pollLost() error {
 
 // Stop detaches the program, empties the shared table and unloads the
 // object. Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	var errs []error
 	p.origins.set(nil)
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	if p.link != nil {
 		errs = append(errs, p.link.Close())
 		p.link = nil

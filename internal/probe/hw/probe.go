@@ -50,7 +50,7 @@ type Probe struct {
 	prevNIC  map[hwNicKey]uint64
 	prevMC   map[hwMcKey]uint64
 	drops    [2]uint64
-	stopOnce sync.Once
+	stopOnce probe.StopOnce
 }
 
 var (
@@ -125,9 +125,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	}
 	log := rt.Logger()
 	p.prevNIC, p.prevMC = map[hwNicKey]uint64{}, map[hwMcKey]uint64{}
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(log)
-	}
+	p.missing = p.missing.OrNew(log)
 	p.hostNS = netnsInode(p.root)
 	if err := p.load(cfg, log); err != nil {
 		p.closeLocked()
@@ -174,23 +172,15 @@ func (p *Probe) load(cfg probe.Config, log *slog.Logger) error {
 		}
 		p.links = append(p.links, l)
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			log.Warn("hw: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(log, Name, p.coll.Programs)
 	return nil
 }
 
 func (p *Probe) closeLocked() {
-	for i := len(p.links) - 1; i >= 0; i-- {
-		_ = p.links[i].Close()
-	}
+	_ = bpfrt.CloseLinks(p.links)
 	p.links = nil
 	if p.coll != nil {
-		if p.stats != nil {
-			p.stats.Unregister(Name)
-		}
+		p.stats.Unregister(Name)
 		p.coll.Close()
 		p.coll = nil
 	}
@@ -198,12 +188,7 @@ func (p *Probe) closeLocked() {
 
 // Stop detaches and unloads. Idempotent.
 func (p *Probe) Stop() error {
-	p.stopOnce.Do(func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.closeLocked()
-	})
-	return nil
+	return p.stopOnce.Do(&p.mu, func() error { p.closeLocked(); return nil })
 }
 
 // collect publishes the rows of the period c ends.

@@ -68,7 +68,7 @@ type Probe struct {
 	rt        probe.Runtime
 	log       *slog.Logger
 	coll      *ebpf.Collection
-	links     map[string]link.Link
+	links     bpfrt.Links
 	reader    *bpfrt.Reader
 	absent    map[string]bool
 	kick      chan struct{}
@@ -77,7 +77,7 @@ type Probe struct {
 	filter    map[Dev]bool   // devices params.dev_name selects; nil: all
 	filterFor string         // the dev_name filter was resolved for
 	filterErr string         // last resolution error logged
-	stopOnce  sync.Once
+	stopOnce  probe.StopOnce
 
 	// lat are the two per-disk latency maps: lat[active] is in
 	// lat_active[0], the other is empty and waits for the next swap.
@@ -131,13 +131,7 @@ func (p *Probe) Tables() []*table.Table {
 }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.interval, cfg.Params)
 }
 
 // Start loads the BPF object, attaches the hooks of the enabled sub-items
@@ -149,10 +143,8 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.New("io: started twice")
 	}
 	p.log = rt.Logger()
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(p.log)
-	}
-	if err := p.load(); err != nil {
+	p.missing = p.missing.OrNew(p.log)
+	if err := p.load(rt); err != nil {
 		return errors.Join(err, p.closeLocked())
 	}
 	p.cfg, p.rt = cfg, rt
@@ -163,17 +155,13 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		p.rt = nil
 		return errors.Join(err, p.closeLocked())
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			p.log.Warn("io: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, p.coll.Programs)
 	rt.Go(p.reader.Run)
 	rt.Go(p.run)
 	return nil
 }
 
-func (p *Probe) load() error {
+func (p *Probe) load(rt probe.Runtime) error {
 	spec, err := loadIo()
 	if err != nil {
 		return fmt.Errorf("io: %w", err)
@@ -210,33 +198,18 @@ func (p *Probe) load() error {
 	if err := p.coll.Maps["lat_active"].Put(uint32(0), p.lat[0]); err != nil {
 		return fmt.Errorf("io: latency map: %w", err)
 	}
-	p.links = map[string]link.Link{}
+	p.links = bpfrt.Links{}
 	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
-		Ring:   p.coll.Maps["events"],
-		Lost:   p.coll.Maps[bpfrt.LostEventsMap],
-		Handle: p.handle,
-		OnLost: func(n uint64) {
-			if rt := p.runtime(); rt != nil {
-				rt.Lost(n)
-			}
-		},
-		OnError: func(err error) {
-			if rt := p.runtime(); rt != nil {
-				rt.Error()
-				rt.Logger().Warn("io: bad record", "err", err)
-			}
-		},
+		Ring:    p.coll.Maps["events"],
+		Lost:    p.coll.Maps[bpfrt.LostEventsMap],
+		Handle:  p.handle,
+		OnLost:  rt.Lost,
+		OnError: func(err error) { probe.LogError(rt, "io: bad record", err) },
 	})
 	if err != nil {
 		return fmt.Errorf("io: %w", err)
 	}
 	return nil
-}
-
-func (p *Probe) runtime() probe.Runtime {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.rt
 }
 
 // apply makes the kernel side follow cfg: the device filter first (so no
@@ -266,24 +239,15 @@ func (p *Probe) apply(cfg probe.Config) error {
 // others.
 func (p *Probe) syncLinks(sub uint32) error {
 	for _, h := range hooks {
-		want := sub&h.sub != 0 && !p.absent[h.prog]
-		l, have := p.links[h.prog]
-		switch {
-		case want && !have:
-			l, err := link.AttachTracing(link.TracingOptions{Program: p.coll.Programs[h.prog], AttachType: ebpf.AttachTraceRawTp})
-			if err != nil {
-				return fmt.Errorf("io: attach %s: %w", h.prog, err)
-			}
-			p.links[h.prog] = l
-		case !want && have:
-			if err := l.Close(); err != nil {
-				return fmt.Errorf("io: detach %s: %w", h.prog, err)
-			}
-			delete(p.links, h.prog)
-			if h.prog == "io_rq_issue" {
-				if err := p.clearInflight(); err != nil {
-					return err
-				}
+		detached, err := p.links.Set(h.prog, sub&h.sub != 0 && !p.absent[h.prog], func() (link.Link, error) {
+			return link.AttachTracing(link.TracingOptions{Program: p.coll.Programs[h.prog], AttachType: ebpf.AttachTraceRawTp})
+		})
+		if err != nil {
+			return fmt.Errorf("io: %w", err)
+		}
+		if detached && h.prog == "io_rq_issue" {
+			if err := p.clearInflight(); err != nil {
+				return err
 			}
 		}
 	}
@@ -376,31 +340,17 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return err
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 
 // Stop detaches every hook and unloads the object. Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	var errs []error
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
-	for name, l := range p.links {
-		errs = append(errs, l.Close())
-		delete(p.links, name)
-	}
+	p.stats.Unregister(Name)
+	errs = append(errs, p.links.Close())
 	if p.reader != nil {
 		errs = append(errs, p.reader.Close())
 		p.reader = nil
@@ -432,29 +382,12 @@ func (p *Probe) handle(raw []byte) error {
 
 // run ends a report period on every tick.
 func (p *Probe) run(ctx context.Context) error {
-	p.mu.Lock()
-	cur := p.period(p.cfg)
-	p.mu.Unlock()
-	t := time.NewTicker(cur)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-p.kick:
-			p.mu.Lock()
-			if d := p.period(p.cfg); d != cur {
-				cur = d
-				t.Reset(d)
-			}
-			p.mu.Unlock()
-		case <-t.C:
-			if err := p.report(p.now()); err != nil {
-				p.rt.Error()
-				p.log.Warn("io: report failed", "err", err)
-			}
+	probe.Every(ctx, p.kick, &p.mu, func() time.Duration { return p.period(p.cfg) }, func() {
+		if err := p.report(p.now()); err != nil {
+			probe.LogError(p.rt, "io: report failed", err)
 		}
-	}
+	})
+	return nil
 }
 
 // readCounts sums dev_counts over CPUs.

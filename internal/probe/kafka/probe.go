@@ -166,12 +166,8 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return fmt.Errorf("%s: not started", Name)
 	}
 	p.cfg = cfg
-	for _, ch := range []chan struct{}{p.kick, p.tlsKick} {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	probe.Kick(p.kick)
+	probe.Kick(p.tlsKick)
 	return nil
 }
 

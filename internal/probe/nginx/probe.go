@@ -147,19 +147,14 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		Handle: p.handle,
 		OnLost: rt.Lost,
 		OnError: func(err error) {
-			rt.Error()
-			rt.Logger().Warn("nginx: bad record", "err", err)
+			probe.LogError(rt, "nginx: bad record", err)
 		},
 	})
 	if err != nil {
 		p.rt = nil
 		return errors.Join(fmt.Errorf("nginx: %w", err), p.closeLocked())
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			rt.Logger().Warn("nginx: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(rt.Logger(), Name, p.coll.Programs)
 	rt.Logger().Info("nginx: links are counted per client address, virtual and server; client_port is not set " +
 		"(clients' ephemeral ports would make a row per connection); UDP stream proxying and unix-socket upstreams are not observed")
 	rt.Go(p.reader.Run)
@@ -207,14 +202,14 @@ func (p *Probe) attachLocked(path string, id fileID) error {
 		opts := &link.UprobeOptions{Address: off}
 		l, err := ex.Uprobe(h.sym, p.coll.Programs[h.enter], opts)
 		if err != nil {
-			closeLinks(a.links)
+			_ = bpfrt.CloseLinks(a.links)
 			return fmt.Errorf("uprobe %s: %w", h.sym, err)
 		}
 		a.links = append(a.links, l)
 		if h.ret != "" {
 			r, err := ex.Uretprobe(h.sym, p.coll.Programs[h.ret], opts)
 			if err != nil {
-				closeLinks(a.links)
+				_ = bpfrt.CloseLinks(a.links)
 				return fmt.Errorf("uretprobe %s: %w", h.sym, err)
 			}
 			a.links = append(a.links, r)
@@ -226,12 +221,6 @@ func (p *Probe) attachLocked(path string, id fileID) error {
 		p.rt.Logger().Info("nginx: uprobes attached", "file", path, "functions", a.funcs)
 	}
 	return nil
-}
-
-func closeLinks(ls []link.Link) {
-	for _, l := range ls {
-		_ = l.Close()
-	}
 }
 
 // Reconfigure applies new parameters: report_period, and elf_path, which
@@ -250,10 +239,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		}
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 
@@ -270,7 +256,7 @@ func (p *Probe) closeLocked() error {
 	}
 	p.stopped = true
 	for _, a := range p.files {
-		closeLinks(a.links)
+		_ = bpfrt.CloseLinks(a.links)
 	}
 	p.files = nil
 	var errs []error
@@ -278,9 +264,7 @@ func (p *Probe) closeLocked() error {
 		errs = append(errs, p.reader.Close())
 		p.reader = nil
 	}
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	if p.coll != nil {
 		p.coll.Close()
 		p.coll = nil

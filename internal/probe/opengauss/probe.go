@@ -115,10 +115,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return fmt.Errorf("%s: not started", Name)
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 

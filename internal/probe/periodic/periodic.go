@@ -66,13 +66,7 @@ func New(collect func(Cycle), opts ...Option) *Loop {
 
 // Period is how often the loop collects under cfg.
 func (l *Loop) Period(cfg probe.Config) time.Duration {
-	if l.interval > 0 {
-		return l.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(l.interval, cfg.Params)
 }
 
 // Start runs the loop through rt.Go until the probe's context ends.
@@ -97,19 +91,9 @@ func (l *Loop) Collect(now time.Time) {
 }
 
 func (l *Loop) run(ctx context.Context) error {
-	l.mu.Lock()
-	t := time.NewTicker(l.Period(l.cfg))
-	l.mu.Unlock()
-	defer t.Stop()
 	if l.atStart {
 		l.Collect(l.now())
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			l.Collect(l.now())
-		}
-	}
+	probe.Every(ctx, nil, &l.mu, func() time.Duration { return l.Period(l.cfg) }, func() { l.Collect(l.now()) })
+	return nil
 }

@@ -50,12 +50,9 @@ func (g *hookGroup) set(on bool) error {
 }
 
 func (g *hookGroup) close() error {
-	var errs []error
-	for _, l := range g.links {
-		errs = append(errs, l.Close())
-	}
+	err := bpfrt.CloseLinks(g.links)
 	g.links = nil
-	return errors.Join(errs...)
+	return err
 }
 
 // cpuStats is the probe's own object (proc.bpf.c): off-CPU and I/O-wait

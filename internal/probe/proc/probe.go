@@ -53,7 +53,7 @@ type Probe struct {
 	cpu      *cpuStats     // nil when sched_switch is missing
 	last     time.Time     // end of the last report period
 	kick     chan struct{}
-	stopOnce sync.Once
+	stopOnce probe.StopOnce
 	// omitLogged: the fields proc_io and proc_pagecache never report were
 	// logged (once per probe instance).
 	omitLogged bool
@@ -115,9 +115,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.New("proc: started twice")
 	}
 	p.log = rt.Logger()
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(p.log)
-	}
+	p.missing = p.missing.OrNew(p.log)
 	if err := p.checkSubItems(cfg.SubItems); err != nil {
 		return err
 	}
@@ -156,11 +154,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		maps.Copy(progs, p.cpu.programs())
 		rt.Go(p.cpu.filter.Run)
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, progs); err != nil {
-			p.log.Warn("proc: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, progs)
 	rt.Go(p.run)
 	return nil
 }
@@ -273,52 +267,26 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return err
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 
 func (p *Probe) reportPeriod(cfg probe.Config) time.Duration {
-	if p.period > 0 {
-		return p.period
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.period, cfg.Params)
 }
 
 // run ends a report period on every tick, and once more when stopped, so
 // that what the last partial period counted is published.
 func (p *Probe) run(ctx context.Context) error {
-	p.mu.Lock()
-	cur := p.reportPeriod(p.cfg)
-	p.mu.Unlock()
-	t := time.NewTicker(cur)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			if err := p.report(); err != nil {
-				p.log.Warn("proc: last report failed", "err", err)
-			}
-			return nil
-		case <-p.kick:
-			p.mu.Lock()
-			if d := p.reportPeriod(p.cfg); d != cur {
-				cur = d
-				t.Reset(d)
-			}
-			p.mu.Unlock()
-		case <-t.C:
-			if err := p.report(); err != nil {
-				p.rt.Error()
-				p.log.Warn("proc: report failed", "err", err)
-			}
+	probe.Every(ctx, p.kick, &p.mu, func() time.Duration { return p.reportPeriod(p.cfg) }, func() {
+		if err := p.report(); err != nil {
+			probe.LogError(p.rt, "proc: report failed", err)
 		}
+	})
+	if err := p.report(); err != nil {
+		p.log.Warn("proc: last report failed", "err", err)
 	}
+	return nil
 }
 
 // report drains the kernel's rows and publishes them as one period.
@@ -373,18 +341,10 @@ func (p *Probe) report() error {
 }
 
 // Stop detaches the programs and unloads the object. Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	var errs []error
 	if p.sc != nil {
 		errs = append(errs, p.sc.Close())

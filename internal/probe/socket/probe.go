@@ -73,7 +73,7 @@ type Probe struct {
 	rt       probe.Runtime
 	log      *slog.Logger
 	coll     *ebpf.Collection
-	links    map[string]link.Link
+	links    bpfrt.Links
 	reader   *bpfrt.Reader
 	filter   *bpfrt.FilterSync
 	cgroup2  string
@@ -84,7 +84,7 @@ type Probe struct {
 	walkReq  chan struct{} // a hook met an unowned socket
 	seq      uint64        // report periods ended (socket_period)
 	lost     uint64        // agg_lost reported so far
-	stopOnce sync.Once
+	stopOnce probe.StopOnce
 	// owners: the socket owner maps shared with the tcp probe (nil: the
 	// object's own); releaseOwners gives them back after coll is closed.
 	owners        *sockowner.Shared
@@ -131,13 +131,7 @@ func (p *Probe) Name() string { return Name }
 func (p *Probe) Tables() []*table.Table { return []*table.Table{table.EndpointTcp, table.EndpointUdp} }
 
 func (p *Probe) period(cfg probe.Config) time.Duration {
-	if p.interval > 0 {
-		return p.interval
-	}
-	if d := cfg.Params.Period(); d > 0 {
-		return d
-	}
-	return probe.DefaultParams().Period()
+	return probe.ReportPeriod(p.interval, cfg.Params)
 }
 
 // Start loads the BPF object, attaches the hooks of the enabled sub-items
@@ -150,10 +144,8 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.New("socket: started twice")
 	}
 	p.log = rt.Logger()
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(p.log)
-	}
-	if err := p.load(cfg); err != nil {
+	p.missing = p.missing.OrNew(p.log)
+	if err := p.load(cfg, rt); err != nil {
 		return errors.Join(err, p.closeLocked())
 	}
 	p.cfg, p.rt = cfg, rt
@@ -174,11 +166,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		p.rt = nil
 		return errors.Join(fmt.Errorf("socket: %w", err), p.closeLocked())
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, p.coll.Programs); err != nil {
-			p.log.Warn("socket: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, p.coll.Programs)
 	rd := p.reader
 	rt.Go(rd.Run)
 	rt.Go(p.filter.Run)
@@ -200,7 +188,7 @@ func loadSpec() (*ebpf.CollectionSpec, error) {
 	return spec, nil
 }
 
-func (p *Probe) load(cfg probe.Config) error {
+func (p *Probe) load(cfg probe.Config, rt probe.Runtime) error {
 	spec, err := loadSpec()
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
@@ -242,35 +230,22 @@ func (p *Probe) load(cfg probe.Config) error {
 	if err != nil {
 		return fmt.Errorf("socket: load: %w", err)
 	}
-	p.links = map[string]link.Link{}
+	p.links = bpfrt.Links{}
 	if p.walker, err = link.AttachIter(link.IterOptions{Program: p.coll.Programs["walk_owners"]}); err != nil {
 		p.walker = nil
 		_ = p.missing.Report(&bpfrt.HookError{Hook: "iter/task_file", Err: err},
 			"owners of listeners and UDP sockets opened before the probe started (their endpoints are not reported)")
 	}
-	p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjectsOf(p.coll), func(n uint64) {
-		if rt := p.runtime(); rt != nil {
-			rt.Lost(n)
-		}
-	})
+	p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjectsOf(p.coll), rt.Lost)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
 	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
-		Ring:   p.coll.Maps["events"],
-		Lost:   p.coll.Maps[bpfrt.LostEventsMap],
-		Handle: p.handle,
-		OnLost: func(n uint64) {
-			if rt := p.runtime(); rt != nil {
-				rt.Lost(n)
-			}
-		},
-		OnError: func(err error) {
-			if rt := p.runtime(); rt != nil {
-				rt.Error()
-				rt.Logger().Warn("socket: bad record", "err", err)
-			}
-		},
+		Ring:    p.coll.Maps["events"],
+		Lost:    p.coll.Maps[bpfrt.LostEventsMap],
+		Handle:  p.handle,
+		OnLost:  rt.Lost,
+		OnError: func(err error) { probe.LogError(rt, "socket: bad record", err) },
 	})
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
@@ -288,26 +263,14 @@ func (p *Probe) runtime() probe.Runtime {
 // others; each sub-item's hooks come and go together.
 func (p *Probe) syncLinks(sub uint32) error {
 	for _, h := range hooks {
-		want := sub&h.sub != 0 && !p.absent[h.prog]
-		l, have := p.links[h.prog]
-		switch {
-		case want && !have:
+		if _, err := p.links.Set(h.prog, sub&h.sub != 0 && !p.absent[h.prog], func() (link.Link, error) {
 			prog := p.coll.Programs[h.prog]
-			var err error
 			if h.kind == "tp_btf" {
-				l, err = link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
-			} else {
-				l, err = link.AttachCgroup(link.CgroupOptions{Path: p.cgroup2, Attach: h.attach, Program: prog})
+				return link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 			}
-			if err != nil {
-				return fmt.Errorf("socket: attach %s: %w", h.prog, err)
-			}
-			p.links[h.prog] = l
-		case !want && have:
-			if err := l.Close(); err != nil {
-				return fmt.Errorf("socket: detach %s: %w", h.prog, err)
-			}
-			delete(p.links, h.prog)
+			return link.AttachCgroup(link.CgroupOptions{Path: p.cgroup2, Attach: h.attach, Program: prog})
+		}); err != nil {
+			return fmt.Errorf("socket: %w", err)
 		}
 	}
 	return nil
@@ -334,32 +297,18 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 		return fmt.Errorf("socket: %w", err)
 	}
 	p.cfg = cfg
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.kick)
 	return nil
 }
 
 // Stop detaches every hook and unloads the object. The Manager has already
 // cancelled the reader and report loop and waited for them. Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	var errs []error
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
-	for name, l := range p.links {
-		errs = append(errs, l.Close())
-		delete(p.links, name)
-	}
+	p.stats.Unregister(Name)
+	errs = append(errs, p.links.Close())
 	if p.walker != nil {
 		errs = append(errs, p.walker.Close())
 		p.walker = nil
@@ -391,10 +340,7 @@ func (p *Probe) handle(raw []byte) error {
 	if rt := p.runtime(); rt != nil {
 		rt.Logger().Debug("socket: unowned socket, owner walk requested", "family", req.Family, "port", req.Port, "netns", req.Netns)
 	}
-	select {
-	case p.walkReq <- struct{}{}:
-	default: // a walk is already pending
-	}
+	probe.Kick(p.walkReq) // one pending walk covers every request
 	return nil
 }
 
@@ -411,8 +357,7 @@ func (p *Probe) run(ctx context.Context) error {
 		walkPending = false
 		lastWalk = p.now()
 		if err := p.walkOwners(); err != nil {
-			p.rt.Error()
-			p.log.Warn("socket: owner walk failed", "err", err)
+			probe.LogError(p.rt, "socket: owner walk failed", err)
 		}
 	}
 	for {
@@ -495,8 +440,7 @@ func (p *Probe) report(now time.Time) {
 }
 
 func (p *Probe) fail(err error) {
-	p.rt.Error()
-	p.log.Warn("socket: report", "err", err)
+	probe.LogError(p.rt, "socket: report", err)
 }
 
 // collect reads the endpoint maps of the enabled sub-items into the

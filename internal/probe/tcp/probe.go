@@ -54,7 +54,7 @@ type Probe struct {
 	// loaded programs and their links by program name, and why a hook is
 	// missing on this kernel (reported when a sub-item asks for it).
 	optProgs   map[string]*ebpf.Program
-	optLinks   map[string]link.Link
+	optLinks   bpfrt.Links
 	optMissing map[string]error
 	// net_delay: the cgroup2 mount the sock_ops program attaches to, its
 	// link while tcp_delay is on, why it cannot run here, and the
@@ -163,9 +163,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		return errors.New("tcp: started twice")
 	}
 	log := rt.Logger()
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(log)
-	}
+	p.missing = p.missing.OrNew(log)
 	defer func() {
 		if err != nil {
 			p.closeLocked()
@@ -256,7 +254,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	if objs.OnSockOps != nil {
 		progs["on_sock_ops"] = objs.OnSockOps // run time stays 0 while detached
 	}
-	p.optProgs, p.optLinks = map[string]*ebpf.Program{}, map[string]link.Link{}
+	p.optProgs, p.optLinks = map[string]*ebpf.Program{}, bpfrt.Links{}
 	for _, h := range optionalHooks {
 		if prog := objs.optProgram(h.prog); prog != nil {
 			p.optProgs[h.prog] = prog
@@ -273,18 +271,13 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 		Ring: objs.Events, Lost: objs.LostEvents,
 		Handle: p.handle, OnLost: rt.Lost,
 		OnError: func(err error) {
-			rt.Error()
-			log.Warn("tcp: bad ring buffer record", "err", err)
+			probe.LogError(rt, "tcp: bad ring buffer record", err)
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("tcp: %w", err)
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(Name, progs); err != nil {
-			log.Warn("tcp: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(log, Name, progs)
 	if cfg.Has(bitDelay) {
 		log.Warn("tcp: proc_flow_perf sys_delay is not measured by galago (no hook for the moment data is read on this kernel): see the tcp package documentation")
 	}
@@ -334,10 +327,7 @@ func (p *Probe) Reconfigure(cfg probe.Config) error {
 	if err := p.filter.Sync(cfg.Targets); err != nil {
 		return fmt.Errorf("tcp: snooper filter: %w", err)
 	}
-	select {
-	case p.cfgChanged <- struct{}{}:
-	default:
-	}
+	probe.Kick(p.cfgChanged)
 	return nil
 }
 
@@ -350,9 +340,7 @@ func (p *Probe) Stop() error {
 }
 
 func (p *Probe) closeLocked() {
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	if p.reader != nil {
 		_ = p.reader.Close()
 		p.reader = nil
@@ -367,17 +355,12 @@ func (p *Probe) closeLocked() {
 		}
 	}
 	p.iterTCP, p.iterMPTCP = nil, nil
-	for name, l := range p.optLinks {
-		_ = l.Close()
-		delete(p.optLinks, name)
-	}
+	_ = p.optLinks.Close()
 	if p.delayLink != nil {
 		_ = p.delayLink.Close()
 		p.delayLink = nil
 	}
-	for i := len(p.links) - 1; i >= 0; i-- {
-		_ = p.links[i].Close()
-	}
+	_ = bpfrt.CloseLinks(p.links)
 	p.links = nil
 	if p.objs != nil {
 		_ = p.objs.Close()

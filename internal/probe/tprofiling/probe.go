@@ -102,7 +102,7 @@ type Probe struct {
 	rt       probe.Runtime
 	log      *slog.Logger
 	tp       *syscap.Tprof
-	stopOnce sync.Once
+	stopOnce probe.StopOnce
 
 	amu sync.Mutex // the aggregator: the reader adds, the run loop takes
 	agg *aggregator
@@ -186,9 +186,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 		return errors.New("tprofiling: started twice")
 	}
 	p.log = rt.Logger()
-	if p.missing == nil {
-		p.missing = bpfrt.NewMissingHooks(p.log)
-	}
+	p.missing = p.missing.OrNew(p.log)
 	if err := p.checkSubItems(cfg.SubItems); err != nil {
 		return err
 	}
@@ -202,8 +200,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 			rt.Lost(n)
 		},
 		OnError: func(err error) {
-			rt.Error()
-			p.log.Warn("tprofiling: bad record", "err", err)
+			probe.LogError(rt, "tprofiling: bad record", err)
 		},
 		HostRoot: filepath.Dir(p.procRoot), Log: p.log, SampleHz: p.sampleHz,
 	})
@@ -228,11 +225,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 	p.procs = map[uint32]proc{}
 	p.cmu.Unlock()
 	p.hub.setActive(true, p.procName)
-	if p.stats != nil {
-		if err := p.stats.Register(Name, tp.Programs()); err != nil {
-			p.log.Warn("tprofiling: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(p.log, Name, tp.Programs())
 	rt.Go(tp.RunFilter)
 	// The last output waits for the reader's final drain: the events
 	// still in the ring when the probe stops are written too.
@@ -376,8 +369,7 @@ func (p *Probe) run(ctx context.Context, readerDone <-chan struct{}) error {
 			return nil
 		case <-t.C:
 			if err := p.output(false); err != nil {
-				p.rt.Error()
-				p.log.Warn("tprofiling: output failed", "err", err)
+				probe.LogError(p.rt, "tprofiling: output failed", err)
 			}
 		}
 	}
@@ -412,8 +404,7 @@ func (p *Probe) output(final bool) error {
 	}
 	open, err := p.openCalls(cfg, mono, win)
 	if err != nil {
-		p.rt.Error()
-		p.log.Warn("tprofiling: calls in progress unavailable", "err", err)
+		probe.LogError(p.rt, "tprofiling: calls in progress unavailable", err)
 	}
 	drop := notObserved(cfg)
 	evs, open = slices.DeleteFunc(evs, drop), slices.DeleteFunc(open, drop)
@@ -434,8 +425,7 @@ func (p *Probe) output(final bool) error {
 	if mono-p.lastPrune >= uint64(p.pruneAge) {
 		p.lastPrune = mono
 		if err := p.pruneStacks(mono - uint64(p.pruneAge)); err != nil {
-			p.rt.Error()
-			p.log.Warn("tprofiling: pruning the stack map failed", "err", err)
+			probe.LogError(p.rt, "tprofiling: pruning the stack map failed", err)
 		}
 	}
 	p.hub.publish(evs, open, c)
@@ -635,19 +625,11 @@ func readTrim(path string) string {
 // Stop detaches every hook and unloads the programs. The Manager has
 // already cancelled the loop (which wrote the last events) and waited for
 // it. Idempotent.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	p.stopOnce.Do(func() { err = p.closeLocked() })
-	return err
-}
+func (p *Probe) Stop() error { return p.stopOnce.Do(&p.mu, p.closeLocked) }
 
 func (p *Probe) closeLocked() error {
 	p.hub.setActive(false, nil)
-	if p.stats != nil {
-		p.stats.Unregister(Name)
-	}
+	p.stats.Unregister(Name)
 	var errs []error
 	if p.tp != nil {
 		errs = append(errs, p.tp.Close())
