@@ -76,7 +76,12 @@ test:
 # broker outage alone takes 60 s) and the Helm chart's module load no BPF
 # and start no shared server, so they run beside them; their log is printed
 # at the end.
+# GORACE: the race runtime sleeps atexit_sleep_ms (1 s by default) before
+# every -race binary exits, test binaries and the helpers they re-execute
+# alike (~80 packages, and hundreds of helpers); 50 ms still catches the
+# races of goroutines running at the exit (golang/go#61852).
 UNIT_SIDE_PKGS := ./internal/output/...
+unit: export GORACE := atexit_sleep_ms=50 $(GORACE)
 unit:
 	@side=$$(mktemp /tmp/galago-unit-side.XXXXXX); \
 	( $(GO) test -race -count=1 $(UNIT_SIDE_PKGS) && cd deploy/helm && $(GO) test -count=1 ./... ) > $$side 2>&1 & pid=$$!; \

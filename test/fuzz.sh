@@ -4,6 +4,14 @@
 #
 #   test/fuzz.sh OUTDIR PACKAGE...
 #
+# Each package with fuzz targets is built once, fuzz-instrumented
+# (`go test -c -fuzz`), two packages at a time; its targets are the ones
+# the binary lists (-test.list), and each runs from that binary in the
+# package's directory, as `go test -fuzz` would run it, with the same
+# cache of generated inputs. One `go test -fuzz` per target would load,
+# check and link the package again for every target: about 1.5 s each, a
+# third of a 3 s target's time.
+#
 # Each target's output goes to OUTDIR/fuzz-<package>-<target>.log. When a
 # target fails, its failure is printed here. The input Go wrote to the
 # package's testdata/fuzz/ is moved to OUTDIR/failing-inputs/: left in the
@@ -18,9 +26,33 @@ FUZZTIME=${FUZZTIME:-5s}
 out=${1:?usage: test/fuzz.sh OUTDIR PACKAGE...}
 shift
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+rm -rf "$out/bin" && mkdir "$out/bin"
+fuzzcache=$("$GO" env GOCACHE)/fuzz
 
-run_target() { # PACKAGE TARGET LOG
-	"$GO" test -run='^$' -fuzz="^$2\$" -fuzztime="$FUZZTIME" "$1" >"$3" 2>&1
+# Packages whose test files declare a fuzz target (the binary says which
+# exactly), as "importpath dir" lines.
+pkgs=()
+while read -r pkg dir; do
+	if grep -q '^func Fuzz' "$dir"/*_test.go 2>/dev/null; then
+		pkgs+=("$pkg $dir")
+	fi
+done < <("$GO" list -f '{{.ImportPath}} {{.Dir}}' "$@")
+
+bin_of() { echo "$out/bin/$(echo "$1" | tr / _).test"; }
+
+# build PACKAGE: the package's fuzz-instrumented test binary; the build log
+# goes to OUTDIR/build-<package>.log.
+build() {
+	"$GO" test -c -fuzz=. -o "$(bin_of "$1")" "$1" >"$out/build-${1##*/}.log" 2>&1
+}
+export -f build bin_of
+export GO out
+printf '%s\n' "${pkgs[@]%% *}" | xargs -r -P 2 -I{} bash -c 'build {} || true'
+
+run_target() { # PACKAGE DIR TARGET LOG
+	(cd "$2" && "$(bin_of "$1")" -test.paniconexit0 -test.timeout=10m -test.run='^$' -test.fuzz="^$3\$" \
+		-test.fuzztime="$FUZZTIME" -test.fuzzcachedir="$fuzzcache/$1") >"$4" 2>&1
 }
 
 # coordinator_race LOG: true when the target failed with nothing but the
@@ -33,13 +65,29 @@ coordinator_race() {
 
 targets=0
 failed=()
-for pkg in $("$GO" list "$@"); do
-	dir=$("$GO" list -f '{{.Dir}}' "$pkg")
-	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
+for line in "${pkgs[@]}"; do
+	pkg=${line%% *}
+	dir=${line#* }
+	bin=$(bin_of "$pkg")
+	if [ ! -x "$bin" ]; then
+		targets=$((targets + 1))
+		failed+=("$pkg (build)")
+		echo "FAIL $pkg: fuzz build failed (full output: $out/build-${pkg##*/}.log)"
+		tail -40 "$out/build-${pkg##*/}.log" | sed 's/^/    /'
+		continue
+	fi
+	if ! list=$(cd "$dir" && "$bin" -test.list='^Fuzz' 2>&1); then
+		targets=$((targets + 1))
+		failed+=("$pkg (list)")
+		echo "FAIL $pkg: listing its fuzz targets failed:"
+		echo "$list" | tail -40 | sed 's/^/    /'
+		continue
+	fi
+	for f in $(echo "$list" | grep '^Fuzz'); do
 		targets=$((targets + 1))
 		log="$out/fuzz-${pkg##*/}-$f.log"
 		start=$SECONDS
-		if run_target "$pkg" "$f" "$log"; then
+		if run_target "$pkg" "$dir" "$f" "$log"; then
 			echo "ok   $pkg $f ($((SECONDS - start))s)"
 			continue
 		fi
@@ -51,7 +99,7 @@ for pkg in $("$GO" list "$@"); do
 		if coordinator_race "$log"; then
 			echo "note $pkg $f: Go fuzz coordinator deadline race (golang/go#75804), no failing input; running it again"
 			mv "$log" "$log.race"
-			if run_target "$pkg" "$f" "$log"; then
+			if run_target "$pkg" "$dir" "$f" "$log"; then
 				echo "ok   $pkg $f ($((SECONDS - start))s, second run)"
 				continue
 			fi
@@ -84,6 +132,7 @@ for pkg in $("$GO" list "$@"); do
 		echo "        mkdir -p $dir/$(dirname "$input") && cp $saved \$_ && $GO test -run='^$f/$name\$' $pkg"
 	done
 done
+rm -rf "$out/bin"
 
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "fuzz: ${#failed[@]} of $targets targets failed: ${failed[*]}"

@@ -76,7 +76,11 @@ func TestPrivilegedContainerCRINames(t *testing.T) {
 	t.Cleanup(func() { rt.Shutdown(t, p) })
 	short := c.id[:12]
 	ours := func(r *table.Record) bool { return r.Str("container_id") == short }
-	rt.WaitTable(t, table.ContainerStart, 1, ours)
+	// Each table's rows are published as they are made: wait for every
+	// table checked below, not the first of them only.
+	for _, tbl := range []*table.Table{table.ContainerStart, table.ContainerMemory, table.ContainerFile} {
+		rt.WaitTable(t, tbl, 1, ours)
+	}
 	recs := rt.WaitTable(t, table.ContainerCpu, 1, ours)
 
 	host := identity.HostInfo{UUID: "4c4c4544-0000-1000-8000-000000000001", IP: "192.0.2.7"}
