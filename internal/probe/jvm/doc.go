@@ -87,7 +87,8 @@
 // to 32 MiB.
 //
 // Not measured: nonheap init and max (JMX gives -1 for unbounded
-// metaspace). The coll_* fields are set only for pools JMX has a
+// metaspace). Metaspace's max is MaxMetaspaceSize when set (VM.flags),
+// else absent, as JMX has it undefined (-1); without attach absent. The coll_* fields are set only for pools JMX has a
 // collection usage for (the heap's three of G1, Serial and Parallel; not
 // Metaspace, class space or the code heaps: absent, not zero); the
 // spaces of other collectors are named here as hsperfdata names them, so

@@ -196,6 +196,18 @@ func TestRecords(t *testing.T) {
 			}
 		}
 	}
+	// Metaspace's max is JMX's: undefined (absent) unless MaxMetaspaceSize
+	// is set.
+	for _, r := range recs {
+		if r.Table == table.JvmMemPool && r.Str("pool") == "Metaspace" && r.Values[table.JvmMemPool.MustIndex("mem_pool_bytes_max")].Set {
+			t.Error("Metaspace max set without MaxMetaspaceSize")
+		}
+	}
+	s.flags["MaxMetaspaceSize"] = 64 << 20
+	recs = s.records(42, time.Unix(100, 0), time.Minute)
+	if got := get(table.JvmMemPool, "pool", "Metaspace", "mem_pool_bytes_max"); got != 64<<20 {
+		t.Errorf("Metaspace max %v, -XX:MaxMetaspaceSize=64m", got)
+	}
 	gcSum := get(table.JvmGc, "gc", "G1 Old Generation", "gc_coll_secs_sum")
 	if gcSum < 0.0145 || gcSum > 0.0155 { // jstat FGCT 0.015
 		t.Errorf("G1 Old Generation time %v s, jstat says 0.015", gcSum)

@@ -210,7 +210,10 @@ func (s *snapshot) records(pid int, now time.Time, period time.Duration) []*tabl
 			pool(n, u)
 		}
 	}
-	meta := usage{used: long("sun.gc.metaspace.used"), committed: long("sun.gc.metaspace.capacity"), max: long("sun.gc.metaspace.maxCapacity")}
+	// Metaspace's max is JMX's: MaxMetaspaceSize when set (VM.flags lists
+	// it then), else undefined (hsperfdata's maxCapacity is the space
+	// reserved, not a bound JMX reports).
+	meta := usage{used: long("sun.gc.metaspace.used"), committed: long("sun.gc.metaspace.capacity"), max: s.flag("MaxMetaspaceSize")}
 	class := usage{used: long("sun.gc.compressedclassspace.used"), committed: long("sun.gc.compressedclassspace.capacity"),
 		max: long("sun.gc.compressedclassspace.maxCapacity")}
 	if h := s.heapInfo; h != nil && h.metaspace.used >= 0 {
