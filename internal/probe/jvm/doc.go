@@ -65,9 +65,9 @@
 // (6 for the buffer pools, one per pool with a collection usage: 3 for
 // G1, Serial and Parallel; pools found without one are not asked
 // again). The management agent costs the JVM a few threads (RMI and
-// JMX: counted in its threads) and two 8 KiB temporary direct buffers of its socket I/O (counted in its
-// direct pool, as with jconsole); its connector drops a connection idle
-// for 2 minutes, re-dialled then. Every JMX read and write has the
+// JMX: counted in its threads) and two 8 KiB temporary direct buffers
+// of its socket I/O (counted in its direct pool, as with jconsole); its
+// connector drops a connection idle for 2 minutes, re-dialled then. Every JMX read and write has the
 // attach timeout (5 s): a hung JVM costs one timeout a period, the other
 // tables are still reported. A reply is bounded to 1 MiB, the
 // serialization reader's handles to 65536 and its nesting to 64.
