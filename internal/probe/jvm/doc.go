@@ -52,9 +52,9 @@
 // survivor have no max, its old gen the heap's; Parallel's eden and
 // survivor max are the sizes of the JVM's start, read from their
 // CollectionUsage: absent without JMX). The spaces of other collectors
-// (those hsperfdata has: CMS, Epsilon, ...) are named "<generation> <space>" as
-// hsperfdata names them. Collector names are the JMX ones where there is
-// one ("G1 Young Generation", "G1 Old Generation", "Copy",
+// (those hsperfdata has: CMS, Epsilon, ...) are named "<generation>
+// <space>" as hsperfdata names them. Collector names are the JMX ones
+// where there is one ("G1 Young Generation", "G1 Old Generation", "Copy",
 // "MarkSweepCompact", "PS Scavenge", "PS MarkSweep"), else hsperfdata's
 // ("G1 concurrent cycle pauses"). jvm_mem nonheap is the sum of the
 // non-heap pools, as JMX sums them.
