@@ -40,27 +40,37 @@
 // Observed: every process with a hsperfdata file (every JVM, unless run
 // with -XX:-UsePerfData), or those the proc snoopers select. Keys and
 // labels are gala-gopher's; name is the main class (or jar) of the
-// command. Pool names are the JMX ones for G1 ("G1 Eden Space", "G1
-// Survivor Space", "G1 Old Gen", "Metaspace", "Compressed Class Space",
-// "CodeHeap '...'"); the spaces of other collectors are named
-// "<generation> <space>" as hsperfdata names them. Collector names are
-// the JMX ones where there is one ("G1 Young Generation", "G1 Old
-// Generation", "PS Scavenge", ...), else hsperfdata's ("G1 concurrent
-// cycle pauses"). jvm_mem nonheap is the sum of the non-heap pools, as
-// JMX sums them.
+// command. Pool names are the MemoryPoolMXBeans' (gala-gopher's agent
+// reports those): "Metaspace", "Compressed Class Space", "CodeHeap '...'"
+// and the heap's spaces of G1 ("G1 Eden Space", "G1 Survivor Space", "G1
+// Old Gen"), Serial ("Eden Space", "Survivor Space", "Tenured Gen") and
+// Parallel ("PS Eden Space", "PS Survivor Space", "PS Old Gen"), found by
+// hsperfdata's sun.gc.policy.name; a survivor pool is the current "from"
+// space of hsperfdata's s0 and s1 (which swap roles at each young
+// collection: the one in use, "to" being empty between collections), as
+// JMX's is. used, committed and max are the MXBeans' (G1's eden and
+// survivor have no max, its old gen the heap's; Parallel's eden and
+// survivor max are the sizes of the JVM's start, read from their
+// CollectionUsage: absent without JMX). The spaces of other collectors
+// (those hsperfdata has: CMS, Epsilon, ...) are named "<generation>
+// <space>" as hsperfdata names them. Collector names are the JMX ones
+// where there is one ("G1 Young Generation", "G1 Old Generation", "Copy",
+// "MarkSweepCompact", "PS Scavenge", "PS MarkSweep"), else hsperfdata's
+// ("G1 concurrent cycle pauses"). jvm_mem nonheap is the sum of the
+// non-heap pools, as JMX sums them.
 //
 // Cost: one /proc/<pid>/root/tmp glob per process per period (to find
-// JVMs), then per JVM one 32 KiB file read and three attach commands
-// (two more once per JVM) and 9 JMX calls on one loopback connection
-// (6 for the buffer pools, one per pool with a collection usage: 3 for
-// G1; pools found without one are not asked again). The management agent
-// costs the JVM a few threads (RMI and JMX: counted in its threads) and
-// two 8 KiB temporary direct buffers of its socket I/O (counted in its
+// JVMs), then per JVM one 32 KiB file read and three attach commands (two
+// more once per JVM) and 9 JMX calls on one loopback connection (6 for the
+// buffer pools, one per pool with a collection usage: 3 for G1, Serial and
+// Parallel; pools found without one are not asked again). The management
+// agent costs the JVM a few threads (RMI and JMX: counted in its threads)
+// and two 8 KiB temporary direct buffers of its socket I/O (counted in its
 // direct pool, as with jconsole); its connector drops a connection idle
-// for 2 minutes, re-dialled then. Every JMX read and write has the
-// attach timeout (5 s): a hung JVM costs one timeout a period, the other
-// tables are still reported. A reply is bounded to 1 MiB, the
-// serialization reader's handles to 65536 and its nesting to 64.
+// for 2 minutes, re-dialled then. Every JMX read and write has the attach
+// timeout (5 s): a hung JVM costs one timeout a period, the other tables
+// are still reported. A reply is bounded to 1 MiB, the serialization
+// reader's handles to 65536 and its nesting to 64.
 //
 // Thread.print stops the JVM at a safepoint to walk its threads, as the
 // JMX agent's findDeadlockedThreads does. The first attach starts the
@@ -77,23 +87,24 @@
 // to 32 MiB.
 //
 // Not measured: nonheap init and max (JMX gives -1 for unbounded
-// metaspace). The coll_* fields are set only for pools JMX has a
-// collection usage for (G1's three; not Metaspace, class space or the
-// code heaps: absent, not zero); the spaces of other collectors are named
-// here as hsperfdata names them, so they are asked by a JMX name that
-// does not exist and get none. A connector with a client socket factory
-// (an SSL-only agent started by the JVM's own flags) is not supported.
-// The JVM's RMIConnection is not leased through RMI's distributed GC
-// (the agent's connector exports it as a daemon object: it lives until
-// closed or idle 2 minutes).
-// threads_deadlocked counts monitor deadlocks (Thread.print without -l:
-// ownable synchronizers would need a heap walk). With GOPHER_HOST_PATH
-// set, galago must share the host's pid namespace to signal a JVM; it
-// needs CAP_KILL to signal another user's JVM and CAP_DAC_OVERRIDE to
-// connect to its attach socket (mode 0600, the JVM's user's): the
-// systemd unit and the DaemonSet hold both; without them such JVMs get
-// the hsperfdata tables only (one log line each). Dialling a JVM's
-// connector from inside its network namespace needs CAP_SYS_ADMIN (held
-// by both as well); without it the JMX values are missing (the failure
-// counted, logged once per JVM).
+// metaspace). Metaspace's max is MaxMetaspaceSize when set (VM.flags),
+// else absent, as JMX has it undefined (-1); without attach absent. The
+// coll_* fields are set only for pools JMX has a collection usage for (the
+// heap's three of G1, Serial and Parallel; not Metaspace, class space or
+// the code heaps: absent, not zero); the spaces of other collectors are
+// named here as hsperfdata names them, so they are asked by a JMX name
+// that does not exist and get none. A connector with a client socket
+// factory (an SSL-only agent started by the JVM's own flags) is not
+// supported. The JVM's RMIConnection is not leased through RMI's
+// distributed GC (the agent's connector exports it as a daemon object: it
+// lives until closed or idle 2 minutes). threads_deadlocked counts monitor
+// deadlocks (Thread.print without -l: ownable synchronizers would need a
+// heap walk). With GOPHER_HOST_PATH set, galago must share the host's pid
+// namespace to signal a JVM; it needs CAP_KILL to signal another user's
+// JVM and CAP_DAC_OVERRIDE to connect to its attach socket (mode 0600, the
+// JVM's user's): the systemd unit and the DaemonSet hold both; without
+// them such JVMs get the hsperfdata tables only (one log line each).
+// Dialling a JVM's connector from inside its network namespace needs
+// CAP_SYS_ADMIN (held by both as well); without it the JMX values are
+// missing (the failure counted, logged once per JVM).
 package jvm

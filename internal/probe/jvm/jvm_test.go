@@ -2,7 +2,9 @@ package jvm
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +196,18 @@ func TestRecords(t *testing.T) {
 			}
 		}
 	}
+	// Metaspace's max is JMX's: undefined (absent) unless MaxMetaspaceSize
+	// is set.
+	for _, r := range recs {
+		if r.Table == table.JvmMemPool && r.Str("pool") == "Metaspace" && r.Values[table.JvmMemPool.MustIndex("mem_pool_bytes_max")].Set {
+			t.Error("Metaspace max set without MaxMetaspaceSize")
+		}
+	}
+	s.flags["MaxMetaspaceSize"] = 64 << 20
+	recs = s.records(42, time.Unix(100, 0), time.Minute)
+	if got := get(table.JvmMemPool, "pool", "Metaspace", "mem_pool_bytes_max"); got != 64<<20 {
+		t.Errorf("Metaspace max %v, -XX:MaxMetaspaceSize=64m", got)
+	}
 	gcSum := get(table.JvmGc, "gc", "G1 Old Generation", "gc_coll_secs_sum")
 	if gcSum < 0.0145 || gcSum > 0.0155 { // jstat FGCT 0.015
 		t.Errorf("G1 Old Generation time %v s, jstat says 0.015", gcSum)
@@ -211,5 +225,91 @@ func TestRecords(t *testing.T) {
 		if r.Table == table.JvmInfo && (r.Str("runtime") != "OpenJDK Runtime Environment" || r.Str("vendor") != "Debian" || r.Str("version") != "17.0.15+6-Debian-1deb12u1") {
 			t.Errorf("jvm_info labels %q %q %q", r.Str("runtime"), r.Str("vendor"), r.Str("version"))
 		}
+	}
+}
+
+// TestSerialParallelPools: Serial's and Parallel's spaces, as a JDK 17
+// JVM's hsperfdata had them (-Xms64m -Xmx256m, after System.gc()), give
+// the pools its own MemoryPoolMXBeans gave at the same time (names,
+// used, committed, max), the survivor pool from s0 or s1, whichever is
+// "from".
+func TestSerialParallelPools(t *testing.T) {
+	perf := func(policy string, eden, s0, s1, old [4]int64) *hotspot.PerfData {
+		pd := &hotspot.PerfData{Longs: map[string]int64{}, Strings: map[string]string{"sun.gc.policy.name": policy,
+			"sun.gc.generation.0.name": "new", "sun.gc.generation.1.name": "old"}}
+		for i, sp := range []struct {
+			prefix, name string
+			v            [4]int64 // used, capacity, maxCapacity, generation capacity
+		}{{"sun.gc.generation.0.space.0.", "eden", eden}, {"sun.gc.generation.0.space.1.", "s0", s0},
+			{"sun.gc.generation.0.space.2.", "s1", s1}, {"sun.gc.generation.1.space.0.", "old", old}} {
+			pd.Strings[sp.prefix+"name"] = sp.name
+			pd.Longs[sp.prefix+"used"], pd.Longs[sp.prefix+"capacity"], pd.Longs[sp.prefix+"maxCapacity"] = sp.v[0], sp.v[1], sp.v[2]
+			pd.Longs[fmt.Sprintf("sun.gc.generation.%d.capacity", i/3)] += sp.v[1]
+		}
+		return pd
+	}
+	type want map[string]usage // pool: used, committed, max (-1: absent)
+	for _, c := range []struct {
+		name string
+		pd   *hotspot.PerfData
+		coll map[string]usage
+		want want
+	}{
+		{"serial", perf("Copy:MSC", [4]int64{4733224, 17956864, 71630848}, [4]int64{0, 2228224, 8912896}, [4]int64{0, 2228224, 8912896},
+			[4]int64{21431384, 44761088, 178978816}), nil,
+			want{"Eden Space": {4733224, 17956864, 71630848, 0}, "Survivor Space": {0, 2228224, 8912896, 0},
+				"Tenured Gen": {21431384, 44761088, 178978816, 0}}},
+		// s1 is "from": it holds the survivors.
+		{"serial s1", perf("Copy:MSC", [4]int64{1, 2, 3}, [4]int64{0, 2228224, 8912896}, [4]int64{1508032, 2228224, 8912896},
+			[4]int64{4, 5, 6}), nil,
+			want{"Eden Space": {1, 2, 3, 0}, "Survivor Space": {1508032, 2228224, 8912896, 0}, "Tenured Gen": {4, 5, 6, 0}}},
+		// Parallel's eden and survivor max are JMX's own (from the
+		// CollectionUsage), absent without it.
+		{"parallel", perf("ParScav:MSC", [4]int64{4796632, 33554432, 88080384}, [4]int64{0, 2621440, 29360128}, [4]int64{0, 2621440, 29360128},
+			[4]int64{21431384, 45088768, 179306496}),
+			map[string]usage{"PS Eden Space": {0, 33554432, 83886080, -1}, "PS Survivor Space": {0, 2621440, 2621440, -1},
+				"PS Old Gen": {21431384, 45088768, 179306496, -1}},
+			want{"PS Eden Space": {4796632, 33554432, 83886080, 0}, "PS Survivor Space": {0, 2621440, 2621440, 0},
+				"PS Old Gen": {21431384, 45088768, 179306496, 0}}},
+		{"parallel without JMX", perf("ParScav:MSC", [4]int64{1, 2, 3}, [4]int64{0, 1 << 20, 9}, [4]int64{0, 2 << 20, 9}, [4]int64{4, 5, 6}), nil,
+			want{"PS Eden Space": {1, 2, -1, 0}, "PS Survivor Space": {0, -1, -1, 0}, "PS Old Gen": {4, 5, 6, 0}}},
+		// Both survivors empty, of different sizes: "from" is the one
+		// of the CollectionUsage's committed size.
+		{"parallel survivors resized", perf("ParScav:MSC", [4]int64{1, 2, 3}, [4]int64{0, 1 << 20, 9}, [4]int64{0, 2 << 20, 9}, [4]int64{4, 5, 6}),
+			map[string]usage{"PS Survivor Space": {0, 2 << 20, 3 << 20, -1}},
+			want{"PS Eden Space": {1, 2, -1, 0}, "PS Survivor Space": {0, 2 << 20, 3 << 20, 0}, "PS Old Gen": {4, 5, 6, 0}}},
+		{"unknown collector", perf("Epsilon", [4]int64{1, 2, 3}, [4]int64{4, 5, 6}, [4]int64{7, 8, 9}, [4]int64{10, 11, 12}), nil,
+			want{"new eden": {1, 2, 3, 0}, "new s0": {4, 5, 6, 0}, "new s1": {7, 8, 9, 0}, "old old": {10, 11, 12, 0}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := snapshot{pd: c.pd, deadlocked: -1, cpuSecs: -1}
+			if c.coll != nil {
+				s.mbeans = &mbeanValues{coll: c.coll}
+			}
+			got := want{}
+			field := func(r *table.Record, f string) int64 {
+				if v := r.Values[table.JvmMemPool.MustIndex(f)]; v.Set {
+					return int64(v.Num)
+				}
+				return -1
+			}
+			for _, r := range s.records(1, time.Unix(100, 0), time.Minute) {
+				if r.Table != table.JvmMemPool || r.Str("pool") == "Metaspace" {
+					continue
+				}
+				p := r.Str("pool")
+				got[p] = usage{field(r, "mem_pool_bytes_used"), field(r, "mem_pool_bytes_commit"), field(r, "mem_pool_bytes_max"), 0}
+				cu, ok := c.coll[p]
+				if !ok {
+					cu = usage{-1, -1, -1, -1}
+				}
+				if g := (usage{field(r, "mem_pool_coll_used_bytes"), field(r, "mem_pool_coll_commit_bytes"), field(r, "mem_pool_coll_max_bytes"), -1}); g != cu {
+					t.Errorf("%s coll %v, want %v", p, g, cu)
+				}
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("pools\n%v, want\n%v", got, c.want)
+			}
+		})
 	}
 }

@@ -42,54 +42,133 @@ var directBytes = []int{1000, 2000, 3000, 40960}
 // own BufferPoolMXBeans and MemoryPoolMXBeans. The container has a
 // network namespace of its own: its JMX connector is reachable from
 // inside only.
+// Then, in parallel, one short run each under the Serial and the
+// Parallel collector (testPools).
 func TestJVMPrivileged(t *testing.T) {
 	probetest.RequireTools(t, "javac", "java", "jcmd", "jstat", "unshare", "mount", "ip")
 	dir := hotspottest.Javac(t, "testdata/JvmLoad.java")
 	t.Run("host", func(t *testing.T) { testJVM(t, dir, false) })
 	t.Run("container", func(t *testing.T) { testJVM(t, dir, true) })
+	t.Run("pools", func(t *testing.T) {
+		for _, gc := range []string{"Serial", "Parallel"} {
+			t.Run(gc, func(t *testing.T) {
+				t.Parallel()
+				testPools(t, dir, gc)
+			})
+		}
+	})
+}
+
+// testPools runs JvmLoad (no threads of its own, one System.gc(), 8 MiB
+// kept) under the Serial or Parallel collector, on the host, and compares
+// the probe's jvm_mem_pool and jvm_gc rows with the JVM's own
+// MemoryPoolMXBeans and GarbageCollectorMXBeans, printed before and
+// after the probe's collection: the same pool names, used between the
+// two (within 5%), committed, max and the CollectionUsage exactly (no
+// collection in between), collection counts exactly.
+func testPools(t *testing.T, classDir, gc string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stdin, next, pid := startJvmLoad(ctx, t, classDir, "-XX:+Use"+gc+"GC -Xms64m -Xmx256m -cp /proc/self/cwd JvmLoad 0 0 1 8", false)
+	p := New(procfs.FS{}, withInterval(time.Hour))
+	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
+	if err := p.Start(rt.Context(), probe.Config{Params: probe.DefaultParams(), Targets: probetest.NewTargets(snoop.Whitelist, pid)}, rt); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Shutdown(t, p)
+	rt.WaitTable(t, table.JvmThread, 1, nil)
+	rt.Take()
+	type mx struct{ v [6]float64 } // used, committed, max, coll used, committed, max
+	own := func() (map[string]mx, map[string]float64) {
+		t.Helper()
+		fmt.Fprintln(stdin, "mem")
+		pools, gcs := map[string]mx{}, map[string]float64{}
+		for l := next(); l != "end"; l = next() {
+			f := strings.Split(l, "\t")
+			switch {
+			case f[0] == "mem" && len(f) == 8:
+				var m mx
+				for i := range m.v {
+					m.v[i], _ = strconv.ParseFloat(f[i+2], 64)
+				}
+				pools[f[1]] = m
+			case f[0] == "gc" && len(f) == 3:
+				gcs[f[1]], _ = strconv.ParseFloat(f[2], 64)
+			default:
+				t.Fatalf("JvmLoad answered %q", l)
+			}
+		}
+		return pools, gcs
+	}
+	before, _ := own()
+	p.loop.Collect(time.Now())
+	recs, _ := rt.Take()
+	after, gcs := own()
+	got := map[string]*table.Record{}
+	for _, r := range recs {
+		if r.Str("tgid") != strconv.Itoa(pid) {
+			continue
+		}
+		switch r.Table {
+		case table.JvmMemPool:
+			got[r.Str("pool")] = r
+		case table.JvmGc:
+			if n, ok := gcs[r.Str("gc")]; !ok || r.Values[table.JvmGc.MustIndex("gc_coll_secs_count")].Num != n {
+				t.Errorf("jvm_gc %q count %v, the JVM's GarbageCollectorMXBeans: %v", r.Str("gc"), r.Values[table.JvmGc.MustIndex("gc_coll_secs_count")].Num, gcs)
+			}
+			delete(gcs, r.Str("gc"))
+		}
+	}
+	if len(gcs) != 0 {
+		t.Errorf("collectors without a jvm_gc row: %v", gcs)
+	}
+	fields := []string{"mem_pool_bytes_used", "mem_pool_bytes_commit", "mem_pool_bytes_max", "mem_pool_coll_used_bytes", "mem_pool_coll_commit_bytes", "mem_pool_coll_max_bytes"}
+	for name, a := range after {
+		r := got[name]
+		if r == nil {
+			t.Errorf("no jvm_mem_pool row for the JVM's pool %q", name)
+			continue
+		}
+		delete(got, name)
+		t.Logf("%s: JVM before %v after %v", name, before[name].v, a.v)
+		for i, f := range fields {
+			v := r.Values[table.JvmMemPool.MustIndex(f)]
+			b := before[name].v[i]
+			switch {
+			case i < 2 && a.v[3] == -2:
+				// A non-heap pool's (no CollectionUsage) used and
+				// committed: its own sources, checked in testJVM.
+			case a.v[i] < 0:
+				// JMX's undefined (-1: no max; -2: no CollectionUsage).
+				if v.Set {
+					t.Errorf("%s %s = %v, the JVM has %v", name, f, v.Num, a.v[i])
+				}
+			case !v.Set:
+				t.Errorf("%s %s not set, the JVM has %v", name, f, a.v[i])
+			case i == 0:
+				if v.Num < 0.95*min(b, a.v[i]) || v.Num > 1.05*max(b, a.v[i]) {
+					t.Errorf("%s used %v, the JVM's %v before and %v after", name, v.Num, b, a.v[i])
+				}
+			case b != a.v[i]:
+				t.Errorf("%s %s moved in the JVM: %v, then %v", name, f, b, a.v[i])
+			case v.Num != a.v[i]:
+				t.Errorf("%s %s = %v, the JVM's %v", name, f, v.Num, a.v[i])
+			}
+		}
+	}
+	for name := range got {
+		t.Errorf("jvm_mem_pool row %q: no such pool in the JVM", name)
+	}
+	if n := rt.ErrorCount(); n != 0 {
+		t.Errorf("%d errors: %s", n, rt.Logs())
+	}
 }
 
 func testJVM(t *testing.T, classDir string, container bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// The class path is the working directory through /proc: in the
-	// container the tmpfs hides its path.
-	java := fmt.Sprintf("exec java -XX:+UseG1GC -Xms64m -Xmx256m -cp /proc/self/cwd JvmLoad %d %d %d %d", workers, daemons, gcs, keptMiB)
-	cmd := exec.CommandContext(ctx, "sh", "-c", java)
-	if container {
-		cmd = hotspottest.NetContainerCommand(ctx, classDir, java)
-	}
-	cmd.Dir = classDir
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
-	lines := bufio.NewScanner(stdout)
-	next := func() string {
-		t.Helper()
-		if !lines.Scan() {
-			t.Fatalf("JvmLoad ended: %v", lines.Err())
-		}
-		return lines.Text()
-	}
-	if l := next(); l != "ready" {
-		t.Fatalf("JvmLoad said %q", l)
-	}
-	pid := javaPID(t, cmd.Process.Pid, container)
-
+	stdin, next, pid := startJvmLoad(ctx, t, classDir, fmt.Sprintf("-XX:+UseG1GC -Xms64m -Xmx256m -cp /proc/self/cwd JvmLoad %d %d %d %d",
+		workers, daemons, gcs, keptMiB), container)
 	p := New(procfs.FS{}, withInterval(time.Hour))
 	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
 	targets := probetest.NewTargets(snoop.Whitelist, pid)
@@ -211,6 +290,50 @@ func testJVM(t *testing.T, classDir string, container bool) {
 	if n := rt.ErrorCount(); n != 0 {
 		t.Errorf("%d errors: %s", n, rt.Logs())
 	}
+}
+
+// startJvmLoad starts "java <args>" (JvmLoad) in classDir, on the host or
+// in a container, until ctx ends or the test does, and waits for its
+// "ready". It returns its stdin, its next output line and its pid.
+func startJvmLoad(ctx context.Context, t *testing.T, classDir, args string, container bool) (io.Writer, func() string, int) {
+	t.Helper()
+	// The class path is the working directory through /proc: in the
+	// container the tmpfs hides its path.
+	java := "exec java " + args
+	cmd := exec.CommandContext(ctx, "sh", "-c", java)
+	if container {
+		cmd = hotspottest.NetContainerCommand(ctx, classDir, java)
+	}
+	cmd.Dir = classDir
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := bufio.NewScanner(stdout)
+	next := func() string {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("JvmLoad ended: %v", lines.Err())
+		}
+		return lines.Text()
+	}
+	if l := next(); l != "ready" {
+		t.Fatalf("JvmLoad said %q", l)
+	}
+	return stdin, next, javaPID(t, cmd.Process.Pid, container)
 }
 
 // javaPID is the JVM's pid: the shell's (exec), or in a container the

@@ -22,13 +22,17 @@ type snapshot struct {
 	mbeans     *mbeanValues      // nil without JMX
 }
 
-// g1Pools are the JMX names of G1's hsperfdata spaces (generation name,
-// space name); s1 is a placeholder G1 keeps at zero.
-var g1Pools = map[[2]string]string{
-	{"young", "eden"}: "G1 Eden Space",
-	{"young", "s0"}:   "G1 Survivor Space",
-	{"young", "s1"}:   "",
-	{"old", "space"}:  "G1 Old Gen",
+// jmxPools are the JMX names of hsperfdata's heap spaces (generation
+// name, space name) by collector (sun.gc.policy.name): G1's, Serial's
+// and Parallel's. "survivor" stands for s0 and s1, the two survivor
+// spaces, of which JMX reports the current "from" one (survivorPool);
+// G1's s1 is a placeholder it keeps at zero.
+var jmxPools = map[string]map[[2]string]string{
+	"GarbageFirst": {{"young", "eden"}: "G1 Eden Space", {"young", "s0"}: "G1 Survivor Space", {"young", "s1"}: "",
+		{"old", "space"}: "G1 Old Gen"},
+	"Copy:MSC": {{"new", "eden"}: "Eden Space", {"new", "survivor"}: "Survivor Space", {"old", "old"}: "Tenured Gen"},
+	"ParScav:MSC": {{"new", "eden"}: "PS Eden Space", {"new", "survivor"}: "PS Survivor Space",
+		{"old", "old"}: "PS Old Gen"},
 }
 
 // gcNames are the JMX names of hsperfdata's collectors.
@@ -39,6 +43,11 @@ var gcNames = map[string]string{
 	"PSParallelCompact":          "PS MarkSweep",
 	"Serial copying collector":   "Copy",
 	"MarkSweepCompact":           "MarkSweepCompact",
+	// JDK 17.0.15 and 25 name them so.
+	"Parallel young collection pauses": "PS Scavenge",
+	"Parallel full collection pauses":  "PS MarkSweep",
+	"Serial young collection pauses":   "Copy",
+	"Serial full collection pauses":    "MarkSweepCompact",
 }
 
 func (s *snapshot) records(pid int, now time.Time, period time.Duration) []*table.Record {
@@ -137,18 +146,17 @@ func (s *snapshot) records(pid int, now time.Time, period time.Duration) []*tabl
 	// space (GC.heap_info, current; else hsperfdata, as of the last GC),
 	// the code heaps (Compiler.codecache).
 	heapPools := usage{0, 0, 0, 0}
-	g1 := pd.Strings["sun.gc.policy.name"] == "GarbageFirst"
+	policy := pd.Strings["sun.gc.policy.name"]
+	names := jmxPools[policy]
 	pool := func(name string, u usage) {
 		r := rec(table.JvmMemPool, "pool", name)
 		num(r, "mem_pool_bytes_used", u.used)
 		num(r, "mem_pool_bytes_commit", u.committed)
 		num(r, "mem_pool_bytes_max", u.max)
-		if s.mbeans != nil {
-			if cu, ok := s.mbeans.coll[name]; ok {
-				num(r, "mem_pool_coll_used_bytes", cu.used)
-				num(r, "mem_pool_coll_commit_bytes", cu.committed)
-				num(r, "mem_pool_coll_max_bytes", cu.max)
-			}
+		if cu, ok := s.coll(name); ok {
+			num(r, "mem_pool_coll_used_bytes", cu.used)
+			num(r, "mem_pool_coll_commit_bytes", cu.committed)
+			num(r, "mem_pool_coll_max_bytes", cu.max)
 		}
 	}
 	for g := 0; ; g++ {
@@ -158,6 +166,7 @@ func (s *snapshot) records(pid int, now time.Time, period time.Duration) []*tabl
 			break
 		}
 		heapPools.committed += max(long(gp+"capacity"), 0)
+		var survivors []usage
 		for sp := 0; ; sp++ {
 			p := fmt.Sprintf("%sspace.%d.", gp, sp)
 			space, ok := pd.Strings[p+"name"]
@@ -166,23 +175,45 @@ func (s *snapshot) records(pid int, now time.Time, period time.Duration) []*tabl
 			}
 			u := usage{used: long(p + "used"), committed: long(p + "capacity"), max: long(p + "maxCapacity"), init: long(p + "initCapacity")}
 			heapPools.used += max(u.used, 0)
-			n := gen + " " + space
-			if g1 {
-				n = g1Pools[[2]string{gen, space}]
+			if names == nil {
+				pool(gen+" "+space, u)
+				continue
+			}
+			if _, ok := names[[2]string{gen, "survivor"}]; ok && (space == "s0" || space == "s1") {
+				survivors = append(survivors, u)
+				continue
+			}
+			n := names[[2]string{gen, space}]
+			switch n {
+			case "G1 Old Gen":
 				// G1's pools share the heap: JMX gives eden and
 				// survivor no max, old the heap's.
-				if n == "G1 Old Gen" {
-					u.max = s.flag("MaxHeapSize")
-				} else {
-					u.max = -1
-				}
+				u.max = s.flag("MaxHeapSize")
+			case "G1 Eden Space", "G1 Survivor Space":
+				u.max = -1
+			case "PS Eden Space":
+				// JMX's max is the young generation's less the
+				// survivors as they were at the JVM's start:
+				// the pool's own (CollectionUsage), else unknown.
+				u.max = s.collMax(n)
 			}
 			if n != "" {
 				pool(n, u)
 			}
 		}
+		if n := names[[2]string{gen, "survivor"}]; n != "" && len(survivors) == 2 {
+			cu, _ := s.coll(n)
+			u := survivorPool(survivors[0], survivors[1], cu.committed)
+			if policy == "ParScav:MSC" {
+				u.max = s.collMax(n) // the "from" space's at the JVM's start
+			}
+			pool(n, u)
+		}
 	}
-	meta := usage{used: long("sun.gc.metaspace.used"), committed: long("sun.gc.metaspace.capacity"), max: long("sun.gc.metaspace.maxCapacity")}
+	// Metaspace's max is JMX's: MaxMetaspaceSize when set (VM.flags lists
+	// it then), else undefined (hsperfdata's maxCapacity is the space
+	// reserved, not a bound JMX reports).
+	meta := usage{used: long("sun.gc.metaspace.used"), committed: long("sun.gc.metaspace.capacity"), max: s.flag("MaxMetaspaceSize")}
 	class := usage{used: long("sun.gc.compressedclassspace.used"), committed: long("sun.gc.compressedclassspace.capacity"),
 		max: long("sun.gc.compressedclassspace.maxCapacity")}
 	if h := s.heapInfo; h != nil && h.metaspace.used >= 0 {
@@ -237,6 +268,46 @@ func (s *snapshot) records(pid int, now time.Time, period time.Duration) []*tabl
 		num(r, "mem_bytes_init", a.u.init)
 	}
 	return out
+}
+
+// survivorPool is JMX's survivor pool, the current "from" space of s0
+// and s1 (they swap roles at each young collection). Between collections
+// "to" is empty: used is the sum, committed the capacity of the space in
+// use, or, both empty, their common capacity, or the one the pool's
+// CollectionUsage gives (collCommitted; -1 unknown: the capacity of
+// "from" only changes in collections), else unknown.
+func survivorPool(s0, s1 usage, collCommitted int64) usage {
+	u := usage{used: -1, committed: -1, max: s0.max, init: -1}
+	if s0.used >= 0 && s1.used >= 0 {
+		u.used = s0.used + s1.used
+	}
+	switch {
+	case s0.used > 0 && s1.used == 0:
+		u.committed = s0.committed
+	case s1.used > 0 && s0.used == 0:
+		u.committed = s1.committed
+	case s0.committed == s1.committed:
+		u.committed = s0.committed
+	case collCommitted >= 0 && (collCommitted == s0.committed || collCommitted == s1.committed):
+		u.committed = collCommitted
+	}
+	return u
+}
+
+// coll is the pool's CollectionUsage read over JMX.
+func (s *snapshot) coll(pool string) (usage, bool) {
+	if s.mbeans != nil {
+		if cu, ok := s.mbeans.coll[pool]; ok {
+			return cu, true
+		}
+	}
+	return unknownUsage(), false
+}
+
+// collMax is the pool's max as its CollectionUsage gives it, -1 without.
+func (s *snapshot) collMax(pool string) int64 {
+	cu, _ := s.coll(pool)
+	return cu.max
 }
 
 // flag is a VM.flags value, -1 without.

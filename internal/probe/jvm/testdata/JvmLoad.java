@@ -3,6 +3,7 @@ import java.io.File;
 import java.io.InputStreamReader;
 import java.io.RandomAccessFile;
 import java.lang.management.BufferPoolMXBean;
+import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
 import java.lang.management.MemoryPoolMXBean;
 import java.lang.management.MemoryUsage;
@@ -23,7 +24,11 @@ import java.util.concurrent.CountDownLatch;
 // of a file (before its collections), and answers "pools" with its own
 // BufferPoolMXBeans ("buf\t<name>\t<count>\t<used>\t<capacity>") and
 // the CollectionUsage of its MemoryPoolMXBeans that have one
-// ("coll\t<name>\t<used>\t<committed>\t<max>"), then "end".
+// ("coll\t<name>\t<used>\t<committed>\t<max>"), then "end"; "mem"
+// with every MemoryPoolMXBean's usage and collection usage
+// ("mem\t<name>\t<used>\t<committed>\t<max>\t<coll used>\t<coll
+// committed>\t<coll max>", -2 for no collection usage) and every
+// GarbageCollectorMXBean's count ("gc\t<name>\t<count>"), then "end".
 public class JvmLoad {
     static final int[] DIRECT = {1000, 2000, 3000, 40960};
     static final int MAPPED = (3 << 20) + 100;
@@ -106,6 +111,22 @@ public class JvmLoad {
                     if (u != null) {
                         System.out.printf("coll\t%s\t%d\t%d\t%d%n", m.getName(), u.getUsed(), u.getCommitted(), u.getMax());
                     }
+                }
+                System.out.println("end");
+                continue;
+            }
+            if (line.equals("mem")) {
+                for (MemoryPoolMXBean m : ManagementFactory.getMemoryPoolMXBeans()) {
+                    MemoryUsage u = m.getUsage(), c = m.getCollectionUsage();
+                    if (c == null) {
+                        System.out.printf("mem\t%s\t%d\t%d\t%d\t-2\t-2\t-2%n", m.getName(), u.getUsed(), u.getCommitted(), u.getMax());
+                    } else {
+                        System.out.printf("mem\t%s\t%d\t%d\t%d\t%d\t%d\t%d%n", m.getName(), u.getUsed(), u.getCommitted(), u.getMax(),
+                                c.getUsed(), c.getCommitted(), c.getMax());
+                    }
+                }
+                for (GarbageCollectorMXBean g : ManagementFactory.getGarbageCollectorMXBeans()) {
+                    System.out.printf("gc\t%s\t%d%n", g.getName(), g.getCollectionCount());
                 }
                 System.out.println("end");
                 continue;
