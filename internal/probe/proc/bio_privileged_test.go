@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,9 +76,19 @@ func TestPrivilegedBio(t *testing.T) {
 	writer, write := gatedDD(t, writeArgs)
 	const period = 500 * time.Millisecond
 	p, rt := startFor(t, period, []int{reader.Process.Pid, writer.Process.Pid}, "proc_io")
+	// The kernel's own count of the bytes each process's read bios asked
+	// for (submit_bio adds them to read_bytes; ru_inblock is it in
+	// 512-byte units): what the two processes read besides dd's direct
+	// I/O (a metadata block the file system fetched on their behalf, e.g.
+	// for an atime update) is known, not guessed.
+	rb0 := map[int]int64{reader.Process.Pid: readBytes(t, reader.Process.Pid), writer.Process.Pid: readBytes(t, writer.Process.Pid)}
 	start := time.Now()
 	read()
 	write()
+	extra := func(c *exec.Cmd, direct int64) int64 {
+		return c.ProcessState.SysUsage().(*syscall.Rusage).Inblock*512 - rb0[c.Process.Pid] - direct
+	}
+	small := map[int]int64{reader.Process.Pid: extra(reader, 3*8192), writer.Process.Pid: extra(writer, 0)}
 	wall := time.Since(start)
 	of := func(pid int) func(*table.Record) bool {
 		return func(r *table.Record) bool { return r.Str("tgid") == strconv.Itoa(pid) }
@@ -94,11 +106,20 @@ func TestPrivilegedBio(t *testing.T) {
 		{reader.Process.Pid, "greater_4k_io_read", 3}, {reader.Process.Pid, "less_4k_io_read", 0},
 		{reader.Process.Pid, "greater_4k_io_write", 0}, {reader.Process.Pid, "less_4k_io_write", 0},
 		{writer.Process.Pid, "less_4k_io_write", 5}, {writer.Process.Pid, "greater_4k_io_write", 0},
-		{writer.Process.Pid, "greater_4k_io_read", 0}, {writer.Process.Pid, "less_4k_io_read", 0},
+		{writer.Process.Pid, "greater_4k_io_read", 0},
 		{reader.Process.Pid, "bio_err_count", 0}, {writer.Process.Pid, "bio_err_count", 0},
 	} {
 		if got := sum(recs, table.ProcIo, c.field, of(c.pid)); got != c.want {
 			t.Errorf("pid %d %s = %v, want %v", c.pid, c.field, got, c.want)
+		}
+	}
+	// Reads of 4 KiB or less: none when the kernel counted no bytes
+	// beyond the direct ones, else as many as those bytes can make (each
+	// between 512 bytes and 4 KiB).
+	for pid, b := range small {
+		n := int64(sum(recs, table.ProcIo, "less_4k_io_read", of(pid)))
+		if (b == 0 && n != 0) || (b != 0 && (n == 0 || b < n*512 || b > n*4096)) {
+			t.Errorf("pid %d less_4k_io_read = %d, the kernel counted %d read bytes besides its direct reads", pid, n, b)
 		}
 	}
 	lat := table.ProcIo.MustIndex("bio_latency")
@@ -117,4 +138,25 @@ func TestPrivilegedBio(t *testing.T) {
 			t.Errorf("pid %d: no bio_latency", pid)
 		}
 	}
+}
+
+// readBytes is read_bytes of /proc/<pid>/io: the bytes of the read bios
+// the process submitted.
+func readBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "read_bytes: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("/proc/%d/io: %q", pid, l)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/proc/%d/io has no read_bytes", pid)
+	return 0
 }
