@@ -46,6 +46,7 @@ func run() error {
 		galago   = flag.String("galago", "bin/galago", "galago binary to measure")
 		pairs    = flag.Int("pairs", 5, "rounds per workload: each runs no agent, every probe set (and the peer) once")
 		duration = flag.Duration("duration", 20*time.Second, "length of each workload run")
+		bpfDur   = flag.Duration("bpf-duration", 0, "length of each agent arm's second run, with the kernel's BPF statistics on, that BPF run time is read from (default: half of -duration)")
 		period   = flag.Int("period", 5, "galago report_period in seconds")
 		quick    = flag.Bool("quick", false, "development run: 2 pairs of 5 s (unless -pairs/-duration are given)")
 		wls      = flag.String("workload", "", "comma-separated workloads to run (default all): "+names(bench.Workloads, bench.Workload.Name))
@@ -112,7 +113,7 @@ func run() error {
 		return nil
 	}
 	cfg := bench.Config{
-		Galago: bin, Pairs: *pairs, Duration: *duration, ReportPeriod: *period,
+		Galago: bin, Pairs: *pairs, Duration: *duration, BPFDuration: *bpfDur, ReportPeriod: *period,
 		Workloads: split(*wls), ProbeSets: split(*sets),
 		Peer:   bench.PeerConfig{Cmd: os.Getenv("PEER_AGENT_CMD"), MetricsURL: os.Getenv("PEER_AGENT_URL"), Warmup: warmup},
 		Commit: *commit, Quick: *quick, TempDir: tmp,

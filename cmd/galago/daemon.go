@@ -125,7 +125,10 @@ func runDaemon(cfg *config.Config) error {
 	}
 	defer pipe.Close()
 
-	bpfStats := bpfrt.NewStats()
+	bpfStats, err := bpfrt.StatsFromEnv(log)
+	if err != nil {
+		return err
+	}
 	resolver := snoop.NewResolver(cfg.HostPath, ids, os.Getpid(), log)
 	defer resolver.Close()
 	if stop := trackProcesses(ctx, cfg.HostPath, resolver, ids, exporter, bpfStats, log); stop != nil {
@@ -216,7 +219,11 @@ func runDaemon(cfg *config.Config) error {
 	}
 	// The agent's own CPU and memory (process_*), as every Prometheus
 	// exporter serves them: the health dashboard and the overhead budget.
-	if err := exporter.Register(pipe, mgr, bpfStats, ids.RuntimeCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+	self := []prometheus.Collector{pipe, mgr, ids.RuntimeCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	if bpfStats != nil {
+		self = append(self, bpfStats)
+	}
+	if err := exporter.Register(self...); err != nil {
 		return err
 	}
 
@@ -301,9 +308,7 @@ func trackProcesses(ctx context.Context, hostPath string, r *snoop.Resolver, ids
 	}, func() float64 { return float64(ids.LiveDropped()) })); err != nil {
 		log.Warn("identity self-metric", "err", err)
 	}
-	if err := stats.Register("proctrack", t.Programs()); err != nil {
-		log.Warn("proctrack BPF stats", "err", err)
-	}
+	stats.TryRegister(log, "proctrack", t.Programs())
 	t.Subscribe(func(e proctrack.Event) {
 		switch e.Type {
 		case proctrack.Exec, proctrack.Fork:

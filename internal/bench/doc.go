@@ -20,6 +20,14 @@
 // galago's Go heap (pprof) and lost-event counters are the only figures it
 // reports itself.
 //
+// The kernel's BPF statistics (kernel.bpf_stats_enabled) cost every run
+// of every program two clock reads, which the daemon does not pay by
+// default (GALAGO_BPF_STATS). So each agent arm runs its load twice: the
+// first run, with statistics off, gives throughput, p99 and the agent's
+// CPU; the second (BPFDuration, half as long by default), with them on,
+// gives the BPF run time per request and per connection. The accuracy
+// checks cover both runs, which galago observed alike.
+//
 // Limits: figures are only as quiet as the machine (the report gives the
 // load average and flags a busy machine); CPU has /proc's 10 ms resolution;
 // BPF programs a peer loads and closes (keeping them attached through pins

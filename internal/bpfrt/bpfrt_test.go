@@ -158,3 +158,29 @@ func TestParseCPUList(t *testing.T) {
 		}
 	}
 }
+
+func TestStatsFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		val     string
+		on      bool
+		wantErr string
+	}{
+		{"", false, ""}, {"0", false, ""}, {"off", false, ""}, {"FALSE", false, ""},
+		{"1", true, ""}, {"on", true, ""}, {" true ", true, ""},
+		{"yes please", false, `GALAGO_BPF_STATS="yes please": want 1, true, on, 0, false or off`},
+	} {
+		t.Setenv(EnvStats, tc.val)
+		var buf bytes.Buffer
+		s, err := StatsFromEnv(slog.New(slog.NewTextHandler(&buf, nil)))
+		switch {
+		case tc.wantErr != "":
+			if err == nil || err.Error() != tc.wantErr || s != nil {
+				t.Errorf("%q: %v, %v; want error %s", tc.val, s, err, tc.wantErr)
+			}
+		case err != nil || (s != nil) != tc.on:
+			t.Errorf("%q: stats %v, err %v; want on=%v", tc.val, s, err, tc.on)
+		case !tc.on && !strings.Contains(buf.String(), "BPF run-time statistics off"):
+			t.Errorf("%q: off without its log line: %q", tc.val, buf.String())
+		}
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -19,8 +21,12 @@ import (
 //	galago_bpf_run_count_total{probe,program}
 //
 // The kernel only accounts while statistics are enabled, which costs two
-// clock reads per program run; Stats keeps them enabled exactly while at
-// least one probe is registered. Counts start when a probe registers.
+// clock reads around every run of every BPF program on the host (galago's
+// and any other tool's; ~3 % of the context-switch rate of a
+// scheduler-bound load with sli on, BENCHMARKS.md "sli"); Stats keeps them
+// enabled exactly while at least one probe is registered. Counts start
+// when a probe registers. The daemon makes one only when EnvStats asks
+// for it (StatsFromEnv): probes take a nil *Stats as "none wanted".
 type Stats struct {
 	mu     sync.Mutex
 	probes map[string]map[string]*ebpf.Program
@@ -44,6 +50,27 @@ func NewStats() *Stats {
 			[]string{"probe", "program"}, nil),
 		enableStats: ebpf.EnableStats,
 	}
+}
+
+// EnvStats is the environment variable that turns the kernel's BPF
+// run-time statistics, and with them the galago_bpf_run_* metrics, on in
+// the daemon: 1, true or on; 0, false, off or unset leave them off.
+const EnvStats = "GALAGO_BPF_STATS"
+
+// StatsFromEnv returns the daemon's Stats as EnvStats asks: a new Stats
+// when on, nil (none, said once on log) when off, and an error naming the
+// variable and its value for anything else.
+func StatsFromEnv(log *slog.Logger) (*Stats, error) {
+	v := os.Getenv(EnvStats)
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "on":
+		return NewStats(), nil
+	case "", "0", "false", "off":
+		log.Info("BPF run-time statistics off: galago_bpf_run_seconds_total and galago_bpf_run_count_total are not exported; " +
+			EnvStats + "=1 exports them, at the cost of two clock reads per run of every BPF program on the host")
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%s=%q: want 1, true, on, 0, false or off", EnvStats, v)
 }
 
 // Register adds (or replaces) a probe's programs, keyed by program name, and

@@ -123,7 +123,7 @@ func health() Dashboard {
 	return Dashboard{UID: "galago-health", Title: "galago / Agent health", Description: "galago's own cost and losses: probes running, BPF time charged to the observed applications, events lost, records dropped, the agent's CPU and memory.",
 		Panels: []Panel{
 			{Title: "Probes running", Unit: "short", Targets: []Target{{`galago_probe_up`, "{{probe}}"}}},
-			{Title: "BPF run time per probe (CPU seconds per second)", Unit: "percentunit", Description: "Time the kernel spent in each probe's BPF programs; it is charged to the applications that triggered them.", Targets: []Target{{`sum by (probe) (rate(galago_bpf_run_seconds_total[$__rate_interval]))`, "{{probe}}"}}},
+			{Title: "BPF run time per probe (CPU seconds per second)", Unit: "percentunit", Description: "Time the kernel spent in each probe's BPF programs; it is charged to the applications that triggered them. Exported only when galago runs with GALAGO_BPF_STATS=1 (the kernel's statistics cost two clock reads per program run).", Targets: []Target{{`sum by (probe) (rate(galago_bpf_run_seconds_total[$__rate_interval]))`, "{{probe}}"}}},
 			{Title: "Agent CPU and memory", Unit: "short", Targets: []Target{
 				{`rate(process_cpu_seconds_total[$__rate_interval])`, "CPU (cores)"},
 				{`process_resident_memory_bytes / 2^20`, "RSS (MiB)"},

@@ -46,6 +46,17 @@ func (c Counters) Sub(before Counters) Counters {
 	}
 }
 
+// Add is c + o, field by field (the in-flight bounds too: each load's
+// stop leaves its own answers in flight).
+func (c Counters) Add(o Counters) Counters {
+	return Counters{
+		Conns: c.Conns + o.Conns, Requests: c.Requests + o.Requests,
+		BytesIn: c.BytesIn + o.BytesIn, BytesOut: c.BytesOut + o.BytesOut,
+		HasRequests: c.HasRequests && o.HasRequests, HasBytes: c.HasBytes && o.HasBytes,
+		BytesOutInFlight: c.BytesOutInFlight + o.BytesOutInFlight,
+	}
+}
+
 // Server is one real server the workloads load, started once per run on a
 // loopback port and shared by every arm.
 type Server interface {

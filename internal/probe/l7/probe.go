@@ -184,11 +184,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	if err := p.applyLocked(); err != nil {
 		return err
 	}
-	if p.stats != nil {
-		if err := p.stats.Register(p.f.name, p.capture.Programs()); err != nil {
-			log.Warn("l7: BPF run-time statistics unavailable", "err", err)
-		}
-	}
+	p.stats.TryRegister(log, p.f.name, p.capture.Programs())
 	p.lastSeen = p.now()
 	rt.Go(p.capture.Run)
 	rt.Go(p.loop)

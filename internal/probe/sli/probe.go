@@ -222,9 +222,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 				progs[h.prog] = prog
 			}
 		}
-		if err := p.stats.Register(Name, progs); err != nil {
-			p.log.Warn("sli: BPF run-time statistics unavailable", "err", err)
-		}
+		p.stats.TryRegister(p.log, Name, progs)
 	}
 	rt.Go(p.filter.Run)
 	rt.Go(p.run)

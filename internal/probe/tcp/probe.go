@@ -49,6 +49,11 @@ type Probe struct {
 	cfg   probe.Config
 	rt    probe.Runtime
 	objs  *tcpObjects
+	// rec is the ring record being handled, decoded in place under mu:
+	// a local would move to the heap (the aggregator's serverOf and
+	// clientOf hooks take its address), one allocation per closed
+	// connection.
+	rec conn
 	links []link.Link
 	// Optional hooks, attached only while a sub-item needs them: the
 	// loaded programs and their links by program name, and why a hook is
@@ -637,21 +642,22 @@ func (p *Probe) handle(raw []byte) error {
 		}
 		return nil
 	}
-	c, err := decode(raw)
-	if err != nil {
-		return err
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var err error
+	if p.rec, err = decode(raw); err != nil {
+		return err
+	}
+	c := &p.rec
 	if p.agg == nil {
 		return nil
 	}
 	defer p.reportDroppedLocked()
 	switch c.raw.Type {
 	case recClose:
-		p.agg.closed(&c, p.hooks)
+		p.agg.closed(c, p.hooks)
 	case recLate:
-		if !p.agg.late(&c) && !p.warnedLate {
+		if !p.agg.late(c) && !p.warnedLate {
 			// The connection closed before the probe ever saw it (its
 			// close record was lost): nothing to charge the event to.
 			p.warnedLate = true
