@@ -45,15 +45,15 @@ type Probe struct {
 	sampleEvery, reportEvery time.Duration
 	now                      func() time.Time
 
-	mu    sync.Mutex
-	cfg   probe.Config
-	rt    probe.Runtime
-	objs  *tcpObjects
+	mu   sync.Mutex
+	cfg  probe.Config
+	rt   probe.Runtime
+	objs *tcpObjects
 	// rec is the ring record being handled, decoded in place under mu:
 	// a local would move to the heap (the aggregator's serverOf and
 	// clientOf hooks take its address), one allocation per closed
 	// connection.
-	rec conn
+	rec   conn
 	links []link.Link
 	// Optional hooks, attached only while a sub-item needs them: the
 	// loaded programs and their links by program name, and why a hook is
