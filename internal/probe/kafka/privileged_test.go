@@ -331,13 +331,13 @@ func expectCounts(t *testing.T, k *kafkaEnv, tl *tally, rt *probetest.Runtime, w
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); !maps.Equal(tl.snapshot(), want); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("counted %v, want %v (%d lost)", tl.snapshot(), want, rt.LostCount())
+			t.Fatalf("counted %v, want the broker's wire count %v (%d lost)", tl.snapshot(), want, rt.LostCount())
 		}
 	}
 	// Later periods add nothing: each record was counted once.
 	time.Sleep(300 * time.Millisecond)
 	if got := tl.snapshot(); !maps.Equal(got, want) {
-		t.Fatalf("counted %v, want %v", got, want)
+		t.Fatalf("counted %v, want the broker's wire count %v", got, want)
 	}
 	if n := rt.LostCount(); n != 0 {
 		t.Errorf("%d lost", n)
@@ -361,9 +361,11 @@ func expectCounts(t *testing.T, k *kafkaEnv, tl *tally, rt *probetest.Runtime, w
 // another, 2000 snappy-compressed records in one request to the third,
 // fetched back in a response of tens of KB) and consumes them back, both
 // processes on loopback, so both ends of every connection are traced.
-// The records per msg_type and topic equal what the broker acknowledged
-// and what the client fetched, each counted once; with kafka_port another
-// port nothing is counted.
+// The records per msg_type and topic equal the broker's own count of the
+// records on its connections (Produce requests received, Fetch responses
+// sent), each counted once, and that count is at least what the client had
+// acknowledged and fetched; with kafka_port another port nothing is
+// counted.
 func TestKafkaProbePrivileged(t *testing.T) {
 	k := startKafka(t)
 	cfg := probe.Config{Params: probe.DefaultParams()}
