@@ -2,7 +2,9 @@
 // against (Debian's nginx, redis-server, PostgreSQL as the postgres user,
 // memcached; loopback ports, files under a caller's directory), reads
 // their own counters (the ground truth), and parses the reports of their
-// load generators (wrk, redis-benchmark, pgbench, memcslap). It is shared
+// load generators (wrk, redis-benchmark, pgbench, memcslap); KafkaWire is
+// a Kafka broker's own count of the records on its connections (kfake's
+// listener). It is shared
 // by make bench (internal/bench) and the privileged tests; Procs owns the
 // processes, can start them in a cgroup2 directory of the caller's, and
 // stops them all.

@@ -22,8 +22,10 @@ var ErrNotGoTLS = errors.New("not a Go 1.17+ program with crypto/tls")
 // goFunc is a function of a Go executable: where its code is in the file,
 // and the file offsets of its RET instructions.
 type goFunc struct {
-	name   string
-	offset uint64   // file offset of the entry
+	name string
+	// offset is the file offset of the entry probe: the first instruction
+	// after the stack-check prologue (bodyOffset).
+	offset uint64
 	rets   []uint64 // file offsets of every RET
 }
 
@@ -74,7 +76,7 @@ func goTLSProbes(f *elfsym.File) ([]goFunc, error) {
 		if len(rets) == 0 {
 			return nil, fmt.Errorf("%s: no RET found", name)
 		}
-		fn := goFunc{name: name, offset: off}
+		fn := goFunc{name: name, offset: off + bodyOffset(arch, code)}
 		for _, r := range rets {
 			fn.rets = append(fn.rets, off+r)
 		}
@@ -149,6 +151,69 @@ func codeAt(f *elf.File, start, end uint64) (uint64, []byte, error) {
 	return 0, nil, fmt.Errorf("address %#x not in an executable segment", start)
 }
 
+// bodyOffset returns the offset in a Go function's code of the first
+// instruction after its stack-check prologue: the compare of the stack
+// pointer with g's stackguard0 (16 bytes into the g, which is R14 on
+// amd64 and R28 on arm64) and the branch to the morestack call; 0 when
+// the code starts with no such prologue (a NOSPLIT function). A uprobe
+// at the entry fires twice for some calls: when the prologue finds the
+// stack too small, or a preemption request set stackguard0, the function
+// calls morestack and starts again from its entry; from the body's first
+// instruction on, a call runs once, with its arguments still in their
+// registers (the prologue only uses scratch registers).
+func bodyOffset(arch string, code []byte) uint64 {
+	const maxPrologue = 8 // instructions
+	guard := false        // the stackguard0 compare (amd64) or load (arm64) was seen
+	switch arch {
+	case "amd64":
+		for off, n := 0, 0; off < len(code) && n < maxPrologue; n++ {
+			inst, err := x86asm.Decode(code[off:], 64)
+			if err != nil || inst.Len == 0 {
+				return 0
+			}
+			off += inst.Len
+			if guard {
+				if isJcc(inst.Op) {
+					return uint64(off)
+				}
+				return 0
+			}
+			if inst.Op == x86asm.CMP {
+				for _, a := range inst.Args {
+					if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.R14 && m.Index == 0 && m.Disp == 16 {
+						guard = true
+					}
+				}
+			}
+		}
+	case "arm64":
+		for off := 0; off+4 <= len(code) && off < 4*maxPrologue; off += 4 {
+			inst, err := arm64asm.Decode(code[off : off+4])
+			if err != nil {
+				return 0
+			}
+			if !guard {
+				guard = inst.Op == arm64asm.LDR && inst.Args[1] != nil && inst.Args[1].String() == "[X28,#16]"
+				continue
+			}
+			if _, cond := inst.Args[0].(arm64asm.Cond); inst.Op == arm64asm.B && cond {
+				return uint64(off + 4)
+			}
+		}
+	}
+	return 0
+}
+
+// isJcc reports whether op is a conditional jump.
+func isJcc(op x86asm.Op) bool {
+	switch op {
+	case x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JE, x86asm.JG, x86asm.JGE, x86asm.JL,
+		x86asm.JLE, x86asm.JNE, x86asm.JNO, x86asm.JNP, x86asm.JNS, x86asm.JO, x86asm.JP, x86asm.JS:
+		return true
+	}
+	return false
+}
+
 // retOffsets returns the offsets of the RET instructions in code.
 func retOffsets(arch string, code []byte) ([]uint64, error) {
 	var out []uint64
@@ -180,7 +245,8 @@ func retOffsets(arch string, code []byte) ([]uint64, error) {
 }
 
 // AttachGoTLS attaches the Go TLS uprobes to the Go executable at path:
-// crypto/tls.(*Conn).Write and Read at entry and at every RET. A file
+// crypto/tls.(*Conn).Write and Read after their stack-check prologue
+// (bodyOffset; once per call) and at every RET. A file
 // already attached (same inode) is not attached again (attached false).
 // ErrNotGoTLS says there is nothing to attach.
 func (c *Capture) AttachGoTLS(path string) (attached bool, err error) {

@@ -438,6 +438,48 @@ func buildGoTLS(t *testing.T, stripped bool) string {
 	return out
 }
 
+// checkGoTLSConn checks the TLS connection of gotls process pid: each
+// end's plaintext is what the other read, with n requests (prefix) and n
+// responses.
+func checkGoTLSConn(t *testing.T, rec *recorder, pid int, prefix string, n int) {
+	t.Helper()
+	rec.mu.Lock()
+	conns := maps.Clone(rec.conns)
+	rec.mu.Unlock()
+	var client, server *Conn
+	for _, cn := range conns {
+		if cn.TGID != uint32(pid) {
+			continue
+		}
+		if !cn.SSL || cn.Proto != l7.HTTP {
+			t.Errorf("conn %+v: want SSL HTTP", cn)
+		}
+		cn := cn
+		if cn.Role == l7.Client {
+			client = &cn
+		} else {
+			server = &cn
+		}
+	}
+	if client == nil || server == nil {
+		t.Fatalf("conns of gotls: %+v", conns)
+	}
+	ce, ci, _ := rec.streams(client.ID)
+	se, si, _ := rec.streams(server.ID)
+	if !bytes.Equal(ce, si) || !bytes.Equal(se, ci) {
+		t.Errorf("client sent %d bytes, server read %d; server sent %d, client read %d", len(ce), len(si), len(se), len(ci))
+		if len(ce)+len(si)+len(se)+len(ci) < 4096 {
+			t.Errorf("client sent %q, server read %q; server sent %q, client read %q", ce, si, se, ci)
+		}
+	}
+	if c := bytes.Count(ce, []byte(prefix)); c != n {
+		t.Errorf("%d requests %q..., want %d", c, prefix, n)
+	}
+	if c := bytes.Count(se, []byte("HTTP/1.1 200 OK")); c != n {
+		t.Errorf("%d responses, want %d", c, n)
+	}
+}
+
 // TestGoTLSPrivileged: a Go program (with symbols, and stripped) makes
 // HTTPS requests to its own crypto/tls server; the Go TLS uprobes (entry
 // and every RET of crypto/tls.(*Conn).Write/Read) capture both ends'
@@ -461,39 +503,20 @@ func TestGoTLSPrivileged(t *testing.T) {
 			if string(out) != "hello /item/0\nhello /item/1\nhello /item/2\n" {
 				t.Fatalf("gotls printed %q", out)
 			}
-			stop()
-			rec.mu.Lock()
-			conns := maps.Clone(rec.conns)
-			rec.mu.Unlock()
-			var client, server *Conn
-			for _, cn := range conns {
-				if cn.TGID != uint32(cmd.Process.Pid) {
-					continue
+			if !stripped {
+				// Requests written at every call depth up to 600: at some,
+				// Write's prologue grows the stack and runs Write from its
+				// entry again; each is captured once.
+				deep := exec.Command(bin, "deep", "600")
+				if out, err := deep.Output(); err != nil || string(out) != "deep 600\n" {
+					t.Fatalf("gotls deep: %v %q", err, out)
 				}
-				if !cn.SSL || cn.Proto != l7.HTTP {
-					t.Errorf("conn %+v: want SSL HTTP", cn)
-				}
-				cn := cn
-				if cn.Role == l7.Client {
-					client = &cn
-				} else {
-					server = &cn
-				}
+				stop()
+				checkGoTLSConn(t, rec, deep.Process.Pid, "GET /deep/", 600)
+			} else {
+				stop()
 			}
-			if client == nil || server == nil {
-				t.Fatalf("conns of gotls: %+v", conns)
-			}
-			ce, ci, _ := rec.streams(client.ID)
-			se, si, _ := rec.streams(server.ID)
-			if !bytes.Equal(ce, si) || !bytes.Equal(se, ci) {
-				t.Errorf("client sent %q, server read %q; server sent %q, client read %q", ce, si, se, ci)
-			}
-			if n := bytes.Count(ce, []byte("GET /item/")); n != 3 {
-				t.Errorf("%d requests in %q", n, ce)
-			}
-			if n := bytes.Count(se, []byte("HTTP/1.1 200 OK")); n != 3 {
-				t.Errorf("%d responses in %q", n, se)
-			}
+			checkGoTLSConn(t, rec, cmd.Process.Pid, "GET /item/", 3)
 			if !stripped {
 				return
 			}

@@ -33,7 +33,8 @@
 // the feature attaches the capture's TLS uprobes to every process
 // (OpenSSL's libssl, Go executables' crypto/tls; rescanned every 2 s) and
 // counts from the plaintext, as exactly as plain Kafka (tested: franz-go
-// and kfake over Go crypto/tls). Java clients and brokers (JSSE) use
+// and kfake over Go crypto/tls, both ways equal to the broker's own count
+// of the records on its connections). Java clients and brokers (JSSE) use
 // neither library and are not read over TLS; gala-gopher's XDP program
 // reads no TLS at all. The uprobes cost every TLS read and write of the
 // host a few microseconds, so support_ssl is 0 by default.

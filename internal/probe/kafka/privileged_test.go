@@ -12,9 +12,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,17 +41,23 @@ const (
 )
 
 // kafkaBroker runs franz-go's kfake as a broker process on a loopback
-// port with the two topics, prints "port <n>" and serves until killed.
+// port with the three topics, prints "port <n>" and serves until killed.
+// On SIGUSR1 it prints its own count of the records on its connections
+// (realsrv.KafkaWire: every Produce request received, every Fetch
+// response sent, retries included) as "wire <Producer|Consumer> <topic>
+// <n>" lines, then "end". With TLS, the count reads the plaintext under
+// the broker's crypto/tls.
 func kafkaBroker() error {
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "payments", "bulk")}
+	var tc *tls.Config
 	if certFile := os.Getenv("GALAGO_KAFKA_TLS_CERT"); certFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, os.Getenv("GALAGO_KAFKA_TLS_KEY"))
 		if err != nil {
 			return err
 		}
-		opts = append(opts, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+		tc = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	c, err := kfake.NewCluster(opts...)
+	wire := realsrv.NewKafkaWire()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "payments", "bulk"), kfake.ListenFn(wire.Listen(tc)))
 	if err != nil {
 		return err
 	}
@@ -58,8 +66,20 @@ func kafkaBroker() error {
 	if err != nil {
 		return err
 	}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
 	fmt.Printf("port %s\n", port)
-	select {}
+	for range usr1 {
+		counts, err := wire.Counts()
+		if err != nil {
+			fmt.Printf("error %v\n", err)
+		}
+		for k, n := range counts {
+			fmt.Printf("wire %s %d\n", k, n)
+		}
+		fmt.Println("end")
+	}
+	return nil
 }
 
 // kafkaClient produces nOrders records to orders one by one and
@@ -166,6 +186,7 @@ type kafkaEnv struct {
 	ctx    context.Context
 	procs  *realsrv.Procs
 	helper func(name string, env ...string) *exec.Cmd
+	broker *realsrv.Proc
 	port   int
 }
 
@@ -185,12 +206,11 @@ func startKafka(t *testing.T, env ...string) *kafkaEnv {
 		cmd.Env = append(append(os.Environ(), helperEnv+"="+name), env...)
 		return cmd
 	}
-	broker, err := k.procs.Start("kafkabroker", k.helper("kafkabroker", env...))
-	if err != nil {
+	if k.broker, err = k.procs.Start("kafkabroker", k.helper("kafkabroker", env...)); err != nil {
 		t.Fatal(err)
 	}
 	probetest.WaitFor(t, "the broker's port", func() bool {
-		out := broker.Output.String()
+		out := k.broker.Output.String()
 		if i := strings.Index(out, "port "); i >= 0 {
 			if j := strings.IndexByte(out[i:], '\n'); j > 0 {
 				k.port, _ = strconv.Atoi(out[i+5 : i+j])
@@ -239,6 +259,61 @@ func (k *kafkaEnv) client(t *testing.T, env ...string) map[string]uint64 {
 	return want
 }
 
+// wire asks the broker for its count of the records on its connections
+// (SIGUSR1) and parses the block it prints.
+func (k *kafkaEnv) wire(t *testing.T) map[string]uint64 {
+	t.Helper()
+	before := strings.Count(k.broker.Output.String(), "end\n")
+	if err := k.broker.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	probetest.WaitFor(t, "the broker's wire counts", func() bool {
+		out = k.broker.Output.String()
+		return strings.Count(out, "end\n") > before
+	})
+	out = out[:strings.LastIndex(out, "end\n")]
+	if i := strings.LastIndex(out, "end\n"); i >= 0 {
+		out = out[i+4:]
+	}
+	counts := map[string]uint64{}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "error ") {
+			t.Fatalf("broker's wire count: %s", l)
+		}
+		if f := strings.Fields(l); len(f) == 4 && f[0] == "wire" {
+			n, err := strconv.ParseUint(f[3], 10, 64)
+			if err != nil {
+				t.Fatalf("broker's wire count: %q: %v", l, err)
+			}
+			counts[f[1]+" "+f[2]] = n
+		}
+	}
+	return counts
+}
+
+// exchange runs a client, checks its counts, and returns the broker's
+// count of the records on the wire, which the probe must equal: every
+// record the client had acknowledged or fetched was on the wire at least
+// once (a retried Produce request, or a Fetch response the client dropped,
+// puts more there).
+func (k *kafkaEnv) exchange(t *testing.T, env ...string) map[string]uint64 {
+	t.Helper()
+	client := k.client(t, env...)
+	checkClient(t, client)
+	wire := k.wire(t)
+	t.Logf("broker's wire counts %v, client's %v", wire, client)
+	if len(wire) != len(client) {
+		t.Fatalf("broker's wire counts %v, client's %v: not the same topics", wire, client)
+	}
+	for k, n := range client {
+		if wire[k] < n {
+			t.Fatalf("broker's wire counts %v, client's %v: %s below the client's", wire, client, k)
+		}
+	}
+	return wire
+}
+
 // checkClient checks a client's first counts against what it was told to
 // produce.
 func checkClient(t *testing.T, want map[string]uint64) {
@@ -256,13 +331,13 @@ func expectCounts(t *testing.T, k *kafkaEnv, tl *tally, rt *probetest.Runtime, w
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); !maps.Equal(tl.snapshot(), want); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("counted %v, want %v (%d lost)", tl.snapshot(), want, rt.LostCount())
+			t.Fatalf("counted %v, want the broker's wire count %v (%d lost)", tl.snapshot(), want, rt.LostCount())
 		}
 	}
 	// Later periods add nothing: each record was counted once.
 	time.Sleep(300 * time.Millisecond)
 	if got := tl.snapshot(); !maps.Equal(got, want) {
-		t.Fatalf("counted %v, want %v", got, want)
+		t.Fatalf("counted %v, want the broker's wire count %v", got, want)
 	}
 	if n := rt.LostCount(); n != 0 {
 		t.Errorf("%d lost", n)
@@ -286,15 +361,16 @@ func expectCounts(t *testing.T, k *kafkaEnv, tl *tally, rt *probetest.Runtime, w
 // another, 2000 snappy-compressed records in one request to the third,
 // fetched back in a response of tens of KB) and consumes them back, both
 // processes on loopback, so both ends of every connection are traced.
-// The records per msg_type and topic equal what the broker acknowledged
-// and what the client fetched, each counted once; with kafka_port another
-// port nothing is counted.
+// The records per msg_type and topic equal the broker's own count of the
+// records on its connections (Produce requests received, Fetch responses
+// sent), each counted once, and that count is at least what the client had
+// acknowledged and fetched; with kafka_port another port nothing is
+// counted.
 func TestKafkaProbePrivileged(t *testing.T) {
 	k := startKafka(t)
 	cfg := probe.Config{Params: probe.DefaultParams()}
 	p, tl, rt := k.startProbe(t, cfg)
-	want := k.client(t)
-	checkClient(t, want)
+	want := k.exchange(t)
 	expectCounts(t, k, tl, rt, want)
 
 	// Another kafka_port: the same traffic is not this feature's.
@@ -338,8 +414,7 @@ func TestKafkaProbeTLSPrivileged(t *testing.T) {
 	})
 	t.Logf("Go TLS uprobes attached in %v", time.Since(start))
 	start = time.Now()
-	want := k.client(t, "GALAGO_KAFKA_TLS_CA="+caFile)
-	checkClient(t, want)
+	want := k.exchange(t, "GALAGO_KAFKA_TLS_CA="+caFile)
 	expectCounts(t, k, tl, rt, want)
 	t.Logf("client and counts in %v", time.Since(start))
 }

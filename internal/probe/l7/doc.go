@@ -113,7 +113,8 @@
 // its symbol table (tens of MB of garbage before); an executable that
 // imports SSL_read or SSL_write is not read further (its libssl is
 // attached on its own), and one without .go.buildinfo is not probed for
-// Go crypto/tls.
+// Go crypto/tls. Go's Write and Read are probed after their stack-check
+// prologue (a call that grows its stack there runs its entry twice).
 //
 // # sermant
 //
