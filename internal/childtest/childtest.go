@@ -2,7 +2,8 @@
 // standard input and output: a program built for the test, a real tool, or
 // the test binary itself re-executed in a helper mode. Start starts one
 // with its stdin a pipe and, unless the test set cmd.Stdout, its stdout
-// read line by line; Line, Expect and Await wait for its lines with a
+// read line by line (with ReadyFD, it returns once the child closed fd 3
+// to say it is ready); Line, Expect and Await wait for its lines with a
 // timeout and fail the test naming the command and what it printed; Send
 // and Write make it act; Wait and Exit reap it. A cleanup closes its stdin
 // (or kills it, with Kill) and reaps it, so none outlives its test. Only
@@ -43,6 +44,7 @@ type config struct {
 	name      string
 	kill      bool
 	cleanExit bool
+	readyFD   bool
 	timeout   time.Duration
 }
 
@@ -57,6 +59,12 @@ func Kill() Option { return func(c *config) { c.kill = true } }
 // CleanExit makes the cleanup fail the test unless the child, its stdin
 // closed, exits with status 0.
 func CleanExit() Option { return func(c *config) { c.cleanExit = true } }
+
+// ReadyFD gives the child the write end of a pipe as fd 3 (cmd.ExtraFiles
+// follow as 4, ...) and makes Start return once the child has closed it:
+// its way to say it is ready without printing, so that everything it does
+// from then on is the workload a test measures.
+func ReadyFD() Option { return func(c *config) { c.readyFD = true } }
 
 // WithTimeout replaces Timeout for this child.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
@@ -106,13 +114,24 @@ func Start(t testing.TB, cmd *exec.Cmd, opts ...Option) *Child {
 		}
 		cmd.Stdout = outW
 	}
+	var readyR, readyW *os.File
+	if cfg.readyFD {
+		if readyR, readyW, err = os.Pipe(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		cmd.ExtraFiles = append([]*os.File{readyW}, cmd.ExtraFiles...)
+	}
 	err = cmd.Start()
-	if outW != nil {
-		outW.Close()
+	for _, f := range []*os.File{outW, readyW} {
+		if f != nil {
+			f.Close()
+		}
 	}
 	if err != nil {
-		if c.out != nil {
-			c.out.Close()
+		for _, f := range []*os.File{c.out, readyR} {
+			if f != nil {
+				f.Close()
+			}
 		}
 		t.Fatalf("start %s: %v", c.name, err)
 	}
@@ -131,7 +150,29 @@ func Start(t testing.TB, cmd *exec.Cmd, opts ...Option) *Child {
 			c.out.Close() // a grandchild may still hold the write end
 		}
 	})
+	if readyR != nil {
+		c.awaitClose(t, readyR)
+	}
 	return c
+}
+
+// awaitClose waits until the child has closed its end of the ready pipe.
+func (c *Child) awaitClose(t testing.TB, r *os.File) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, r) // EOF once the child closed fd 3
+		close(closed)
+	}()
+	defer r.Close()
+	select {
+	case <-closed:
+	case <-time.After(c.timeout):
+		c.mu.Lock()
+		printed := c.printed
+		c.mu.Unlock()
+		t.Fatalf("%s: fd 3 still open after %v; it printed %q", c.name, c.timeout, printed)
+	}
 }
 
 // Pid is the child's process id.

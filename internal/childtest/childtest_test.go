@@ -17,8 +17,9 @@ const modeEnv = "GALAGO_CHILDTEST_MODE"
 
 // TestMain is also the helper the tests start, in the mode modeEnv names:
 // echo says "ready" and answers each line with itself, exiting 0 at the
-// end of stdin; noisy says two other lines first; fail exits 3 at the end
-// of stdin; hang prints "started" and ignores stdin.
+// end of stdin; noisy says two other lines first; fd3 says "set up" and
+// closes fd 3 instead of saying "ready"; fail exits 3 at the end of stdin;
+// hang prints "started" and ignores stdin.
 func TestMain(m *testing.M) {
 	switch os.Getenv(modeEnv) {
 	case "":
@@ -27,8 +28,13 @@ func TestMain(m *testing.M) {
 		fmt.Println("=== RUN   TestX")
 		fmt.Println("not ready")
 		fallthrough
-	case "echo":
-		fmt.Println("ready")
+	case "echo", "fd3":
+		if os.Getenv(modeEnv) == "fd3" {
+			fmt.Println("set up")
+			os.NewFile(3, "ready").Close()
+		} else {
+			fmt.Println("ready")
+		}
 		in := bufio.NewScanner(os.Stdin)
 		for in.Scan() {
 			fmt.Println(in.Text())
@@ -69,13 +75,18 @@ func TestChild(t *testing.T) {
 	n.Await(t, "ready")
 	n.Send(t, "after")
 	n.Expect(t, "after")
+
+	r := Start(t, helper("fd3"), ReadyFD())
+	r.Send(t, "after")
+	r.Expect(t, "set up")
+	r.Expect(t, "after")
 }
 
 // TestFailures: each way a child goes wrong fails the test with a message
 // naming the child and what it printed, within the timeout, and the
 // cleanup reaps it.
 func TestFailures(t *testing.T) {
-	const d = 200 * time.Millisecond
+	const d = 100 * time.Millisecond
 	for _, tc := range []struct {
 		name, mode string
 		opts       []Option
@@ -84,17 +95,19 @@ func TestFailures(t *testing.T) {
 		want       string
 	}{
 		{"no line", "hang", nil, nil, func(tb testing.TB, c *Child) { c.Expect(tb, "started"); c.Line(tb) },
-			`hang: no line within 200ms; it printed ["started"]`},
+			`hang: no line within 100ms; it printed ["started"]`},
 		{"other line", "echo", nil, nil, func(tb testing.TB, c *Child) { c.Expect(tb, "go") },
 			`echo said "ready", want "go"`},
 		{"await", "hang", nil, nil, func(tb testing.TB, c *Child) { c.Await(tb, "ready") },
-			`hang: waiting for "ready": no line within 200ms; it printed ["started"]`},
+			`hang: waiting for "ready": no line within 100ms; it printed ["started"]`},
 		{"ended", "fail", nil, nil, func(tb testing.TB, c *Child) { c.Send(tb, "x"); c.Line(tb) },
 			`fail: its output ended (EOF); it printed []`},
 		{"exit status", "fail", nil, nil, func(tb testing.TB, c *Child) { c.Exit(tb) },
 			`fail: exit status 3`},
+		{"fd 3 open", "hang", []Option{ReadyFD()}, nil, func(testing.TB, *Child) {},
+			`hang: fd 3 still open after 100ms`},
 		{"no exit", "hang", nil, nil, func(tb testing.TB, c *Child) { _ = c.Wait(tb) },
-			`hang did not exit within 200ms of its stdin closing: killed`},
+			`hang did not exit within 100ms of its stdin closing: killed`},
 		{"unclean at cleanup", "fail", []Option{CleanExit()}, nil, func(testing.TB, *Child) {},
 			`fail: exit status 3`},
 		{"stdout not read", "echo", nil, io.Discard, func(tb testing.TB, c *Child) { c.Line(tb) },
