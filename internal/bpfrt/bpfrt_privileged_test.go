@@ -20,6 +20,7 @@ import (
 
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/bpfrt/bpfrttest"
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
 )
@@ -511,38 +512,21 @@ func (d *dynTargets) decide(pid int, at uint64, listed bool) {
 
 // waitingChild starts this test binary as a child that calls getppid n
 // times once it reads a byte on stdin.
-type waitingChild struct {
-	cmd *exec.Cmd
-	in  *os.File
-}
+type waitingChild struct{ *childtest.Child }
 
 func startWaitingChild(t *testing.T, n int) *waitingChild {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", childEnv, n), childWaitEnv+"=1")
-	cmd.Stdin = r
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	return &waitingChild{cmd, w}
+	return &waitingChild{childtest.Start(t, cmd)}
 }
 
-func (c *waitingChild) pid() int { return c.cmd.Process.Pid }
+func (c *waitingChild) pid() int { return c.Pid() }
 
 func (c *waitingChild) run(t *testing.T) {
 	t.Helper()
-	if _, err := c.in.Write([]byte{1}); err != nil {
-		t.Fatal(err)
-	}
-	c.in.Close()
-	if err := c.cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	c.Write(t, []byte{1})
+	c.Exit(t)
 }
 
 func monoNow() uint64 {

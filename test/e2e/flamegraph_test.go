@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -16,56 +15,25 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/galago-project/galago/internal/childtest"
 )
 
 // burnProc is the flamegraph probe's C test program, running.
-type burnProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-}
+type burnProc struct{ *childtest.Child }
 
 func startBurn(t *testing.T, bin string) *burnProc {
 	t.Helper()
-	cmd := exec.Command(bin)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	b := &burnProc{cmd, stdin, bufio.NewReader(stdout)}
-	t.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	})
-	if l := b.line(t); l != "ready" {
-		t.Fatalf("burn said %q", l)
-	}
+	b := &burnProc{childtest.Start(t, exec.Command(bin))}
+	b.Expect(t, "ready")
 	return b
-}
-
-func (b *burnProc) line(t *testing.T) string {
-	t.Helper()
-	s, err := b.out.ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(s)
 }
 
 // run sends a command and returns the ns the program measured.
 func (b *burnProc) run(t *testing.T, cmd string) int64 {
 	t.Helper()
-	if _, err := io.WriteString(b.stdin, cmd+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(b.line(t))
+	b.Send(t, cmd)
+	f := strings.Fields(b.Line(t))
 	if len(f) != 2 || f[0] != "done" {
 		t.Fatalf("burn answered %v", f)
 	}
@@ -130,7 +98,7 @@ func TestFlamegraphOverREST(t *testing.T) {
 	}
 	req := fmt.Sprintf(`{"cmd":{"probe":["oncpu","offcpu"]},"snoopers":{"proc_id":[%d,%d]},`+
 		`"params":{"perf_sample_period":10,"svg_period":30,"output_dir":%q,"flame_dir":%q},"state":"running"}`,
-		cpu.cmd.Process.Pid, sleeper.cmd.Process.Pid, outDir, flameDir)
+		cpu.Pid(), sleeper.Pid(), outDir, flameDir)
 	if code, body := d.put("flamegraph", req); code != 200 {
 		t.Fatalf("PUT: %d %s", code, body)
 	}
@@ -165,7 +133,7 @@ func TestFlamegraphOverREST(t *testing.T) {
 	}
 	var liveA, liveB int64
 	for _, s := range lv.prof.Sample {
-		if s.NumLabel["pid"][0] != int64(cpu.cmd.Process.Pid) {
+		if s.NumLabel["pid"][0] != int64(cpu.Pid()) {
 			continue
 		}
 		for _, l := range s.Location {
@@ -186,7 +154,7 @@ func TestFlamegraphOverREST(t *testing.T) {
 		t.Fatalf("PUT stopped: %d %s", code, body)
 	}
 
-	cpuPid, sleepPid := cpu.cmd.Process.Pid, sleeper.cmd.Process.Pid
+	cpuPid, sleepPid := cpu.Pid(), sleeper.Pid()
 	total, per := foldedWeights(t, filepath.Join(flameDir, "oncpu", fmt.Sprintf("tmp_%d", cpuPid)), "burn_a", "burn_b")
 	t.Logf("oncpu: %d samples (CPU time %.2f s), burn_a %d, burn_b %d", total, float64(cpuNs)/1e9, per["burn_a"], per["burn_b"])
 	// 10 ms samples of a process running in short slices on a loaded

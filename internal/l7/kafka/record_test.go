@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/l7/l7test"
 )
 
@@ -90,23 +91,10 @@ func startBroker(t *testing.T) *recording {
 	rec := l7test.Record(t, brokerAddr)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKfakeBroker$", "-test.v")
 	cmd.Env = append(os.Environ(), brokerEnv+"="+brokerAddr+" "+rec.Addr())
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && !strings.Contains(sc.Text(), "ready") {
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
-	return &recording{t: t, rec: rec, stop: func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	}}
+	broker := childtest.Start(t, cmd, childtest.Name("kfake broker"))
+	broker.Await(t, "ready") // after -test.v's lines
+	return &recording{t: t, rec: rec, stop: func() { _ = broker.Wait(t) }}
 }
 
 func TestRecord(t *testing.T) {

@@ -1,11 +1,9 @@
 package baseinfo
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/procfs"
@@ -111,32 +110,14 @@ func pinAllThreads(cpu int) error {
 }
 
 // startDelayChild starts a child in mode and waits for its "ready" line.
-func startDelayChild(t *testing.T, mode string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+func startDelayChild(t *testing.T, mode string) *childtest.Child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), delayChildEnv+"="+mode, "GOMAXPROCS=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		stdin.Close()
-		_ = cmd.Wait()
-	})
-	r := bufio.NewReader(out)
-	if line, err := r.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("child %s: %q, %v", mode, line, err)
-	}
-	return cmd, stdin, r
+	c := childtest.Start(t, cmd, childtest.Kill(), childtest.Name("child "+mode))
+	c.Expect(t, "ready")
+	return c
 }
 
 // runDelay sums the second field (run-queue wait, ns) of
@@ -239,9 +220,7 @@ func num(t *testing.T, r *table.Record, field string) (float64, bool) {
 func TestPrivilegedDelayCPU(t *testing.T) {
 	probetest.RequirePrivileged(t)
 	setDelayAcct(t, false)
-	a, _, _ := startDelayChild(t, "spin")
-	b, _, _ := startDelayChild(t, "spin")
-	pa, pb := a.Process.Pid, b.Process.Pid
+	pa, pb := startDelayChild(t, "spin").Pid(), startDelayChild(t, "spin").Pid()
 	d := newDelayRun(t, pa, pb)
 
 	before0 := runDelay(t, pa)
@@ -324,19 +303,13 @@ func TestPrivilegedDelayBlockIO(t *testing.T) {
 	path := strings.TrimSpace(runOut(t, "losetup", "--find", "--show", img))
 	t.Cleanup(func() { _ = exec.Command("losetup", "-d", path).Run() })
 
-	c, stdin, out := startDelayChild(t, "io:"+path)
-	pid := c.Process.Pid
+	c := startDelayChild(t, "io:"+path)
+	pid := c.Pid()
 	d := newDelayRun(t, pid)
 	d.sample(false)
 	ticks0 := blkioTicks(t, pid)
-	if _, err := stdin.Write([]byte{'g'}); err != nil {
-		t.Fatal(err)
-	}
-	line, err := out.ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	wall, err := strconv.ParseFloat(strings.TrimSpace(line), 64)
+	c.Write(t, []byte{'g'})
+	wall, err := strconv.ParseFloat(strings.TrimSpace(c.Line(t)), 64)
 	if err != nil {
 		t.Fatal(err)
 	}

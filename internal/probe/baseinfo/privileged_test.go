@@ -74,30 +74,11 @@ func writerChild(path string) int {
 // startWriter starts the writer child and waits until it is ready.
 func startWriter(t *testing.T, path string) (*exec.Cmd, io.WriteCloser) {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(os.Args[0])
 	// updatemaxprocs=0: since Go 1.25 the runtime re-reads the cgroup CPU
 	// limit every second, which would add its reads to the child's rchar.
 	cmd.Env = append(os.Environ(), writerEnv+"="+path, "GODEBUG=updatemaxprocs=0")
-	cmd.ExtraFiles = []*os.File{w}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	_, _ = io.Copy(io.Discard, r) // EOF once the child closed fd 3
-	r.Close()
-	t.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	})
-	return cmd, stdin
+	return cmd, probetest.StartReady(t, cmd)
 }
 
 func recordsOf(recs []*table.Record, tbl *table.Table, key string) []*table.Record {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/probe"
@@ -96,22 +97,9 @@ func TestPrivilegedProcOOM(t *testing.T) {
 
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), allocChildEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("child: %q %v", line, err)
-	}
-	pid := cmd.Process.Pid
+	child := childtest.Start(t, cmd, childtest.Kill())
+	child.Expect(t, "ready")
+	pid := child.Pid()
 	write(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	if err != nil {
@@ -129,10 +117,8 @@ func TestPrivilegedProcOOM(t *testing.T) {
 	}
 	defer rt.Shutdown(t, p)
 
-	if _, err := stdin.Write([]byte("go\n")); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
+	child.Send(t, "go")
+	err = child.Wait(t)
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if err == nil || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("child: %v, want killed by SIGKILL", err)

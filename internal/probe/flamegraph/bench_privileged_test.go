@@ -1,7 +1,6 @@
 package flamegraph
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,10 +42,8 @@ func startSpin(b *testing.B, bin string, args ...string) *target {
 // round spins n iterations and returns the round's CPU time.
 func round(b *testing.B, s *target, n uint64) time.Duration {
 	b.Helper()
-	if _, err := fmt.Fprintf(s.stdin, "%d\n", n); err != nil {
-		b.Fatal(err)
-	}
-	l := s.line(b)
+	s.Send(b, strconv.FormatUint(n, 10))
+	l := s.Line(b)
 	f := strings.Fields(l)
 	if len(f) != 2 {
 		b.Fatalf("spin said %q", l)
@@ -141,7 +138,7 @@ func BenchmarkOncpuOverheadPrivileged(b *testing.B) {
 		for i := range pairs {
 			var on, off time.Duration
 			measureOn := func() {
-				stop := startOncpu(b, s.cmd.Process.Pid)
+				stop := startOncpu(b, s.Pid())
 				// Steady state: the probe's first drain (reading
 				// kallsyms and the ELF files, ~0.2 s of CPU on the
 				// other CPU) is done before the measured round.
@@ -223,7 +220,7 @@ func BenchmarkOncpuProcsPrivileged(b *testing.B) {
 	bin := buildSpin(b)
 	pids := make([]int, procs)
 	for i := range pids {
-		pids[i] = startSpin(b, bin, "duty", "2", "200").cmd.Process.Pid
+		pids[i] = startSpin(b, bin, "duty", "2", "200").Pid()
 	}
 	for range b.N {
 		rss0 := rssKB(b)

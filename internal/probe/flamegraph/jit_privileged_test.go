@@ -29,8 +29,8 @@ func TestOnCPUJavaPrivileged(t *testing.T) {
 	// through /proc/<pid>/root, named by the JVM's pid there (1).
 	tg := startTargetCmd(t, hotspottest.ContainerCommand(context.Background(), dir,
 		"exec java -XX:+PreserveFramePointer -XX:CompileCommand=quiet -XX:CompileCommand=dontinline,Burner::spinHot -XX:+UseSerialGC -Xmx64m -cp /proc/self/cwd Burner"))
-	t.Cleanup(func() { _ = tg.cmd.Process.Kill() }) // unshare --kill-child: the JVM and its /tmp go too
-	pid := hotspottest.ContainerJVM(t, tg.cmd.Process.Pid)
+	t.Cleanup(func() { _ = tg.Cmd.Process.Kill() }) // unshare --kill-child: the JVM and its /tmp go too
+	pid := hotspottest.ContainerJVM(t, tg.Pid())
 
 	var p *Probe
 	var javaOnly, whole map[string]uint64

@@ -37,7 +37,7 @@ const (
 func TestMemGlibcPrivileged(t *testing.T) {
 	bin := buildC(t)
 	tg, other := startTarget(t, bin), startTarget(t, bin)
-	pid := tg.cmd.Process.Pid
+	pid := tg.Pid()
 	const n = 2000
 	outDir, flameDir := profiled(t, []string{"mem_glibc"}, pid, 10, func() {
 		tg.run(t, fmt.Sprintf("alloc %d", n))
@@ -102,7 +102,7 @@ func TestMemGlibcPrivileged(t *testing.T) {
 // are all counted.
 func TestMemGlibcBoundPrivileged(t *testing.T) {
 	tg := startTarget(t, buildC(t))
-	pid := tg.cmd.Process.Pid
+	pid := tg.Pid()
 	const n = 2000
 	_, flameDir, lost := profiledWith(t, []string{"mem_glibc"}, pid, 10, func() { tg.run(t, fmt.Sprintf("alloc %d", n)) }, withMaxAllocs(1000))
 	if want := uint64(5000 + 2000 + 2*2000 + 2000 + 2*2000); lost != want {
@@ -122,7 +122,7 @@ func TestMemGlibcBoundPrivileged(t *testing.T) {
 func TestMemPrivileged(t *testing.T) {
 	probetest.RequireHooks(t, bpfrt.HaveTPBTF("page_fault_user"))
 	tg := startTarget(t, buildC(t))
-	pid := tg.cmd.Process.Pid
+	pid := tg.Pid()
 	const n = 2000
 	outDir, flameDir := profiled(t, []string{"mem"}, pid, 10, func() { tg.run(t, fmt.Sprintf("fault %d", n)) })
 	lines := readFoldedFile(t, flameDir, mem, pid)
@@ -224,7 +224,7 @@ func checkSVG(t *testing.T, outDir string, k kind, pid int, suffix, frame string
 func TestMemReconfigurePrivileged(t *testing.T) {
 	probetest.RequireHooks(t, bpfrt.HaveTPBTF("sched_switch"), bpfrt.HaveTPBTF("page_fault_user"))
 	tg := startTarget(t, buildC(t))
-	pid := tg.cmd.Process.Pid
+	pid := tg.Pid()
 	params := probe.DefaultParams()
 	params.OutputDir, params.FlameDir = t.TempDir(), t.TempDir()
 	cfg := probe.Config{SubItems: bitOffCPU, Params: params, Targets: probetest.NewTargets(snoop.Whitelist, pid)}

@@ -1,7 +1,6 @@
 package flamegraph
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
@@ -25,11 +25,7 @@ import (
 
 // target is a running test program: it printed "ready" and waits for its
 // command line.
-type target struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-}
+type target struct{ *childtest.Child }
 
 func startTarget(t *testing.T, bin string) *target {
 	t.Helper()
@@ -38,46 +34,17 @@ func startTarget(t *testing.T, bin string) *target {
 
 func startTargetCmd(t testing.TB, cmd *exec.Cmd) *target {
 	t.Helper()
-	bin := cmd.Path
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tg := &target{cmd, stdin, bufio.NewReader(stdout)}
-	t.Cleanup(func() {
-		tg.stdin.Close()
-		_ = cmd.Wait()
-	})
-	if line := tg.line(t); line != "ready" {
-		t.Fatalf("%s said %q, want ready", bin, line)
-	}
+	tg := &target{childtest.Start(t, cmd)}
+	tg.Expect(t, "ready")
 	return tg
-}
-
-func (tg *target) line(t testing.TB) string {
-	t.Helper()
-	s, err := tg.out.ReadString('\n')
-	if err != nil {
-		t.Fatalf("target output: %v", err)
-	}
-	return strings.TrimSpace(s)
 }
 
 // run sends a command and returns the number after "done" (0 if none).
 func (tg *target) run(t *testing.T, cmd string) int64 {
 	t.Helper()
-	if _, err := io.WriteString(tg.stdin, cmd+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	line := tg.line(t)
+	tg.Send(t, cmd)
+	line := tg.Line(t)
 	f := strings.Fields(line)
 	if len(f) == 0 || f[0] != "done" {
 		t.Fatalf("target said %q, want done", line)
@@ -215,7 +182,7 @@ func cpuRatio(t *testing.T, bin, fa, fb, cmd string) {
 
 func cpuRatioOf(t *testing.T, tg *target, comm, fa, fb, cmd string) {
 	const periodMs = 1
-	pid := tg.cmd.Process.Pid
+	pid := tg.Pid()
 	var cpuNs int64
 	outDir, flameDir := profiled(t, []string{"oncpu"}, pid, periodMs, func() { cpuNs = tg.run(t, cmd) })
 	lines := readFoldedFile(t, flameDir, onCPU, pid)
@@ -271,7 +238,7 @@ func TestOnCPUElsewherePrivileged(t *testing.T) {
 		cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
 			"mount -t tmpfs tmpfs "+dir+" && cp "+bin+" "+dir+"/gohot && exec "+dir+"/gohot")
 		tg := startTargetCmd(t, cmd)
-		pid := tg.cmd.Process.Pid
+		pid := tg.Pid()
 		maps, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "maps"))
 		if err != nil {
 			t.Fatal(err)
@@ -325,7 +292,7 @@ func TestOnCPUElsewherePrivileged(t *testing.T) {
 
 func TestOffCPUPrivileged(t *testing.T) {
 	tg := startTarget(t, buildC(t))
-	pid := tg.cmd.Process.Pid
+	pid := tg.Pid()
 	var slept int64
 	outDir, flameDir := profiled(t, []string{"offcpu"}, pid, 10, func() { slept = tg.run(t, "sleep 1000") })
 	lines := readFoldedFile(t, flameDir, offCPU, pid)
@@ -354,7 +321,7 @@ func TestOffCPUPrivileged(t *testing.T) {
 // named from kallsyms, above the user function that made the call.
 func TestKernelStacksPrivileged(t *testing.T) {
 	tg := startTarget(t, buildC(t))
-	pid := tg.cmd.Process.Pid
+	pid := tg.Pid()
 	_, flameDir := profiled(t, []string{"oncpu"}, pid, 1, func() { tg.run(t, "sys 3000000") })
 	lines := readFoldedFile(t, flameDir, onCPU, pid)
 	// Most of a one-byte write's time is syscall entry and exit; the
@@ -399,7 +366,7 @@ func TestReconfigurePrivileged(t *testing.T) {
 	outDir, flameDir := t.TempDir(), t.TempDir()
 	params := probe.DefaultParams()
 	params.OutputDir, params.FlameDir = outDir, flameDir
-	targets := probetest.NewTargets(snoop.Whitelist, first.cmd.Process.Pid)
+	targets := probetest.NewTargets(snoop.Whitelist, first.Pid())
 	cfg := probe.Config{SubItems: bitOnCPU, Params: params, Targets: targets}
 	p := New(withPeriods(300*time.Millisecond, time.Hour))
 	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
@@ -427,7 +394,7 @@ func TestReconfigurePrivileged(t *testing.T) {
 	}
 	p.mu.Unlock()
 
-	targets.Set(second.cmd.Process.Pid)
+	targets.Set(second.Pid())
 	cfg.SubItems = bitOffCPU
 	if err := p.Reconfigure(cfg); err != nil {
 		t.Fatal(err)
@@ -441,11 +408,11 @@ func TestReconfigurePrivileged(t *testing.T) {
 	slept := second.run(t, "sleep 300")
 	rt.Shutdown(t, p)
 
-	lines := readFoldedFile(t, flameDir, offCPU, second.cmd.Process.Pid)
+	lines := readFoldedFile(t, flameDir, offCPU, second.Pid())
 	us, _ := weight(lines, "sleepy")
 	within(t, "off-CPU time in sleepy / measured", float64(us)*1e3/float64(slept), 1, 0.15)
 	for _, k := range []kind{onCPU, offCPU} {
-		if _, err := os.Stat(filepath.Join(flameDir, k.String(), "tmp_"+strconv.Itoa(first.cmd.Process.Pid))); err == nil {
+		if _, err := os.Stat(filepath.Join(flameDir, k.String(), "tmp_"+strconv.Itoa(first.Pid()))); err == nil {
 			t.Errorf("%s: the process no longer observed was written", k)
 		}
 	}
@@ -470,7 +437,7 @@ func TestPyroscopePrivileged(t *testing.T) {
 	defer srv.Close()
 
 	tg := startTarget(t, buildC(t))
-	pid := tg.cmd.Process.Pid
+	pid := tg.Pid()
 	outDir, flameDir := t.TempDir(), t.TempDir()
 	params := probe.DefaultParams()
 	params.OutputDir, params.FlameDir = outDir, flameDir

@@ -1,7 +1,6 @@
 package jvm
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/hotspot"
 	"github.com/galago-project/galago/internal/hotspot/hotspottest"
 	"github.com/galago-project/galago/internal/probe"
@@ -312,34 +312,13 @@ func startJvmLoad(ctx context.Context, t *testing.T, classDir, args string, cont
 	}
 	cmd.Dir = classDir
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	lines := bufio.NewScanner(stdout)
+	c := childtest.Start(t, cmd, childtest.Kill(), childtest.Name("JvmLoad"))
 	next := func() string {
 		t.Helper()
-		if !lines.Scan() {
-			t.Fatalf("JvmLoad ended: %v", lines.Err())
-		}
-		return lines.Text()
+		return c.Line(t)
 	}
-	if l := next(); l != "ready" {
-		t.Fatalf("JvmLoad said %q", l)
-	}
-	return stdin, next, javaPID(t, cmd.Process.Pid, container)
+	c.Expect(t, "ready")
+	return c.Stdin, next, javaPID(t, c.Pid(), container)
 }
 
 // javaPID is the JVM's pid: the shell's (exec), or in a container the

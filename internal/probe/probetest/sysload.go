@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/galago-project/galago/internal/childtest"
 )
 
 //go:embed testdata/sysload.c
@@ -60,26 +62,8 @@ func StartSysload(t *testing.T, a SysloadArgs) *Sysload {
 // waited for when the test ends.
 func StartReady(t *testing.T, cmd *exec.Cmd, extra ...*os.File) io.WriteCloser {
 	t.Helper()
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.ExtraFiles = append([]*os.File{readyW}, extra...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	readyW.Close()
-	_, _ = io.Copy(io.Discard, readyR) // EOF once it closed fd 3
-	readyR.Close()
-	t.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	})
-	return stdin
+	cmd.ExtraFiles = extra
+	return childtest.Start(t, cmd, childtest.ReadyFD()).Stdin
 }
 
 // FsyncDir is the directory of the file the workload writes and fsyncs

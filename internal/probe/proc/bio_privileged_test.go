@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -20,22 +21,10 @@ import (
 // then execs it (same pid), so it can be observed from its first I/O.
 func gatedDD(t *testing.T, args string) (*exec.Cmd, func()) {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", "read x; exec dd "+args+" 2>/dev/null")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-	return cmd, func() {
-		if _, err := stdin.Write([]byte("\n")); err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("dd %s: %v", args, err)
-		}
+	c := childtest.Start(t, exec.Command("sh", "-c", "read x; exec dd "+args+" 2>/dev/null"), childtest.Name("dd "+args))
+	return c.Cmd, func() {
+		c.Send(t, "")
+		c.Exit(t)
 	}
 }
 

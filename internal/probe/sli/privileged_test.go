@@ -1,11 +1,9 @@
 package sli
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -19,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/bpfrt"
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
@@ -90,9 +89,9 @@ func (c *container) start(t *testing.T, argv ...string) *exec.Cmd {
 
 // startSelf runs this test binary as the helper that env selects (see
 // TestMain) inside the container, after the command prefix (e.g.
-// taskset); it returns the helper's stdin and stdout. At cleanup stdin is
-// closed and the helper must exit cleanly.
-func (c *container) startSelf(t *testing.T, name, env string, prefix ...string) (io.WriteCloser, *bufio.Scanner) {
+// taskset). At cleanup its stdin is closed and the helper must exit
+// cleanly.
+func (c *container) startSelf(t *testing.T, name, env string, prefix ...string) *childtest.Child {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -103,24 +102,7 @@ func (c *container) startSelf(t *testing.T, name, env string, prefix ...string) 
 	cmd.Env = append(os.Environ(), env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	})
-	return stdin, bufio.NewScanner(stdout)
+	return childtest.Start(t, cmd, childtest.Name(name), childtest.CleanExit())
 }
 
 func subItems(t testing.TB, items ...string) uint32 {
@@ -352,21 +334,13 @@ func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container)
 	f.Close()
 	// Pinned to one CPU, for the same reason as the reclaim test's reader:
 	// its cgroup's io.pressure is then its iowait time.
-	stdin, out := c.startSelf(t, "writer", fmt.Sprintf("%s=%s:%d", writerEnv, file, blocks), "taskset", "-c", "0")
-	expect := func(what string) {
-		t.Helper()
-		if !out.Scan() || out.Text() != what {
-			t.Fatalf("writer said %q (%v), want %q", out.Text(), out.Err(), what)
-		}
-	}
-	expect("ready")
+	w := c.startSelf(t, "writer", fmt.Sprintf("%s=%s:%d", writerEnv, file, blocks), "taskset", "-c", "0")
+	w.Expect(t, "ready")
 	period(t, p, rt)
 	stall0 := stallUs(t, c.dir, "io")
 	start := time.Now()
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		t.Fatal(err)
-	}
-	expect("done")
+	w.Send(t, "go")
+	w.Expect(t, "done")
 	wall := time.Since(start)
 	stall := float64(stallUs(t, c.dir, "io")-stall0) * 1000
 	recs := period(t, p, rt)
@@ -492,18 +466,11 @@ func testReclaim(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 // asked and the span of the parent's clone call, which it timed itself.
 func testBlock(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	const nap = 300 * time.Millisecond
-	stdin, out := c.startSelf(t, "blocker", fmt.Sprintf("%s=%d", blockerEnv, nap.Nanoseconds()))
-	if !out.Scan() || out.Text() != "ready" {
-		t.Fatalf("blocker said %q (%v)", out.Text(), out.Err())
-	}
+	b := c.startSelf(t, "blocker", fmt.Sprintf("%s=%d", blockerEnv, nap.Nanoseconds()))
+	b.Expect(t, "ready")
 	period(t, p, rt)
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		t.Fatal(err)
-	}
-	if !out.Scan() {
-		t.Fatalf("blocker: %v", out.Err())
-	}
-	span, err := strconv.ParseFloat(out.Text(), 64)
+	b.Send(t, "go")
+	span, err := strconv.ParseFloat(b.Line(t), 64)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,10 @@ package tcp
 // anything missing is a failure, not a skip.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os"
@@ -25,6 +23,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
@@ -79,11 +78,9 @@ func setupNetns(t *testing.T) netPair {
 }
 
 type helper struct {
-	t     testing.TB
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan string
-	pid   int
+	t testing.TB
+	*childtest.Child
+	pid int
 }
 
 // startHelper runs this test binary as a helper (helper_test.go) in network
@@ -97,27 +94,8 @@ func startHelper(t testing.TB, ns, mode, addr string, send, recv int, env ...str
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(append(os.Environ(), "GALAGO_TCP_HELPER="+mode), env...)
 	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &helper{t: t, cmd: cmd, in: in, lines: make(chan string, 16), pid: cmd.Process.Pid}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			h.lines <- sc.Text()
-		}
-		close(h.lines)
-	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return h
+	c := childtest.Start(t, cmd, childtest.Kill(), childtest.Name(mode+" helper"))
+	return &helper{t: t, Child: c, pid: c.Pid()}
 }
 
 // transfer runs a client in n.cns that sends up bytes to a server in n.sns
@@ -146,30 +124,17 @@ func refusedConnect(t *testing.T, ns, addr string) *helper {
 
 func (h *helper) line() string {
 	h.t.Helper()
-	select {
-	case l, ok := <-h.lines:
-		if !ok {
-			h.t.Fatalf("helper %d exited", h.pid)
-		}
-		return l
-	case <-time.After(20 * time.Second):
-		h.t.Fatalf("helper %d: no output", h.pid)
-	}
-	return ""
+	return h.Line(h.t)
 }
 
 func (h *helper) expect(want string) {
 	h.t.Helper()
-	if l := h.line(); l != want {
-		h.t.Fatalf("helper %d said %q, want %q", h.pid, l, want)
-	}
+	h.Expect(h.t, want)
 }
 
 func (h *helper) do(cmd string) {
 	h.t.Helper()
-	if _, err := fmt.Fprintln(h.in, cmd); err != nil {
-		h.t.Fatal(err)
-	}
+	h.Send(h.t, cmd)
 }
 
 func (h *helper) info() tcpInfo {
@@ -184,10 +149,7 @@ func (h *helper) info() tcpInfo {
 
 func (h *helper) wait() {
 	h.t.Helper()
-	_ = h.in.Close()
-	if err := h.cmd.Wait(); err != nil {
-		h.t.Fatalf("helper %d: %v", h.pid, err)
-	}
+	h.Exit(h.t)
 }
 
 const (

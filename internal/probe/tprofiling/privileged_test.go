@@ -1,10 +1,8 @@
 package tprofiling
 
 import (
-	"bufio"
 	_ "embed"
 	"encoding/json"
-	"io"
 	"math"
 	"net/http/httptest"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
@@ -36,42 +35,27 @@ var allItems = []string{"oncpu", "offcpu", "syscall_file", "syscall_net", "sysca
 	"oncpu_sample", "mem_glibc", "mem_usage"}
 
 // workload is a running test program whose stdout the test reads.
-type workload struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Scanner
-}
+type workload struct{ *childtest.Child }
 
 // startWorkload builds and starts a testdata program; it is ready (fd 3
 // closed) and waits for a byte on stdin.
 func startWorkload(t *testing.T, name string, src []byte) *workload {
 	t.Helper()
 	// Frame pointers: func.stack is a frame-pointer walk.
-	cmd := exec.Command(probetest.BuildC(t, name, src, "-fno-omit-frame-pointer"))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin := probetest.StartReady(t, cmd)
-	return &workload{cmd: cmd, stdin: stdin, out: bufio.NewScanner(out)}
+	return &workload{childtest.Start(t, exec.Command(probetest.BuildC(t, name, src, "-fno-omit-frame-pointer")), childtest.ReadyFD())}
 }
 
-func (w *workload) pid() int { return w.cmd.Process.Pid }
+func (w *workload) pid() int { return w.Pid() }
 
 func (w *workload) start(t *testing.T) {
 	t.Helper()
-	if _, err := w.stdin.Write([]byte{1}); err != nil {
-		t.Fatal(err)
-	}
+	w.Write(t, []byte{1})
 }
 
 // line reads one line of the program's output, as fields.
 func (w *workload) line(t *testing.T) []string {
 	t.Helper()
-	if !w.out.Scan() {
-		t.Fatalf("workload output ended: %v", w.out.Err())
-	}
-	return strings.Fields(w.out.Text())
+	return strings.Fields(w.Line(t))
 }
 
 func num(t *testing.T, s string) int64 {
@@ -570,12 +554,7 @@ func TestPrivilegedPythonGC(t *testing.T) {
 	if err := os.WriteFile(script, pygcSrc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(python, script)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &workload{cmd: cmd, stdin: probetest.StartReady(t, cmd), out: bufio.NewScanner(stdout)}
+	w := &workload{childtest.Start(t, exec.Command(python, script), childtest.ReadyFD())}
 	dir := t.TempDir()
 	params := probe.DefaultParams()
 	params.OutputDir = dir

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galago-project/galago/internal/childtest"
 	"github.com/galago-project/galago/internal/instmeta"
 	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
@@ -66,14 +67,7 @@ func TestRealProcess(t *testing.T) {
 	cmd.Args = []string{"/usr/bin/qemu-system-x86_64",
 		"-name", "guest=galago-test,debug-threads=on", "-uuid", uuid, "-m", "64"}
 	cmd.Env = append(os.Environ(), "GALAGO_VIRT_HELPER=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
+	childtest.Start(t, cmd)
 
 	p := New(procfs.FS{}, withInterval(50*time.Millisecond))
 	rt := probetest.NewRuntime(t, probetest.ProbeName(Name))
