@@ -36,8 +36,11 @@ const benchWindow = time.Second
 // container and histogram: every switch and wakeup of the load is
 // accounted in the node row and in the process's cgroup row), and on with
 // the kernel's BPF run-time statistics enabled, as the daemon keeps them
-// while probes run (galago_bpf_run_seconds_total): they add two clock
-// reads around every program run. The context switches are the kernel's
+// with GALAGO_BPF_STATS=1 (galago_bpf_run_seconds_total): they add two
+// clock reads around every program run. The "on" window is the daemon's
+// default; it needs kernel.bpf_stats_enabled at 0 (the kernel's default),
+// else the statistics run in every window: the benchmark fails when it
+// finds it at 1. The context switches are the kernel's
 // counts of the load's threads (/proc/self/task/<tid>/status). Reported:
 // the medians of switches per second off and on, of the per-iteration
 // on/off ratios with and without statistics, per second of wall time and
@@ -49,6 +52,9 @@ const benchWindow = time.Second
 // end. Run with e.g. -benchtime=10x.
 func BenchmarkSchedPrivileged(b *testing.B) {
 	probetest.RequirePrivileged(b)
+	if raw, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled"); err == nil && strings.TrimSpace(string(raw)) != "0" {
+		b.Fatal("kernel.bpf_stats_enabled is on: every window would run with BPF statistics; sysctl -w kernel.bpf_stats_enabled=0 first")
+	}
 	load := startPingPong(b, runtime.NumCPU())
 	defer load.stop()
 	var off, on, ratio, ratioStats, cpuRatio, cpuRatioStats, nsSwitch, nsWakeup []float64
