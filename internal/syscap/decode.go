@@ -160,10 +160,13 @@ func decodeConn(raw []byte) (Conn, error) {
 	if len(raw) != connRecSize {
 		return Conn{}, fmt.Errorf("syscap: conn record of %d bytes, want %d", len(raw), connRecSize)
 	}
+	// The generated struct has the C layout byte for byte (HostLayout,
+	// explicit padding, no pointers) and the objects are little-endian
+	// like every host they are built for: a copy decodes the record.
+	// encoding/binary's reflection took ~17 % of the agent's CPU on
+	// connection-per-request traffic. TestLayout checks the layout.
 	var r rawConn
-	if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
-		return Conn{}, fmt.Errorf("syscap: %w", err)
-	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), connRecSize), raw)
 	if r.Family != afInet && r.Family != afInet6 {
 		return Conn{}, fmt.Errorf("syscap: conn record with family %d", r.Family)
 	}

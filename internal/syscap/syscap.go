@@ -62,7 +62,8 @@ import (
 // Handler receives the capture's records, on the reading goroutine, in
 // kernel order per CPU (a connection's records are in order: its process
 // runs its syscalls one after another on any CPU, and the ring buffer is
-// shared). A Data's Bytes are only valid during the call.
+// shared). The records passed are only valid during the call (the
+// capture reuses them): a handler copies what it keeps.
 type Handler interface {
 	Conn(c *Conn)
 	Data(d *Data)
@@ -148,7 +149,9 @@ type Capture struct {
 	lostMu   sync.Mutex
 	lostSeen uint64
 	sslSeen  uint64
-	data     Data // reused for every Data record
+	data     Data  // reused for every Data record
+	conn     Conn  // reused for every Conn record (a local escapes: one allocation per connection)
+	close    Close // reused for every Close record
 	joins    joins
 	tlsOn    bool
 	tlsFiles map[fileID][]link.Link // TLS uprobes by library file (nil: none to attach)
@@ -374,10 +377,11 @@ func (c *Capture) handle(raw []byte) error {
 		c.deliverData(&c.data)
 		c.data.Bytes = nil
 	case recConn:
-		conn, err := decodeConn(raw)
-		if err != nil {
+		var err error
+		if c.conn, err = decodeConn(raw); err != nil {
 			return err
 		}
+		conn := &c.conn
 		key := uint64(conn.TGID)<<32 | uint64(conn.FD)
 		c.mu.Lock()
 		old, reused := c.traced[key]
@@ -390,14 +394,16 @@ func (c *Capture) handle(raw []byte) error {
 		if reused {
 			// The fd was reused without a CLOSE record (the kernel sends
 			// one when it sees the reuse; this is the fallback).
-			c.opts.Handler.Close(&Close{ConnID: old, TGID: conn.TGID})
+			c.close = Close{ConnID: old, TGID: conn.TGID}
+			c.opts.Handler.Close(&c.close)
 		}
-		c.opts.Handler.Conn(&conn)
+		c.opts.Handler.Conn(conn)
 	case recClose:
-		cl, err := decodeClose(raw)
-		if err != nil {
+		var err error
+		if c.close, err = decodeClose(raw); err != nil {
 			return err
 		}
+		cl := &c.close
 		c.mu.Lock()
 		if key, ok := c.byID[cl.ConnID]; ok {
 			delete(c.byID, cl.ConnID)
@@ -407,7 +413,7 @@ func (c *Capture) handle(raw []byte) error {
 		}
 		c.mu.Unlock()
 		c.flushWhole(cl.ConnID)
-		c.opts.Handler.Close(&cl)
+		c.opts.Handler.Close(cl)
 	default:
 		return fmt.Errorf("syscap: record of type %d", recordType(raw))
 	}

@@ -113,7 +113,10 @@ type Parser struct {
 	req, resp half
 
 	// Requests awaiting responses, a ring: q[(qHead+i)%len(q)], i < qLen.
+	// It starts in q1: one request in flight is the common case, and a
+	// connection then costs no allocation beyond the parser.
 	q        []pending
+	q1       [1]pending
 	qHead    int
 	qLen     int
 	nextSeq  uint64
@@ -822,6 +825,9 @@ func (p *Parser) push(e pending) uint64 {
 		p.overflow++
 		p.desyncs++
 		return e.seq
+	}
+	if len(p.q) == 0 {
+		p.q = p.q1[:]
 	}
 	if p.qLen == len(p.q) {
 		n := min(max(2*len(p.q), 4), MaxPending)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -421,17 +420,24 @@ func (h handler) Close(c *syscap.Close) {
 	}
 	delete(p.conns, c.ConnID)
 	p.releaseTopics(cn.info.TGID, cn.info.Proto)
-	for _, pc := range append([]*conn{cn}, slices.Collect(maps.Values(cn.peers))...) {
-		if pc.parser == nil || !pc.key.serverIP.IsValid() {
-			continue
-		}
-		_, rpc := pc.rows(p.agg)
-		p.out = pc.parser.Flush(p.out[:0])
-		for i := range p.out {
-			p.agg.exchange(pc.key, rpc, &p.out[i], pc)
-		}
-		p.reportDesyncs(pc)
+	p.flushConn(cn)
+	for _, pc := range cn.peers {
+		p.flushConn(pc)
 	}
+}
+
+// flushConn accounts what the parser of a closing connection (or UDP
+// peer) still holds.
+func (p *Probe) flushConn(pc *conn) {
+	if pc.parser == nil || !pc.key.serverIP.IsValid() {
+		return
+	}
+	_, rpc := pc.rows(p.agg)
+	p.out = pc.parser.Flush(p.out[:0])
+	for i := range p.out {
+		p.agg.exchange(pc.key, rpc, &p.out[i], pc)
+	}
+	p.reportDesyncs(pc)
 }
 
 // serverOf is the remote address of connection c in its row: for a TCP
