@@ -76,7 +76,11 @@
 // of 22-32 (base 0.80-0.91, median ~0.89, in the same interleaved runs;
 // target 0.97, not shown to be met: the ratios swing by ±5 points on the
 // shared VM, and two empty tp_btf programs on sched_switch and
-// sched_wakeup alone gave 0.96).
+// sched_wakeup alone gave 0.96). Those runs had the kernel's BPF
+// statistics on; the daemon no longer turns them on (GALAGO_BPF_STATS):
+// without them, 12 later runs gave a median of 0.92 per CPU-second
+// (0.974 on an idle machine) against 0.905 with them (BENCHMARKS.md,
+// "statistics off by default").
 // Scheduler-bound loads pay that share; a load switching 10 000 times a
 // second per CPU pays ~0.3%.
 //
