@@ -679,3 +679,72 @@ func TestBioSweepPrivileged(t *testing.T) {
 		t.Errorf("bios left %v, want the two in flight [3 4]", left)
 	}
 }
+
+// TestRingClosePrivileged: Close must not wait for a handler (a handler
+// may wait for whoever closes: a probe's Stop holding the lock Handle
+// takes); Run returns after the record it is handling, with no record
+// handled after Close. Closing a waiting reader, and Run after Close,
+// return at once.
+func TestRingClosePrivileged(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	objs := load(t, 1<<16, 0)
+	entered, release := make(chan []byte, 1), make(chan struct{})
+	var handled int
+	rd, err := bpfrt.NewReader(bpfrt.ReaderConfig{Ring: objs.Events, Lost: objs.LostEvents, FlushInterval: 5 * time.Millisecond,
+		Handle: func(raw []byte) error {
+			handled++
+			if handled == 1 {
+				entered <- raw
+				<-release // the closer goes first
+				if len(raw) != 56 || leU64(raw) != 1 {
+					t.Errorf("record after Close: %d bytes, seq %d", len(raw), leU64(raw))
+				}
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rd.Run(context.Background()) }()
+	emit(t, objs, 3)
+	<-entered
+	closed := make(chan struct{})
+	go func() { rd.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for the handler")
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after Close")
+	}
+	if handled != 1 {
+		t.Errorf("handled %d records after Close, want only the one in progress", handled)
+	}
+	if err := rd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	idle := newReader(t, load(t, 1<<16, 0), &collector{}, time.Hour)
+	go func() { done <- idle.Run(context.Background()) }()
+	time.Sleep(20 * time.Millisecond) // blocked in its wait
+	idle.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting Run did not return after Close")
+	}
+}

@@ -41,7 +41,9 @@ func TestDashboardsQueriesReturnData(t *testing.T) {
 		}
 	}()
 
-	d := startDaemon(t, daemonOpts{})
+	// Every panel must have data: the BPF run-time panel needs the
+	// kernel's statistics, which the daemon turns on only when asked.
+	d := startDaemon(t, daemonOpts{env: []string{"GALAGO_BPF_STATS=1"}})
 	for feature, body := range map[string]string{
 		"baseinfo": `{"cmd":{"probe":["cpu","mem","nic","net","disk","fs"]},"blacklist":{},"params":{"report_period":5},"state":"running"}`,
 		"tcp":      `{"cmd":{"probe":["tcp_stats","tcp_rtt","tcp_srtt","tcp_abnormal"]},"blacklist":{},"params":{"report_period":5},"state":"running"}`,

@@ -430,6 +430,11 @@ func TestPrivilegedContention(t *testing.T) {
 	cpuMs, stealMs := float64(cpu)/1e6, float64(steal1-steal0+1)*1e3/float64(userHZ)
 	if oncpu < cpuMs*0.9 || oncpu > (cpuMs+stealMs)*1.1 {
 		t.Errorf("CompeteThd1: on CPU %.1f ms, its CPU time %.1f ms (+ %.0f ms stolen), want within 10%%", oncpu, cpuMs, stealMs)
+		for _, e := range evs {
+			if e.tid == burner && e.vals["event.name"] != "oncpu_sample" {
+				t.Logf("CompeteThd1 %v: start %v ms, %v ms, count %v", e.vals["event.name"], e.vals["start_time"], e.vals["duration"], e.vals["count"])
+			}
+		}
 	}
 	// oncpu_sample: CompeteThd1's cpu-clock samples are its CPU time over
 	// the sample period within 15% (the same allowance for steal), each
