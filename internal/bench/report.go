@@ -73,7 +73,7 @@ type ArmResult struct {
 	Truth realsrv.Counters `json:"truth"`
 	// Cost is the agent's footprint over the load (nil without agent);
 	// its BPF run time (BPFSeconds, BPFRuns, IterSeconds, PerProgram) is
-	// BPF's, over the second load.
+	// over the second load, BPF.
 	Cost *Cost `json:"cost,omitempty"`
 	// BPF is the agent arm's second load, with the kernel's BPF
 	// statistics on (nil for the no-agent arm).
@@ -95,17 +95,14 @@ type ArmResult struct {
 }
 
 // BPFWindow is an agent arm's second run of the load, with the kernel's
-// BPF statistics on: the BPF run time per request and per connection
-// come from it. The first run, without statistics, gives throughput,
-// latency and the agent's CPU: the statistics add two clock reads to
-// every program run, which the daemon does not pay by default.
+// BPF statistics on: the arm's BPF run time (in its Cost) is over this
+// load, so per request and per connection it is divided by these. The
+// first run, without statistics, gives throughput, latency and the
+// agent's CPU: the statistics add two clock reads to every program run,
+// which the daemon does not pay by default.
 type BPFWindow struct {
 	Load  realsrv.LoadResult `json:"load"`
 	Truth realsrv.Counters   `json:"truth"`
-	// Cost is the agent's footprint over this load; only its BPF fields
-	// are used.
-	Cost     Cost `json:"cost"`
-	BPFStats bool `json:"bpf_stats"`
 }
 
 // CheckResult is one accuracy check of one arm.

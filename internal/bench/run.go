@@ -396,14 +396,13 @@ func (r *runner) arm(ctx context.Context, w Workload, srv realsrv.Server, dir st
 	if pid == 0 {
 		return res, nil
 	}
-	if res.BPF, err = r.bpfWindow(ctx, w, srv, dir, pid); err != nil {
+	var bpf Cost
+	if res.BPF, bpf, res.BPFStats, err = r.bpfWindow(ctx, w, srv, dir, pid); err != nil {
 		return res, fmt.Errorf("BPF statistics load: %w", err)
 	}
 	if res.Cost != nil {
-		res.Cost.BPFSeconds, res.Cost.BPFRuns, res.Cost.PerProgram = res.BPF.Cost.BPFSeconds, res.BPF.Cost.BPFRuns, res.BPF.Cost.PerProgram
-		res.Cost.IterSeconds = res.BPF.Cost.IterSeconds
+		res.Cost.BPFSeconds, res.Cost.BPFRuns, res.Cost.IterSeconds, res.Cost.PerProgram = bpf.BPFSeconds, bpf.BPFRuns, bpf.IterSeconds, bpf.PerProgram
 	}
-	res.BPFStats = res.BPF.BPFStats
 	if g == nil {
 		return res, nil
 	}
@@ -457,36 +456,38 @@ func (r *runner) arm(ctx context.Context, w Workload, srv realsrv.Server, dir st
 }
 
 // bpfWindow runs the load a second time, for r.cfg.BPFDuration, with the
-// kernel's BPF statistics on, and reads the agent's BPF run time over it:
-// the first load ran without them (the daemon's default), so that its
-// throughput does not pay the statistics' own clock reads.
-func (r *runner) bpfWindow(ctx context.Context, w Workload, srv realsrv.Server, dir string, pid int) (*BPFWindow, error) {
+// kernel's BPF statistics on, and returns that load, the agent's cost over
+// it (of which only the BPF run time is used) and whether the statistics
+// were still on at its end: the first load ran without them (the daemon's
+// default), so that its throughput does not pay their clock reads.
+func (r *runner) bpfWindow(ctx context.Context, w Workload, srv realsrv.Server, dir string, pid int) (*BPFWindow, Cost, bool, error) {
 	restore, err := setBPFStats(true)
 	if err != nil {
-		return nil, err
+		return nil, Cost{}, false, err
 	}
 	defer restore()
 	before, err := srv.Counters(ctx)
 	if err != nil {
-		return nil, err
+		return nil, Cost{}, false, err
 	}
 	cb, err := r.sampler.Sample(pid)
 	if err != nil {
-		return nil, err
+		return nil, Cost{}, false, err
 	}
 	load, err := w.Run(ctx, srv, dir, r.cfg.BPFDuration)
 	if err != nil {
-		return nil, err
+		return nil, Cost{}, false, err
 	}
 	ca, err := r.sampler.Sample(pid)
 	if err != nil {
-		return nil, err
+		return nil, Cost{}, false, err
 	}
+	on := bpfStatsOn()
 	after, err := srv.Counters(ctx)
 	if err != nil {
-		return nil, err
+		return nil, Cost{}, false, err
 	}
-	return &BPFWindow{Load: load, Truth: w.Truth(after.Sub(before)), Cost: Diff(cb, ca), BPFStats: bpfStatsOn()}, nil
+	return &BPFWindow{Load: load, Truth: w.Truth(after.Sub(before))}, Diff(cb, ca), on, nil
 }
 
 // stopAgent stops an arm's agent; an agent that ignores SIGTERM fails the

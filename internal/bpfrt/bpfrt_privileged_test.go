@@ -706,6 +706,17 @@ func TestRingClosePrivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
+	returned := func(what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal(what)
+		}
+	}
 	go func() { done <- rd.Run(context.Background()) }()
 	emit(t, objs, 3)
 	<-entered
@@ -717,14 +728,7 @@ func TestRingClosePrivileged(t *testing.T) {
 		t.Fatal("Close waited for the handler")
 	}
 	close(release)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return after Close")
-	}
+	returned("Run did not return after Close")
 	if handled != 1 {
 		t.Errorf("handled %d records after Close, want only the one in progress", handled)
 	}
@@ -739,12 +743,5 @@ func TestRingClosePrivileged(t *testing.T) {
 	go func() { done <- idle.Run(context.Background()) }()
 	time.Sleep(20 * time.Millisecond) // blocked in its wait
 	idle.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a waiting Run did not return after Close")
-	}
+	returned("a waiting Run did not return after Close")
 }

@@ -22,8 +22,9 @@ import (
 //
 // The kernel only accounts while statistics are enabled, which costs two
 // clock reads around every run of every BPF program on the host (galago's
-// and any other tool's; ~3 % of the context-switch rate of a
-// scheduler-bound load with sli on, BENCHMARKS.md "sli"); Stats keeps them
+// and any other tool's; 1.5-3 points of the context-switch rate of a
+// scheduler-bound load with sli on, ~100 ns per traced syscall:
+// BENCHMARKS.md, "statistics off by default"); Stats keeps them
 // enabled exactly while at least one probe is registered. Counts start
 // when a probe registers. The daemon makes one only when EnvStats asks
 // for it (StatsFromEnv): probes take a nil *Stats as "none wanted".
