@@ -49,18 +49,20 @@
 // identity resolver. The node row is a per-CPU array row (two: the
 // programs add to one while user space takes the other, switched each
 // period); container rows are kept in the kernel only for observed
-// cgroups, read and deleted by user space every period. Nothing per
-// event leaves the kernel.
+// cgroups, read and deleted by user space every period. Each latency is
+// added to one row: its cgroup's when it has one, else the node row; the
+// node's figures are the node row plus every cgroup row taken in the
+// period. Nothing per event leaves the kernel.
 //
 // Cost of cpu (the hot one: it runs at every context switch of the node,
 // observed or not). Per switch: two task-storage lookups (the thread
 // going off CPU, created; the one coming on); for the incoming thread,
 // the filter's answer when container rows are on, reused from its task
 // storage for 100 ms while it stays in its cgroup (so a change of the
-// snoopers reaches a running thread's rows within 100 ms), and one
-// lookup of the per-CPU node row (an array: inlined) and, for an
-// observed cgroup, of its per-CPU row (a hash), for both latencies a
-// switch-in ends (its sleep and its run delay). Timestamps are loads of
+// snoopers reaches a running thread's rows within 100 ms), and one row
+// lookup for both latencies a switch-in ends (its sleep and its run
+// delay): the per-CPU row of an observed cgroup (a hash), else the
+// per-CPU node row (an array: inlined). Timestamps are loads of
 // the run queue's clock (task->se.cfs_rq->rq->clock, what the kernel's
 // own sched_info reads), not bpf_ktime_get_ns: that clock read alone
 // cost ~100 ns per call on the 2-core VM. Rows are per CPU (no cache

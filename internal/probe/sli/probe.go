@@ -393,16 +393,21 @@ func (p *Probe) report(now time.Time) error {
 	}
 	cfg, period := p.cfg, p.period(p.cfg)
 	var errs []error
-	// Containers' rows first, then the node's, back to back: a latency is
-	// added to the node row and then to its container's, so taking the
-	// node's last keeps every container's sum within the node's (taking
-	// the node's first left the container's rows ~1 ms ahead under load).
+	// The programs add each latency to one row: its cgroup's when the
+	// cgroup has one (observed, container sub-item on), else the node's
+	// (row_for in sli.bpf.c). The node's figures are therefore its own row
+	// plus every cgroup row taken, so a container's sum is always within
+	// the node's.
 	rows := map[uint64]sliSliRow{}
 	errs = append(errs, bpfrt.TakeAll(p.objs.ConStats, func(cgid uint64, v []sliSliRow) { rows[cgid] = sumRows(v) }))
 	node, err := p.takeNode()
 	errs = append(errs, err, p.lost.Poll())
 	if cfg.Has(bitNode) {
-		for _, r := range records(cfg, "", p.host, sumRows(node), now, period) {
+		whole := sumRows(node)
+		for _, row := range rows {
+			whole = addRows(whole, row)
+		}
+		for _, r := range records(cfg, "", p.host, whole, now, period) {
 			p.rt.Record(r)
 		}
 		if cfg.Has(bitCPU) {

@@ -28,11 +28,13 @@
  *   block_bio_queue, block_rq_complete, block_bio_complete  a bio's
  *       submission to its completion (bio.h, shared with the proc probe),
  *       attributed to the submitting task: SLI_BIO.
- * Maps: node_stats (per-CPU array of two rows of the whole node: the
- *   programs add to row node_slot, user space flips node_slot each period
- *   and takes the other one) and con_stats (per-CPU hash cgroup2 id ->
- *   struct sli_row: observed cgroups, taken by user space with
- *   lookup-and-delete every period); sli_lost
+ * Maps: node_stats (per-CPU array of two rows: the programs add to row
+ *   node_slot, user space flips node_slot each period and takes the other
+ *   one) and con_stats (per-CPU hash cgroup2 id -> struct sli_row:
+ *   observed cgroups, taken by user space with lookup-and-delete every
+ *   period). Each latency goes to one row, its cgroup's if it has one,
+ *   else node_stats; the node's figures are node_stats plus every
+ *   con_stats row (row_for). sli_lost
  *   (per CPU: latencies dropped because con_stats was full, submissions
  *   because bio_starts was), task_state (task storage), bio_starts (bio.h:
  *   hash bio -> submission; user space deletes the stale), filter_*
@@ -223,51 +225,50 @@ static __always_inline struct sli_row *node_row(void)
 	return bpf_map_lookup_elem(&node_stats, &z);
 }
 
-/* account adds one latency of kind to the node row and to the row of
- * cgroup cgid (0: no cgroup row; see keep_cgid). A global function: the
- * verifier checks it once, not at each of its callers' call sites. */
-__noinline int account(__u64 kind, __u64 ns, __u64 cgid)
+/* row_for: the one row a latency of cgroup cgid (0: none) is added to:
+ * the cgroup's when it has one, else the node's (NULL when node rows are
+ * off). Each latency is added to one row only: user space adds the
+ * cgroup rows it takes to the node row (node = the latencies of tasks
+ * without a cgroup row + every cgroup row), so a switch-in updates one row
+ * instead of two. A cgroup whose row cannot be created (con_stats full,
+ * counted in sli_lost) falls back to the node row, which stays whole. */
+static __always_inline struct sli_row *row_for(__u64 cgid)
 {
 	struct sli_row *row;
 
-	if (node_on) {
-		row = node_row();
-		if (row)
-			stat_add(row, kind, ns);
-	}
 	if (cgid) {
 		row = con_row(cgid);
 		if (row)
-			stat_add(row, kind, ns);
+			return row;
 	}
+	return node_on ? node_row() : NULL;
+}
+
+/* account adds one latency of kind to its row (row_for). A global
+ * function: the verifier checks it once, not at each of its callers' call
+ * sites. */
+__noinline int account(__u64 kind, __u64 ns, __u64 cgid)
+{
+	struct sli_row *row = row_for(cgid);
+
+	if (row)
+		stat_add(row, kind, ns);
 	return 0;
 }
 
 /* account_switch_in adds what a switch-in usually ends, a sleep (slept ns
- * of kind) and a run delay (wait ns), 0 for none, with one lookup of each
- * row for both. Scheduler kinds only. Global, as account. */
+ * of kind) and a run delay (wait ns), 0 for none, to their row with one
+ * lookup. Scheduler kinds only. Global, as account. */
 __noinline int account_switch_in(__u64 kind, __u64 slept, __u64 wait, __u64 cgid)
 {
-	struct sli_row *row;
+	struct sli_row *row = row_for(cgid);
 
-	if (node_on) {
-		row = node_row();
-		if (row) {
-			if (slept)
-				stat_add_plain(row, kind, slept);
-			if (wait)
-				stat_add_plain(row, SLI_RUNDELAY, wait);
-		}
-	}
-	if (cgid) {
-		row = con_row(cgid);
-		if (row) {
-			if (slept)
-				stat_add_plain(row, kind, slept);
-			if (wait)
-				stat_add_plain(row, SLI_RUNDELAY, wait);
-		}
-	}
+	if (!row)
+		return 0;
+	if (slept)
+		stat_add_plain(row, kind, slept);
+	if (wait)
+		stat_add_plain(row, SLI_RUNDELAY, wait);
 	return 0;
 }
 
