@@ -105,11 +105,11 @@ func NewExporter(store *table.Store, log *slog.Logger, extra ...prometheus.Colle
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Exporter{
-		store: store,
-		reg:   prometheus.NewRegistry(),
-		log:   log,
-		hists: map[histKey]*histAcc{},
-		descs: map[descKey]*prometheus.Desc{},
+		store:       store,
+		reg:         prometheus.NewRegistry(),
+		log:         log,
+		hists:       map[histKey]*histAcc{},
+		descs:       map[descKey]*prometheus.Desc{},
 		skippedDesc: prometheus.NewDesc(skippedName, skippedHelp, []string{"reason"}, nil),
 	}
 	e.storeReg = prometheus.NewRegistry()
