@@ -63,6 +63,7 @@ type expoBucket struct {
 type labRange struct {
 	off, n   int32
 	valid    bool // every name is one client_golang accepts
+	escape   bool // a name needs the underscores escaping
 	replaced bool // a value had invalid UTF-8 replaced: may repeat a series
 	rawHash  uint64
 	hashed   bool
@@ -95,6 +96,7 @@ type expoState struct {
 	sent    map[uint64]int32 // shared families: series hash -> first series
 	seen    map[uint64]int32 // registry check: sorted labels+ts -> series
 	buf     []byte
+	key     []byte // a record's Key(), for the histogram lookups
 	seed    maphash.Seed
 }
 
@@ -131,6 +133,9 @@ func (st *expoState) appendLabels(r *table.Record) labRange {
 		}
 		if !checkLabelName(name) {
 			lr.valid = false
+		}
+		if !model.LegacyValidation.IsValidMetricName(name) {
+			lr.escape = true
 		}
 		st.raw = append(st.raw, table.Label{Name: name, Value: value})
 	}
@@ -182,7 +187,7 @@ func (e *Exporter) render(st *expoState, selfFams []*dto.MetricFamily) (gatherEr
 		rec := int32(ri)
 		p := plans[r.Table]
 		st.labs = append(st.labs, st.appendLabels(r))
-		var recKey string
+		keyed := false
 		for i, f := range r.Table.Fields {
 			name := p.names[i]
 			v := r.Values[i]
@@ -212,10 +217,10 @@ func (e *Exporter) render(st *expoState, selfFams []*dto.MetricFamily) (gatherEr
 				s.ts, s.hasTS = r.Time.Unix()*1000+int64(r.Time.Nanosecond()/1e6), true
 			}
 			if f.Kind == table.KindHistogram {
-				if recKey == "" {
-					recKey = r.Key()
+				if !keyed {
+					st.key, keyed = r.AppendKey(st.key[:0]), true
 				}
-				if !e.snapshotHist(st, &s, histKey{recKey, i}) {
+				if !e.snapshotHist(st, &s, st.key, i) {
 					continue // never observed: nothing to expose yet
 				}
 			}
@@ -346,10 +351,10 @@ func (st *expoState) rejectRepeats(f *expoFamily) bool {
 // snapshotHist copies a histogram's running total into the scratch as
 // NewConstHistogram would expose it: cumulative counts per finite bound,
 // sorted by bound, a repeated bound keeping its last count.
-func (e *Exporter) snapshotHist(st *expoState, s *expoSeries, k histKey) bool {
+func (e *Exporter) snapshotHist(st *expoState, s *expoSeries, key []byte, field int) bool {
 	e.histMu.RLock()
 	defer e.histMu.RUnlock()
-	acc := e.hists[k]
+	acc := e.hists[histKey{string(key), field}] // the conversion does not allocate
 	if acc == nil {
 		return false
 	}
@@ -429,27 +434,32 @@ func (st *expoState) appendFamily(f *expoFamily) {
 	for _, id := range st.order[f.off : f.off+f.n] {
 		s := &st.series[id]
 		labels := st.sortedLabels(s.rec)
+		esc := st.labs[s.rec].escape
 		if f.kind != table.KindHistogram {
-			b = appendExpoSample(b, f.out, "", labels, false, 0, s.val, s)
+			b = appendExpoSample(b, f.out, "", labels, esc, false, 0, s.val, s)
 			continue
 		}
 		for _, bk := range st.buckets[s.hOff : s.hOff+s.hLen] {
-			b = appendExpoSample(b, f.out, "_bucket", labels, true, bk.bound, float64(bk.cum), s)
+			b = appendExpoSample(b, f.out, "_bucket", labels, esc, true, bk.bound, float64(bk.cum), s)
 		}
-		b = appendExpoSample(b, f.out, "_bucket", labels, true, math.Inf(1), float64(s.count), s)
-		b = appendExpoSample(b, f.out, "_sum", labels, false, 0, s.val, s)
-		b = appendExpoSample(b, f.out, "_count", labels, false, 0, float64(s.count), s)
+		b = appendExpoSample(b, f.out, "_bucket", labels, esc, true, math.Inf(1), float64(s.count), s)
+		b = appendExpoSample(b, f.out, "_sum", labels, esc, false, 0, s.val, s)
+		b = appendExpoSample(b, f.out, "_count", labels, esc, false, 0, float64(s.count), s)
 	}
 	st.buf = b
 }
 
-func appendExpoSample(b []byte, name, suffix string, labels []table.Label, le bool, bound, v float64, s *expoSeries) []byte {
+func appendExpoSample(b []byte, name, suffix string, labels []table.Label, esc, le bool, bound, v float64, s *expoSeries) []byte {
 	b = append(b, name...)
 	b = append(b, suffix...)
 	sep := byte('{')
 	for _, l := range labels {
 		b = append(b, sep)
-		b = appendLabelName(b, l.Name)
+		if esc {
+			b = appendLabelName(b, l.Name)
+		} else {
+			b = append(b, l.Name...)
+		}
 		b = append(b, `="`...)
 		b = appendEscaped(b, l.Value, true)
 		b = append(b, '"')
@@ -483,6 +493,14 @@ func appendLabelName(b []byte, name string) []byte {
 
 // appendEscaped escapes HELP text (\ and newline) or a label value (also ").
 func appendEscaped(b []byte, s string, quote bool) []byte {
+	clean := true
+	for i := 0; i < len(s) && clean; i++ {
+		c := s[i]
+		clean = c != '\\' && c != '\n' && (c != '"' || !quote)
+	}
+	if clean {
+		return append(b, s...)
+	}
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '\\':

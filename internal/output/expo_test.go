@@ -3,6 +3,7 @@ package output
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -313,7 +314,7 @@ func TestExpoHTTP(t *testing.T) {
 	found := false
 	for {
 		var mf dto.MetricFamily
-		if err := dec.Decode(&mf); err == io.EOF {
+		if err := dec.Decode(&mf); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatal(err)

@@ -138,7 +138,7 @@ func NewExporter(store *table.Store, log *slog.Logger, extra ...prometheus.Colle
 	}, []string{"cause"})
 	are := &prometheus.AlreadyRegisteredError{}
 	if err := e.reg.Register(errCnt); !errors.As(err, are) {
-		return nil, fmt.Errorf("find promhttp's error counter: %v", err)
+		return nil, fmt.Errorf("find promhttp's error counter: %w", err)
 	}
 	e.errCnt = are.ExistingCollector.(*prometheus.CounterVec)
 	e.inFlight = make(chan struct{}, maxRequestsInFlight)
@@ -148,6 +148,10 @@ func NewExporter(store *table.Store, log *slog.Logger, extra ...prometheus.Colle
 
 // maxRequestsInFlight bounds concurrent scrapes; more are answered 503.
 const maxRequestsInFlight = 8
+
+// maxKeptBuffer bounds the text buffer kept for the next scrape (a
+// 100k-series scrape is ~23 MB).
+const maxKeptBuffer = 64 << 20
 
 func (e *Exporter) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/" && r.URL.Path != "/metrics" {
@@ -219,7 +223,14 @@ func (e *Exporter) takeState() *expoState {
 }
 
 func (e *Exporter) putState(st *expoState) {
-	clear(st.recs) // do not keep expired records alive
+	// Keep neither expired records nor their label strings alive, nor a
+	// buffer grown by a one-off giant scrape.
+	clear(st.recs)
+	clear(st.raw)
+	clear(st.sorted)
+	if cap(st.buf) > maxKeptBuffer {
+		st.buf = nil
+	}
 	e.statesMu.Lock()
 	defer e.statesMu.Unlock()
 	e.states = append(e.states, st)
