@@ -17,6 +17,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/galago-project/galago/internal/table"
 )
@@ -357,5 +358,61 @@ func TestExpoInFlightLimit(t *testing.T) {
 	<-exp.inFlight
 	if rec := scrape(t, exp.Handler(), http.MethodGet, "/metrics", nil); rec.Code != http.StatusOK {
 		t.Errorf("status %d after a slot freed", rec.Code)
+	}
+}
+
+// TestExpoConcurrentScrapes: scrapes in parallel with records arriving
+// (run under -race); each scrape is a valid exposition whose histogram
+// counts never go backwards.
+func TestExpoConcurrentScrapes(t *testing.T) {
+	p, exp, _ := newTestPipeline(t, table.Limits{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			p.Record(linkRecord(t0, fmt.Sprint(i%20), "client", "c", float64(i), 2, 5, 60), nil)
+		}
+	}()
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			last := -1.0
+			for range 20 {
+				rec := httptest.NewRecorder()
+				exp.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+				parser := expfmt.NewTextParser(model.UTF8Validation)
+				fams, err := parser.TextToMetricFamilies(bytes.NewReader(rec.Body.Bytes()))
+				if err != nil {
+					errs <- err
+					return
+				}
+				var total float64
+				if f := fams["gala_gopher_link_latency"]; f != nil {
+					for _, m := range f.Metric {
+						total += float64(m.GetHistogram().GetSampleCount())
+					}
+				}
+				if total < last {
+					errs <- fmt.Errorf("histogram count went from %v to %v", last, total)
+					return
+				}
+				last = total
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	<-done
+	fams := parseExposition(t, scrape(t, exp.Handler(), http.MethodGet, "/metrics", nil).Body.Bytes())
+	var total uint64
+	for _, m := range fams["gala_gopher_link_latency"].Metric {
+		total += m.GetHistogram().GetSampleCount()
+	}
+	if total != 400 { // 200 records of two observations
+		t.Errorf("histogram count %d, want 400", total)
 	}
 }
