@@ -42,8 +42,11 @@ const (
 
 var skipReasons = [...]string{SkipTypeConflict, SkipHistogramSuffix, SkipDuplicate, SkipInvalid}
 
-// Exporter is the web_server metric channel: a prometheus.Collector over the
-// record store, served with promhttp. Scrapes only read the store, so every
+// Exporter is the web_server metric channel over the record store. Text
+// scrapes are written directly from the store (expo.go); the exporter is
+// also a prometheus.Collector, which promhttp serves for the protobuf
+// format and name[] filters, and which the otlp channel gathers. Both give
+// the same text, byte for byte. Scrapes only read the store, so every
 // scraper sees the same series, and each sample carries its record's period
 // end as timestamp, so repeated scrapes of one period are idempotent.
 //
@@ -252,8 +255,9 @@ func (e *Exporter) Register(cs ...prometheus.Collector) error {
 func (e *Exporter) Gatherer() prometheus.Gatherer { return e.gatherers }
 
 // Handler serves the exposition on "/" and "/metrics" (GET and HEAD); any
-// other path is 404. promhttp negotiates gzip (and the protobuf format);
-// OpenMetrics is not offered, see NewExporter.
+// other path is 404, another method 405, a ninth concurrent scrape 503. Text
+// is gzipped when the client accepts it; the protobuf format and name[]
+// filters go to promhttp. OpenMetrics is not offered, see NewExporter.
 func (e *Exporter) Handler() http.Handler { return e.handler }
 
 // Observe adds the histograms of a record the store just accepted to their
