@@ -1,6 +1,8 @@
 package output
 
 import (
+	"compress/gzip"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/galago-project/galago/internal/table"
 )
@@ -32,10 +35,18 @@ const (
 	SkipInvalid = "invalid"
 )
 
+const (
+	skippedName = "galago_exporter_samples_skipped"
+	skippedHelp = "Stored samples left out of this scrape, by reason (name or type collisions between tables)."
+)
+
 var skipReasons = [...]string{SkipTypeConflict, SkipHistogramSuffix, SkipDuplicate, SkipInvalid}
 
-// Exporter is the web_server metric channel: a prometheus.Collector over the
-// record store, served with promhttp. Scrapes only read the store, so every
+// Exporter is the web_server metric channel over the record store. Text
+// scrapes are written directly from the store (expo.go); the exporter is
+// also a prometheus.Collector, which promhttp serves for the protobuf
+// format and name[] filters, and which the otlp channel gathers. Both give
+// the same text, byte for byte. Scrapes only read the store, so every
 // scraper sees the same series, and each sample carries its record's period
 // end as timestamp, so repeated scrapes of one period are idempotent.
 //
@@ -43,10 +54,21 @@ var skipReasons = [...]string{SkipTypeConflict, SkipHistogramSuffix, SkipDuplica
 // running total per series so that the exposed buckets only grow, as
 // Prometheus counters must.
 type Exporter struct {
-	store   *table.Store
-	reg     *prometheus.Registry
-	handler http.Handler
-	log     *slog.Logger
+	store *table.Store
+	// reg holds the self-metrics; storeReg only the exporter's collector,
+	// which the text path bypasses (expo.go) and the protobuf path gathers
+	// with reg through gatherers.
+	reg       *prometheus.Registry
+	storeReg  *prometheus.Registry
+	gatherers prometheus.Gatherers
+	handler   http.Handler
+	prom      http.Handler // promhttp over gatherers: protobuf, name[] filters
+	errCnt    *prometheus.CounterVec
+	inFlight  chan struct{}
+	log       *slog.Logger
+
+	statesMu sync.Mutex
+	states   []*expoState // scratch of finished scrapes, for the next
 
 	histMu sync.RWMutex
 	hists  map[histKey]*histAcc
@@ -86,43 +108,135 @@ func NewExporter(store *table.Store, log *slog.Logger, extra ...prometheus.Colle
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Exporter{
-		store: store,
-		reg:   prometheus.NewRegistry(),
-		log:   log,
-		hists: map[histKey]*histAcc{},
-		descs: map[descKey]*prometheus.Desc{},
-		skippedDesc: prometheus.NewDesc("galago_exporter_samples_skipped",
-			"Stored samples left out of this scrape, by reason (name or type collisions between tables).",
-			[]string{"reason"}, nil),
+		store:       store,
+		reg:         prometheus.NewRegistry(),
+		log:         log,
+		hists:       map[histKey]*histAcc{},
+		descs:       map[descKey]*prometheus.Desc{},
+		skippedDesc: prometheus.NewDesc(skippedName, skippedHelp, []string{"reason"}, nil),
 	}
-	if err := e.Register(e); err != nil {
-		return nil, err
+	e.storeReg = prometheus.NewRegistry()
+	if err := e.storeReg.Register(e); err != nil {
+		return nil, fmt.Errorf("register collector: %w", err)
 	}
 	if err := e.Register(extra...); err != nil {
 		return nil, err
 	}
-	prom := promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{
+	e.gatherers = prometheus.Gatherers{e.storeReg, e.reg}
+	e.prom = promhttp.HandlerFor(e.gatherers, promhttp.HandlerOpts{
 		ErrorLog:      promLogger{log},
 		ErrorHandling: promhttp.ContinueOnError,
-		Registry:      e.reg,
+		// Registers promhttp_metric_handler_errors_total with the
+		// self-metrics; the text path counts its errors there too.
+		Registry: e.reg,
 		// OpenMetrics stays off: its encoder types a counter whose name
 		// does not end in _total (hw carrier_up_count, ...) as unknown.
-		EnableOpenMetrics:   false,
-		MaxRequestsInFlight: 8,
+		EnableOpenMetrics: false,
+		// The limit is kept by serve, for both paths.
+		MaxRequestsInFlight: 0,
 	})
-	e.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" && r.URL.Path != "/metrics" {
-			http.NotFound(w, r)
-			return
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		prom.ServeHTTP(w, r)
-	})
+	errCnt := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "promhttp_metric_handler_errors_total",
+		Help: "Total number of internal errors encountered by the promhttp metric handler.",
+	}, []string{"cause"})
+	are := &prometheus.AlreadyRegisteredError{}
+	if err := e.reg.Register(errCnt); !errors.As(err, are) {
+		return nil, fmt.Errorf("find promhttp's error counter: %w", err)
+	}
+	e.errCnt = are.ExistingCollector.(*prometheus.CounterVec)
+	e.inFlight = make(chan struct{}, maxRequestsInFlight)
+	e.handler = http.HandlerFunc(e.serve)
 	return e, nil
+}
+
+// maxRequestsInFlight bounds concurrent scrapes; more are answered 503.
+const maxRequestsInFlight = 8
+
+// maxKeptBuffer bounds the text buffer kept for the next scrape (a
+// 100k-series scrape is ~23 MB).
+const maxKeptBuffer = 64 << 20
+
+func (e *Exporter) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" && r.URL.Path != "/metrics" {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	select {
+	case e.inFlight <- struct{}{}:
+		defer func() { <-e.inFlight }()
+	default:
+		http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", maxRequestsInFlight),
+			http.StatusServiceUnavailable)
+		return
+	}
+	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
+	if format != textFormat || r.URL.Query().Has("name[]") {
+		e.prom.ServeHTTP(w, r)
+		return
+	}
+	e.serveText(w, r)
+}
+
+// serveText answers a text-format scrape with the direct writer.
+func (e *Exporter) serveText(w http.ResponseWriter, r *http.Request) {
+	self, err := e.reg.Gather()
+	if err != nil {
+		e.log.Warn("metrics handler", "err", "error gathering metrics: "+err.Error())
+	}
+	st := e.takeState()
+	defer e.putState(st)
+	if e.render(st, self) {
+		err = errors.Join(err, errors.New("a stored sample repeats another series"))
+		e.log.Warn("metrics handler", "err", "error gathering metrics: a stored sample repeats another series")
+	}
+	if err != nil {
+		e.errCnt.WithLabelValues("gathering").Inc()
+	}
+	h := w.Header()
+	h.Add("Vary", "Accept")
+	h.Add("Vary", "Accept-Encoding")
+	h.Set("Content-Type", string(textFormat))
+	if !negotiateGzip(r) {
+		_, _ = w.Write(st.buf)
+		return
+	}
+	h.Set("Content-Encoding", "gzip")
+	gz := gzipWriters.Get().(*gzip.Writer)
+	gz.Reset(w)
+	_, _ = gz.Write(st.buf)
+	_ = gz.Close()
+	gz.Reset(nil)
+	gzipWriters.Put(gz)
+}
+
+func (e *Exporter) takeState() *expoState {
+	e.statesMu.Lock()
+	defer e.statesMu.Unlock()
+	if n := len(e.states); n > 0 {
+		st := e.states[n-1]
+		e.states = e.states[:n-1]
+		return st
+	}
+	return newExpoState()
+}
+
+func (e *Exporter) putState(st *expoState) {
+	// Keep neither expired records nor their label strings alive, nor a
+	// buffer grown by a one-off giant scrape.
+	clear(st.recs)
+	clear(st.raw)
+	clear(st.sorted)
+	if cap(st.buf) > maxKeptBuffer {
+		st.buf = nil
+	}
+	e.statesMu.Lock()
+	defer e.statesMu.Unlock()
+	e.states = append(e.states, st)
 }
 
 // Register adds collectors to the exporter's registry, for self-metrics
@@ -136,12 +250,14 @@ func (e *Exporter) Register(cs ...prometheus.Collector) error {
 	return nil
 }
 
-// Gatherer exposes the registry, for tests and for pushing elsewhere.
-func (e *Exporter) Gatherer() prometheus.Gatherer { return e.reg }
+// Gatherer gathers everything the exporter serves (the store and the
+// self-metrics), for the otlp channel and tests.
+func (e *Exporter) Gatherer() prometheus.Gatherer { return e.gatherers }
 
 // Handler serves the exposition on "/" and "/metrics" (GET and HEAD); any
-// other path is 404. promhttp negotiates gzip (and the protobuf format);
-// OpenMetrics is not offered, see NewExporter.
+// other path is 404, another method 405, a ninth concurrent scrape 503. Text
+// is gzipped when the client accepts it; the protobuf format and name[]
+// filters go to promhttp. OpenMetrics is not offered, see NewExporter.
 func (e *Exporter) Handler() http.Handler { return e.handler }
 
 // Observe adds the histograms of a record the store just accepted to their

@@ -205,6 +205,18 @@ func (r *Record) Key() string {
 	return b.String()
 }
 
+// AppendKey appends Key() to b, for lookups that must not allocate.
+func (r *Record) AppendKey(b []byte) []byte {
+	b = append(b, r.Table.Name...)
+	for i, f := range r.Table.Fields {
+		if f.Kind == KindKey {
+			b = append(b, 0)
+			b = append(b, r.Values[i].Str...)
+		}
+	}
+	return b
+}
+
 // Labels returns the record's own key and label fields in table order,
 // skipping unset ones, followed by the enrichment labels.
 func (r *Record) Labels() []Label {

@@ -197,6 +197,9 @@ func TestRecordLabels(t *testing.T) {
 	if r.Key() != "t\x00key" {
 		t.Fatalf("key %q", r.Key())
 	}
+	if got := string(r.AppendKey([]byte("junk")[:0])); got != r.Key() {
+		t.Fatalf("AppendKey %q, Key %q", got, r.Key())
+	}
 }
 
 // linkRow is a tcp_link-like row of a burst: one key per connection.
