@@ -180,7 +180,7 @@ func checkSameAsPromhttp(t testing.TB, exp *Exporter, accept string) {
 
 func TestExpoSameAsPromhttp(t *testing.T) {
 	n := 200
-	if testing.Short() {
+	if testing.Short() || raceBuild {
 		n = 40
 	}
 	stores := map[bool]int{}

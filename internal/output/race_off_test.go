@@ -1,0 +1,5 @@
+//go:build !race
+
+package output
+
+const raceBuild = false
