@@ -89,6 +89,10 @@ type Reader struct {
 	cfg      ReaderConfig
 	rd       *ringbuf.Reader
 	lastLost uint64
+	// perCPU is pollLost's buffer for the loss counter's per-CPU values
+	// (a Lookup into a pointer to a slice allocates one every call: ten
+	// times a second per idle reader).
+	perCPU []uint64
 }
 
 // NewReader opens the ring buffer for reading.
@@ -106,7 +110,16 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
-	return &Reader{cfg: cfg, rd: rd}, nil
+	r := &Reader{cfg: cfg, rd: rd}
+	if cfg.Lost != nil {
+		n, err := ebpf.PossibleCPU()
+		if err != nil {
+			rd.Close()
+			return nil, fmt.Errorf("bpfrt: %w", err)
+		}
+		r.perCPU = make([]uint64, n)
+	}
+	return r, nil
 }
 
 // Run reads until ctx is done, then drains what is left, reports the final
@@ -152,7 +165,7 @@ func (r *Reader) pollLost() error {
 	if r.cfg.Lost == nil {
 		return nil
 	}
-	total, err := r.LostTotal()
+	total, err := r.lostTotal(r.perCPU)
 	if err != nil {
 		return err
 	}
@@ -167,8 +180,12 @@ func (r *Reader) pollLost() error {
 
 // LostTotal is the loss counter summed over CPUs, since the map was created.
 func (r *Reader) LostTotal() (uint64, error) {
-	var perCPU []uint64
-	if err := r.cfg.Lost.Lookup(uint32(0), &perCPU); err != nil {
+	return r.lostTotal(make([]uint64, len(r.perCPU)))
+}
+
+// lostTotal is LostTotal read into perCPU (one value per possible CPU).
+func (r *Reader) lostTotal(perCPU []uint64) (uint64, error) {
+	if err := r.cfg.Lost.Lookup(uint32(0), perCPU); err != nil {
 		return 0, fmt.Errorf("read %s: %w", LostEventsMap, err)
 	}
 	var sum uint64

@@ -260,11 +260,11 @@ type hooksAvail struct {
 // after the close) finds its row. Close records come through the ring
 // buffer in order, right after the close, so one to two periods is ample.
 type aggregator struct {
-	conns map[connID]connState
+	conns connMap[connState]
 	// Recently closed connections, two generations: closedNew collects
 	// the closes until the end of the next snapshot, then becomes
 	// closedOld, dropped at the end of the one after.
-	closedNew, closedOld map[connID]*keyEntry
+	closedNew, closedOld connMap[*keyEntry]
 	keys                 map[rawKey]*keyEntry // row keys, reset every period
 	links                map[linkKey]*linkAgg
 	flows                map[flowKey]*table.Histogram // net_delay per proc_flow_perf row
@@ -289,7 +289,7 @@ type aggregator struct {
 
 func newAggregator() *aggregator {
 	return &aggregator{
-		conns: map[connID]connState{}, closedNew: map[connID]*keyEntry{}, closedOld: map[connID]*keyEntry{},
+		conns: newConnMap[connState](), closedNew: newConnMap[*keyEntry](), closedOld: newConnMap[*keyEntry](),
 		keys: map[rawKey]*keyEntry{}, links: map[linkKey]*linkAgg{}, flows: map[flowKey]*table.Histogram{},
 		maxTracked: maxTracked, maxRows: maxRows, expiry: liveExpiry,
 	}
@@ -306,7 +306,7 @@ func (a *aggregator) setSamplePeriod(d time.Duration) {
 
 // tracked is the number of connections remembered (bounded by maxTracked).
 func (a *aggregator) tracked() int {
-	return len(a.conns) + len(a.closedNew) + len(a.closedOld)
+	return a.conns.len() + a.closedNew.len() + a.closedOld.len()
 }
 
 // takeDropped returns the number of records the bounds kept out since the
@@ -421,7 +421,7 @@ func (a *aggregator) update(c *conn, id connID, st connState, known bool, key *k
 	if !known {
 		// A close record is unique; a snapshot of a connection whose close
 		// was handled was read before it.
-		if c.raw.Type != recClose && (a.closedNew[id] != nil || a.closedOld[id] != nil) {
+		if c.raw.Type != recClose && (a.closedNew.has(id) || a.closedOld.has(id)) {
 			return
 		}
 		if a.tracked() >= a.maxTracked {
@@ -435,14 +435,14 @@ func (a *aggregator) update(c *conn, id connID, st connState, known bool, key *k
 			st.last = baselineOf(&c.raw)
 			st.synObserved = true
 			st.seen = a.sample
-			a.conns[id] = st
+			a.conns.set(id, st)
 			return
 		}
 	}
 	if baseline {
 		st.last = baselineOf(&c.raw)
 		st.seen = a.sample
-		a.conns[id] = st
+		a.conns.set(id, st)
 		return
 	}
 	cur := cumulativeOf(&c.raw)
@@ -468,7 +468,7 @@ func (a *aggregator) update(c *conn, id connID, st connState, known bool, key *k
 		}
 	}
 	if c.raw.Type != recClose {
-		a.conns[id] = st
+		a.conns.set(id, st)
 		return
 	}
 	// Closed: its period maxima go to the row now (nothing can change
@@ -478,9 +478,9 @@ func (a *aggregator) update(c *conn, id connID, st connState, known bool, key *k
 		l.sackedOut += uint64(st.sackedMax)
 	}
 	if known {
-		delete(a.conns, id)
+		a.conns.del(id)
 	}
-	a.closedNew[id] = st.key
+	a.closedNew.set(id, st.key)
 }
 
 // snapshot applies one iterator pass. baseline marks the pass at start:
@@ -499,7 +499,7 @@ func (a *aggregator) snapshot(recs []conn, h hooksAvail, baseline bool) {
 			continue
 		}
 		id := connID{c.raw.Cookie, c.raw.Gen}
-		st, known := a.conns[id]
+		st, known := a.conns.get(id)
 		key := st.key
 		if !known {
 			var ok bool
@@ -515,7 +515,7 @@ func (a *aggregator) snapshot(recs []conn, h hooksAvail, baseline bool) {
 // closed applies a close record (from the ring buffer).
 func (a *aggregator) closed(c *conn, h hooksAvail) {
 	id := connID{c.raw.Cookie, c.raw.Gen}
-	st, known := a.conns[id]
+	st, known := a.conns.get(id)
 	key := st.key // a known connection keeps the key it was first seen with
 	if !known {
 		var ok bool
@@ -531,13 +531,13 @@ func (a *aggregator) closed(c *conn, h hooksAvail) {
 // connection is unknown (it closed before the probe saw it).
 func (a *aggregator) late(c *conn) bool {
 	id := connID{c.raw.Cookie, c.raw.Gen}
-	e := a.closedNew[id]
+	e, _ := a.closedNew.get(id)
 	if e == nil {
-		e = a.closedOld[id]
+		e, _ = a.closedOld.get(id)
 	}
 	if e == nil {
 		// Its close record was lost, or not handled yet.
-		st, ok := a.conns[id]
+		st, ok := a.conns.get(id)
 		if !ok {
 			return false
 		}
@@ -605,7 +605,7 @@ func (a *aggregator) isObserved(tgid uint32) bool {
 // are forgotten (they vanished without a close record, lost to a full ring
 // buffer), and closed ones age by one generation.
 func (a *aggregator) expire() {
-	for id, st := range a.conns {
+	for id, st := range a.conns.all() {
 		if a.sample-st.seen > a.expiry {
 			if st.lostMax > 0 || st.sackedMax > 0 {
 				if l := a.link(st.key); l != nil {
@@ -613,24 +613,24 @@ func (a *aggregator) expire() {
 					l.sackedOut += uint64(st.sackedMax)
 				}
 			}
-			delete(a.conns, id)
+			a.conns.del(id)
 		}
 	}
-	clear(a.closedOld) // keeps its buckets for reuse: bounded by maxTracked
+	a.closedOld.clear() // keeps its buckets for reuse: bounded by maxTracked
 	a.closedOld, a.closedNew = a.closedNew, a.closedOld
 }
 
 // flush moves the period's lost_out/sacked_out maxima into their rows and
 // returns the rows, starting a new period.
 func (a *aggregator) flush() map[linkKey]*linkAgg {
-	for id, st := range a.conns {
+	for id, st := range a.conns.all() {
 		if st.lostMax > 0 || st.sackedMax > 0 {
 			if l := a.link(st.key); l != nil {
 				l.lostOut += uint64(st.lostMax)
 				l.sackedOut += uint64(st.sackedMax)
 			}
 			st.lostMax, st.sackedMax = 0, 0
-			a.conns[id] = st
+			a.conns.set(id, st)
 		}
 	}
 	out := a.links

@@ -183,7 +183,7 @@ func BenchmarkConcurrentConns(b *testing.B) {
 	rss1 := rssBytes(b)
 	var sockets int
 	p.mu.Lock()
-	sockets = len(p.agg.conns)
+	sockets = p.agg.conns.len()
 	p.mu.Unlock()
 	if sockets < 2*conns {
 		b.Fatalf("probe sees %d sockets, want at least %d", sockets, 2*conns)
