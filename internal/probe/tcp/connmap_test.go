@@ -12,7 +12,7 @@ func TestConnMap(t *testing.T) {
 		{maxPackC, maxPackG}, // the widest that packs
 		{maxPackC + 1, 0},    // cookie too wide: would truncate to {0, 0}
 		{0, 0},
-		{1, maxPackG + 1}, // generation too wide: would read as {2, 0}
+		{1, maxPackG + 1}, // generation too wide: would read as {1, 0}
 		{1<<63 | 1, 1},
 		{^uint64(0), ^uint32(0)},
 		{maxPackC + 1 + 1, maxPackG},
