@@ -22,6 +22,11 @@ const (
 // the BPF side did not wake the reader.
 const DefaultFlushInterval = 100 * time.Millisecond
 
+// lossPollInterval bounds how late a loss is reported when no record
+// follows it (a record larger than the ring's free space, with the ring
+// drained).
+const lossPollInterval = time.Second
+
 // Wakeup says when the BPF side wakes the reader (galago_rb_flags): once
 // Records records of RecordSize bytes are pending, or the ring is
 // FillPercent full, whichever comes first. The zero value keeps the kernel's
@@ -84,7 +89,8 @@ type ReaderConfig struct {
 
 // Reader drains a BPF ring buffer: it blocks until the BPF side wakes it or
 // FlushInterval passes, then hands every pending record to Handle before
-// sleeping again, and reports the growth of lost_events after each batch.
+// sleeping again, and reports the growth of lost_events after each batch
+// (and at least every lossPollInterval).
 type Reader struct {
 	cfg      ReaderConfig
 	rd       *ringbuf.Reader
@@ -130,6 +136,14 @@ func (r *Reader) Run(ctx context.Context) error {
 	defer stop()
 
 	var rec ringbuf.Record
+	// The loss counter is read after a wake that handled records, and at
+	// least every lossPollInterval: a reservation fails when the ring is
+	// full, so records are pending when the reader next wakes. Reading it
+	// on every idle wake (ten a second per reader) cost a bpf() call each,
+	// and each system call after an idle spell keeps the runtime's sysmon
+	// polling every 20 µs (BENCHMARKS.md, "the agent's CPU per observed
+	// TCP connection").
+	handled, polled := false, time.Now()
 	// The deadline only matters when ReadInto would wait (the ring is
 	// drained): it is set again after each wait, not per record (reading
 	// the clock per record was a tenth of a busy reader's time). A
@@ -139,6 +153,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		err := r.rd.ReadInto(&rec)
 		switch {
 		case err == nil:
+			handled = true
 			if herr := r.cfg.Handle(rec.RawSample); herr != nil && r.cfg.OnError != nil {
 				r.cfg.OnError(herr)
 			}
@@ -150,13 +165,18 @@ func (r *Reader) Run(ctx context.Context) error {
 		default:
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
-		if err := r.pollLost(); err != nil {
-			return err
+		now := time.Now()
+		done := ctx.Err() != nil
+		if handled || done || now.Sub(polled) >= lossPollInterval {
+			if err := r.pollLost(); err != nil {
+				return err
+			}
+			handled, polled = false, now
 		}
-		if ctx.Err() != nil {
+		if done {
 			return nil
 		}
-		r.rd.SetDeadline(time.Now().Add(r.cfg.FlushInterval))
+		r.rd.SetDeadline(now.Add(r.cfg.FlushInterval))
 	}
 }
 
