@@ -189,15 +189,11 @@ func (e *Exporter) render(st *expoState, selfFams []*dto.MetricFamily) (gatherEr
 		st.labs = append(st.labs, st.appendLabels(r))
 		keyed := false
 		for i, f := range r.Table.Fields {
-			name := p.names[i]
+			name, ok := p.exported(r, i, skip)
+			if !ok {
+				continue
+			}
 			v := r.Values[i]
-			if name == "" || !v.Set {
-				continue
-			}
-			if p.skip[i] != "" {
-				skip(p.skip[i])
-				continue
-			}
 			fi, ok := st.famIdx[name]
 			if !ok {
 				fam := fams[name]

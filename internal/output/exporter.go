@@ -354,6 +354,21 @@ type tablePlan struct {
 	hasHist bool
 }
 
+// exported returns the name field i of r is exported under this scrape,
+// false when it is not: not a metric, not set, or skipped (skip is then
+// told why).
+func (p *tablePlan) exported(r *table.Record, i int, skip func(reason string)) (string, bool) {
+	name := p.names[i]
+	if name == "" || !r.Values[i].Set {
+		return "", false
+	}
+	if p.skip[i] != "" {
+		skip(p.skip[i])
+		return "", false
+	}
+	return name, true
+}
+
 // plan resolves families for the tables present in this scrape: the first
 // table (by name, as Each orders them) to declare a name sets its type and
 // help; histogram series names win over scalars of the same name.
@@ -436,15 +451,11 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			recKey = r.Key()
 		}
 		for i, f := range r.Table.Fields {
-			name := p.names[i]
+			name, ok := p.exported(r, i, skip)
+			if !ok {
+				continue
+			}
 			v := r.Values[i]
-			if name == "" || !v.Set {
-				continue
-			}
-			if p.skip[i] != "" {
-				skip(p.skip[i])
-				continue
-			}
 			fam := fams[name]
 			if fam.shared {
 				// Within one table keys are unique, so only a family
