@@ -1,6 +1,8 @@
 package sli
 
 import (
+	"encoding/binary"
+	"fmt"
 	"time"
 
 	"github.com/galago-project/galago/internal/probe"
@@ -44,6 +46,33 @@ func addRows(a, b sliSliRow) sliSliRow {
 		}
 	}
 	return a
+}
+
+// addSched adds a thread's record (scheduler kinds only) to row.
+func addSched(row *sliSliRow, r *sliSliTaskRec) {
+	for k, st := range r.Sched.S {
+		to := &row.S[k]
+		to.Ns += st.Ns
+		to.Count += st.Count
+		to.Max = max(to.Max, st.Max)
+		for i := range to.Buckets {
+			to.Buckets[i] += st.Buckets[i]
+		}
+	}
+}
+
+// decodeTaskRecs decodes sli_take's output: whole struct sli_task_rec
+// records.
+func decodeTaskRecs(b []byte) ([]sliSliTaskRec, error) {
+	size := binary.Size(sliSliTaskRec{})
+	if len(b)%size != 0 {
+		return nil, fmt.Errorf("sli: iter/task wrote %d bytes, not a whole number of %d-byte records", len(b), size)
+	}
+	recs := make([]sliSliTaskRec, len(b)/size)
+	if _, err := binary.Decode(b, binary.NativeEndian, recs); err != nil {
+		return nil, fmt.Errorf("sli: decode iter/task records: %w", err)
+	}
+	return recs, nil
 }
 
 func sumRows(per []sliSliRow) sliSliRow {

@@ -1,6 +1,7 @@
 package sli
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -69,5 +70,35 @@ func TestCheckSubItems(t *testing.T) {
 		if err := checkSubItems(tc.sub); (err == nil) != tc.ok {
 			t.Errorf("sub %#x: err %v", tc.sub, err)
 		}
+	}
+}
+
+// TestTaskRecs: the walk's records decode whole and add, kind by kind,
+// into a row (max is the larger); a partial record is an error.
+func TestTaskRecs(t *testing.T) {
+	var a, b sliSliTaskRec
+	a.Cgid, b.Cgid = 7, 0
+	a.Sched.S[sliSliKindSLI_SLEEP].Ns, a.Sched.S[sliSliKindSLI_SLEEP].Count, a.Sched.S[sliSliKindSLI_SLEEP].Max = 900, 2, 600
+	a.Sched.S[sliSliKindSLI_SLEEP].Buckets[2] = 2
+	b.Sched.S[sliSliKindSLI_BLOCK].Ns, b.Sched.S[sliSliKindSLI_BLOCK].Count, b.Sched.S[sliSliKindSLI_BLOCK].Max = 50, 1, 50
+	raw, err := binary.Append(nil, binary.NativeEndian, []sliSliTaskRec{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := decodeTaskRecs(raw)
+	if err != nil || len(recs) != 2 || recs[0] != a || recs[1] != b {
+		t.Fatalf("decode: %v, %+v", err, recs)
+	}
+	row := rowWith(sliSliKindSLI_SLEEP, 100, 1, 700, 2)
+	addSched(&row, &recs[0])
+	addSched(&row, &recs[1])
+	if s := row.S[sliSliKindSLI_SLEEP]; s.Ns != 1000 || s.Count != 3 || s.Max != 700 || s.Buckets[2] != 3 {
+		t.Errorf("sleep %+v", s)
+	}
+	if s := row.S[sliSliKindSLI_BLOCK]; s.Ns != 50 || s.Count != 1 || s.Max != 50 {
+		t.Errorf("block %+v", s)
+	}
+	if _, err := decodeTaskRecs(raw[:len(raw)-1]); err == nil {
+		t.Error("a partial record decoded")
 	}
 }

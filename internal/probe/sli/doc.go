@@ -37,7 +37,8 @@
 // # Sources and cost
 //
 // One BPF object (sli.bpf.c), tp_btf programs attached per data sub-item
-// (detached, no cost, while it is off): sched_switch alone where the
+// (detached, no cost, while it is off): sched_switch (with
+// sched_process_exit for threads that exit within a period) alone where the
 // kernel keeps each task's queueing time and run delay (struct
 // sched_info's last_queued and run_delay, CONFIG_SCHED_INFO, as here),
 // else sched_switch, sched_wakeup and sched_wakeup_new (cpu), mm_vmscan_{direct,memcg}_reclaim_{begin,end} and
@@ -46,43 +47,49 @@
 // bookkeeping is bpf/include/bio.h, shared with the proc probe). A task's
 // cgroup is its cgroup2 directory (task->cgroups->dfl_cgrp, the id
 // bpf_get_current_cgroup_id gives); containers are named from it by the
-// identity resolver. The node row is a per-CPU array row (two: the
-// programs add to one while user space takes the other, switched each
-// period); container rows are kept in the kernel only for observed
-// cgroups, read and deleted by user space every period. Each latency is
-// added to one row: its cgroup's when it has one, else the node row; the
-// node's figures are the node row plus every cgroup row taken in the
-// period. Nothing per event leaves the kernel.
+// identity resolver. Scheduler latencies (run delay, sleep, iowait,
+// block) are added to the thread's own task storage, in the half kept
+// for the current period (two halves, by the parity of a period counter
+// user space advances): sched_switch holds that storage already, so a
+// switch-in looks up no row and asks the filter nothing. At the end of a
+// period user space walks every thread (iter/task, sli_take), which
+// writes each thread's half of the period that ended with the cgroup it
+// counts in (its cgroup2 directory then, when that is observed and
+// container rows are on; else the node's); a thread that exits first
+// adds its halves to its row at sched_process_exit (so short-lived
+// threads and processes count whole), and later latencies of it, as of a
+// thread without storage, go to a row directly. Each half is taken once
+// (a compare-and-swap on the period taken), by the walk or by the exit.
+// Every other latency (mem, io) is added to one row: the per-CPU hash
+// row of its cgroup when it has one, else the node row, a per-CPU array
+// row (two: the programs add to one while user space takes the other,
+// switched each period); cgroup rows are kept only for observed cgroups,
+// read and deleted by user space every period. The node's figures are
+// the node row plus every cgroup row and every thread's record; nothing
+// per event leaves the kernel. A thread's storage is 776 bytes.
 //
 // Cost of cpu (the hot one: it runs at every context switch of the node,
 // observed or not). Per switch: two task-storage lookups (the thread
-// going off CPU, created; the one coming on); for the incoming thread,
-// the filter's answer when container rows are on, reused from its task
-// storage for 100 ms while it stays in its cgroup (so a change of the
-// snoopers reaches a running thread's rows within 100 ms), and one row
-// lookup for both latencies a switch-in ends (its sleep and its run
-// delay): the per-CPU row of an observed cgroup (a hash), else the
-// per-CPU node row (an array: inlined). Timestamps are loads of
+// going off CPU, created; the one coming on) and the adds of the
+// latencies its switch-in ends into its storage. Timestamps are loads of
 // the run queue's clock (task->se.cfs_rq->rq->clock, what the kernel's
 // own sched_info reads), not bpf_ktime_get_ns: that clock read alone
 // cost ~100 ns per call on the 2-core VM. Rows are per CPU (no cache
 // line shared between CPUs) and the scheduler kinds use plain adds
-// (accounted with interrupts off). With only container on, threads of
-// unobserved cgroups get no task storage. Measured by
-// BenchmarkSchedPrivileged (a pipe ping-pong pinned to each CPU, probe
-// off and on interleaved; see BENCHMARKS.md, "sli"): ~260-300 ns of BPF
-// run time per context switch (~370-410 before the node array, the one
-// lookup per switch-in and the cached filter answer; ~1 100 before
-// issue 12's first cuts), and the load's context switches per CPU-second
-// at 0.85-1.03 of the rate without sli, median ~0.95, at load averages
-// of 22-32 (base 0.80-0.91, median ~0.89, in the same interleaved runs;
-// target 0.97, not shown to be met: the ratios swing by ±5 points on the
-// shared VM, and two empty tp_btf programs on sched_switch and
-// sched_wakeup alone gave 0.96). Those runs had the kernel's BPF
-// statistics on; the daemon no longer turns them on (GALAGO_BPF_STATS):
-// without them, 12 later runs gave a median of 0.92 per CPU-second
-// (0.974 on an idle machine) against 0.905 with them (BENCHMARKS.md,
-// "statistics off by default").
+// (accounted with interrupts off, in a thread's storage by its own
+// switches only). With only container on, threads of unobserved cgroups
+// get no task storage. The walk costs user space one pass over the
+// threads per period. Measured by BenchmarkSchedPrivileged (a pipe
+// ping-pong pinned to each CPU, probe off and on interleaved; see
+// BENCHMARKS.md, "sli"): ~150-195 ns of BPF run time per context switch
+// (~265-305 with a row per latency, ~370-410 before the node array and
+// the cached filter answer; ~1 100 before issue 12's first cuts), and the
+// load's context switches per CPU-second at 0.93-0.98 of the rate
+// without sli, median ~0.96 (rows per latency: 0.88-0.93, median ~0.92,
+// in the same interleaved runs on an idle machine; target 0.97, not
+// shown to be met: the rate without sli itself swings between 350 000
+// and 460 000 switches a second between runs on this VM, and one empty
+// program on sched_switch gives ~0.99).
 // Scheduler-bound loads pay that share; a load switching 10 000 times a
 // second per CPU pays ~0.3%.
 //

@@ -46,6 +46,7 @@ var hooks = []hook{
 	{"sli_sched_switch", "sched_switch", bitCPU, "cpu_rundelay, cpu_sleep, cpu_iowait, cpu_block"},
 	{"sli_sched_wakeup", "sched_wakeup", bitCPU, "cpu_rundelay, cpu_sleep, cpu_iowait, cpu_block"},
 	{"sli_sched_wakeup_new", "sched_wakeup_new", bitCPU, "cpu_rundelay of new tasks"},
+	{"sli_exit", "sched_process_exit", bitCPU, "cpu_rundelay, cpu_sleep, cpu_iowait, cpu_block of threads that exit within a period"},
 	{"sli_direct_reclaim_begin", "mm_vmscan_direct_reclaim_begin", bitMem, "mem_reclaim (global direct reclaim)"},
 	{"sli_direct_reclaim_end", "mm_vmscan_direct_reclaim_end", bitMem, "mem_reclaim (global direct reclaim)"},
 	{"sli_memcg_reclaim_begin", "mm_vmscan_memcg_reclaim_begin", bitMem, "mem_reclaim (memory cgroup limit)"},
@@ -117,6 +118,7 @@ type Probe struct {
 	objs     sliObjects
 	loaded   bool
 	links    map[string]link.Link
+	take     *link.Iter // sli_take: the threads' scheduler latencies of a period
 	absent   map[string]bool
 	queued   bool // sched_switch alone (queued_clock): the wakeup hooks are not attached
 	noQueued bool // tests: the wakeup hooks, as on a kernel without sched_info
@@ -232,7 +234,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) e
 // program returns the named program of the object.
 func (o *sliObjects) program(name string) *ebpf.Program {
 	return map[string]*ebpf.Program{
-		"sli_sched_switch": o.SliSchedSwitch, "sli_sched_wakeup": o.SliSchedWakeup, "sli_sched_wakeup_new": o.SliSchedWakeupNew,
+		"sli_sched_switch": o.SliSchedSwitch, "sli_sched_wakeup": o.SliSchedWakeup, "sli_sched_wakeup_new": o.SliSchedWakeupNew, "sli_exit": o.SliExit,
 		"sli_direct_reclaim_begin": o.SliDirectReclaimBegin, "sli_direct_reclaim_end": o.SliDirectReclaimEnd,
 		"sli_memcg_reclaim_begin": o.SliMemcgReclaimBegin, "sli_memcg_reclaim_end": o.SliMemcgReclaimEnd,
 		"sli_compaction_begin": o.SliCompactionBegin, "sli_compaction_end": o.SliCompactionEnd,
@@ -266,6 +268,9 @@ func (p *Probe) load(onLost func(uint64)) error {
 	}
 	p.loaded = true
 	p.links = map[string]link.Link{}
+	if p.take, err = link.AttachIter(link.IterOptions{Program: p.objs.SliTake}); err != nil {
+		return fmt.Errorf("sli: attach iter/task: %w", err)
+	}
 	p.lost = bpfrt.LostCounter{Map: p.objs.SliLost, Bios: p.objs.BioStarts, OnLost: onLost}
 	o := &p.objs
 	if p.filter, err = bpfrt.NewFilterSync(bpfrt.FilterObjects{
@@ -361,6 +366,10 @@ func (p *Probe) closeLocked() error {
 		errs = append(errs, l.Close())
 		delete(p.links, name)
 	}
+	if p.take != nil {
+		errs = append(errs, p.take.Close())
+		p.take = nil
+	}
 	if p.filter != nil {
 		errs = append(errs, p.filter.Close())
 		p.filter = nil
@@ -393,17 +402,27 @@ func (p *Probe) report(now time.Time) error {
 	}
 	cfg, period := p.cfg, p.period(p.cfg)
 	var errs []error
-	// The programs add each latency to one row: its cgroup's when the
-	// cgroup has one (observed, container sub-item on), else the node's
-	// (row_for in sli.bpf.c). The node's figures are therefore its own row
-	// plus every cgroup row taken, so a container's sum is always within
-	// the node's.
+	// The programs add each latency to one place: a scheduler latency to
+	// its thread (taken by the walk, takeThreads), any other to one row,
+	// its cgroup's when the cgroup has one (observed, container sub-item
+	// on), else the node's (row_for in sli.bpf.c). The node's figures are
+	// therefore its own row plus every cgroup row and every thread's
+	// record, so a container's sum is always within the node's.
 	rows := map[uint64]sliSliRow{}
 	errs = append(errs, bpfrt.TakeAll(p.objs.ConStats, func(cgid uint64, v []sliSliRow) { rows[cgid] = sumRows(v) }))
-	node, err := p.takeNode()
-	errs = append(errs, err, p.lost.Poll())
+	slot, ended, err := p.endPeriod()
+	var node []sliSliRow
+	if err == nil {
+		node, err = p.takeNode(slot)
+	}
+	errs = append(errs, err)
+	var alone sliSliRow // threads in no kept cgroup
+	if err == nil {
+		errs = append(errs, p.takeThreads(ended, rows, &alone))
+	}
+	errs = append(errs, p.lost.Poll())
 	if cfg.Has(bitNode) {
-		whole := sumRows(node)
+		whole := addRows(sumRows(node), alone)
 		for _, row := range rows {
 			whole = addRows(whole, row)
 		}
@@ -442,24 +461,63 @@ func (p *Probe) report(now time.Time) error {
 	return errors.Join(errs...)
 }
 
-// nodeGrace is how long a program that read node_slot before a flip may
-// still add to the row it names: a program's run, preempted at worst.
+// nodeGrace is how long a program that read node_slot or period before
+// they changed may still add to what they named: a program's run,
+// preempted at worst.
 const nodeGrace = time.Millisecond
 
-// takeNode returns the node row's per-CPU values counted since the last
-// call and zeroes them: the programs are switched to the other row
-// (node_slot) first, so nothing writes the row while it is read and
-// zeroed.
-func (p *Probe) takeNode() ([]sliSliRow, error) {
-	var old uint32
-	if err := p.objs.NodeSlot.Get(&old); err != nil {
-		return nil, fmt.Errorf("sli: read node_slot: %w", err)
+// endPeriod switches the programs to the other node row (node_slot) and
+// the threads to the next period, and waits until nothing writes what the
+// period that ended left: the node row slot and the threads' halves of
+// period ended.
+func (p *Probe) endPeriod() (slot uint32, ended uint64, err error) {
+	if err := p.objs.NodeSlot.Get(&slot); err != nil {
+		return 0, 0, fmt.Errorf("sli: read node_slot: %w", err)
 	}
-	old &= 1 // as the programs read it
-	if err := p.objs.NodeSlot.Set(old ^ 1); err != nil {
-		return nil, fmt.Errorf("sli: flip node_slot: %w", err)
+	slot &= 1 // as the programs read it
+	if err := p.objs.NodeSlot.Set(slot ^ 1); err != nil {
+		return 0, 0, fmt.Errorf("sli: flip node_slot: %w", err)
+	}
+	if err := p.objs.Period.Get(&ended); err != nil {
+		return 0, 0, fmt.Errorf("sli: read period: %w", err)
+	}
+	if err := p.objs.Period.Set(ended + 1); err != nil {
+		return 0, 0, fmt.Errorf("sli: advance period: %w", err)
 	}
 	time.Sleep(nodeGrace)
+	return slot, ended, nil
+}
+
+// takeThreads walks every thread (sli_take) for its scheduler latencies
+// of period ended and adds them to rows[cgroup], or to alone for threads
+// that count in the node only. Threads that exited meanwhile added theirs
+// to the maps' rows (sli_exit).
+func (p *Probe) takeThreads(ended uint64, rows map[uint64]sliSliRow, alone *sliSliRow) error {
+	b, err := bpfrt.ReadIter(p.take)
+	if err != nil {
+		return fmt.Errorf("sli: iter/task: %w", err)
+	}
+	recs, err := decodeTaskRecs(b)
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		r := &recs[i]
+		if r.Cgid == 0 {
+			addSched(alone, r)
+			continue
+		}
+		row := rows[r.Cgid]
+		addSched(&row, r)
+		rows[r.Cgid] = row
+	}
+	return nil
+}
+
+// takeNode returns the node row slot's per-CPU values and zeroes them;
+// endPeriod switched the programs to the other row first, so nothing
+// writes the row while it is read and zeroed.
+func (p *Probe) takeNode(old uint32) ([]sliSliRow, error) {
 	var per []sliSliRow
 	if err := p.objs.NodeStats.Lookup(old, &per); err != nil {
 		return nil, fmt.Errorf("sli: read node_stats: %w", err)

@@ -28,13 +28,26 @@
  *   block_bio_queue, block_rq_complete, block_bio_complete  a bio's
  *       submission to its completion (bio.h, shared with the proc probe),
  *       attributed to the submitting task: SLI_BIO.
- * Maps: node_stats (per-CPU array of two rows: the programs add to row
+ *   sched_process_exit  an exiting thread's scheduler latencies not yet
+ *       taken go to its row (below), so short-lived threads count whole.
+ *   iter/task  sli_take: user space's walk over every thread at the end of
+ *       a period, writing what each one accumulated in it (struct
+ *       sli_task_rec) with the cgroup it counts in.
+ * Where the latencies go: a scheduler latency (run delay, sleep, iowait,
+ *   block: one or two per context switch) is added to the thread's own
+ *   task storage, in the half of it for the current period (period, a
+ *   counter user space advances; struct task_state), which sched_switch
+ *   already holds: no map lookup and no filter question per switch. The
+ *   walk (sli_take) or the thread's exit (sli_exit) takes each half once
+ *   (taken). Every other latency, and a scheduler latency of a thread
+ *   without storage or past its exit, is added to one row of a map:
+ *   node_stats (per-CPU array of two rows: the programs add to row
  *   node_slot, user space flips node_slot each period and takes the other
- *   one) and con_stats (per-CPU hash cgroup2 id -> struct sli_row:
+ *   one) or con_stats (per-CPU hash cgroup2 id -> struct sli_row:
  *   observed cgroups, taken by user space with lookup-and-delete every
- *   period). Each latency goes to one row, its cgroup's if it has one,
- *   else node_stats; the node's figures are node_stats plus every
- *   con_stats row (row_for). sli_lost
+ *   period): its cgroup's if it has one, else node_stats (row_for). The
+ *   node's figures are node_stats plus every con_stats row and every
+ *   thread's record. sli_lost
  *   (per CPU: latencies dropped because con_stats was full, submissions
  *   because bio_starts was), task_state (task storage), bio_starts (bio.h:
  *   hash bio -> submission; user space deletes the stale), filter_*
@@ -78,8 +91,25 @@ struct sli_row {
 	struct sli_stat s[SLI_KIND_MAX];
 };
 
+/* The scheduler kinds (SLI_RUNDELAY..SLI_BLOCK), which a thread keeps in
+ * its task storage. */
+#define SLI_SCHED_KINDS (SLI_BLOCK + 1)
+
+struct sli_sched {
+	struct sli_stat s[SLI_SCHED_KINDS];
+};
+
+/* sli_task_rec: one thread's scheduler latencies of a period, written by
+ * sli_take. cgid: the cgroup2 id they count in (keep_cgid), 0 for the
+ * node alone. */
+struct sli_task_rec {
+	__u64 cgid;
+	struct sli_sched sched;
+};
+
 GALAGO_EXPORT_TYPE(enum sli_kind, kind);
 GALAGO_EXPORT_TYPE(struct sli_row, row);
+GALAGO_EXPORT_TYPE(struct sli_task_rec, task_rec);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -112,10 +142,10 @@ struct task_state {
 	__u64 compact_ts; /* compacting a zone since */
 	__u64 run_delay;  /* sched_info.run_delay when it went off CPU */
 	__u32 off_kind;   /* enum sli_kind of the sleep */
-	__u32 _pad;
-	__u64 cg;         /* its cgroup2 id when the filter was last asked */
-	__u64 cg_keep;    /* keep_cgid's answer then */
-	__u64 cg_at;      /* then (run-queue clock) */
+	__u32 exited;     /* past sched_process_exit: latencies go to rows */
+	__u64 gen[2];     /* the period each half of sched holds (0: none) */
+	__u64 taken;      /* the last period whose half was taken */
+	struct sli_sched sched[2]; /* by period parity */
 };
 
 struct {
@@ -131,6 +161,9 @@ volatile __u32 con_on = 0;
 /* node_slot: the node_stats row the programs add to; user space flips it
  * each period and then takes the other one, which nothing writes. */
 volatile __u32 node_slot = 0;
+/* period: the current period (from 1); user space advances it, then walks
+ * the threads (sli_take) for the one that ended. */
+volatile __u64 period = 1;
 
 /* queued_clock (set before load when the kernel's task_struct has
  * sched_info.last_queued, CONFIG_SCHED_INFO): sched_switch alone times
@@ -150,22 +183,23 @@ static __always_inline __u32 bucket_of(__u64 ns)
 	return SLI_NBUCKETS - 1;
 }
 
-/* stat_add_plain adds one latency of a scheduler kind to a row of the
- * running CPU (both maps are per CPU). The scheduler kinds are accounted
- * only from sched_switch and sched_wakeup(_new), which run with
- * interrupts off: nothing else adds to the row on this CPU meanwhile, so
- * plain adds are exact and spare four locked instructions per latency and
- * row. kind is 64-bit so that the register checked is the one that
+/* stat_add_plain adds one latency of a scheduler kind to st, the stats of
+ * a row of the running CPU (both maps are per CPU) or of a thread's
+ * storage (sched_half). The scheduler kinds are accounted only from
+ * sched_switch and sched_wakeup(_new), which run with interrupts off, and
+ * from sched_process_exit (preemption off): nothing else adds to the row
+ * on this CPU, or to the thread's storage, meanwhile, so plain adds are
+ * exact and spare four locked instructions per latency and row. kind is 64-bit so that the register checked is the one that
  * indexes the row (a 32-bit one is zero-extended again after the check,
  * which the verifier cannot follow). */
-static __always_inline void stat_add_plain(struct sli_row *row, __u64 kind, __u64 ns)
+static __always_inline void stat_add_plain(struct sli_stat *st, __u64 kind, __u64 ns)
 {
 	__u32 b = bucket_of(ns);
 	struct sli_stat *s;
 
 	if (kind > SLI_BLOCK || b >= SLI_NBUCKETS)
 		return;
-	s = &row->s[kind];
+	s = &st[kind];
 	s->ns += ns;
 	s->count++;
 	if (ns > s->max)
@@ -182,7 +216,7 @@ static __always_inline void stat_add(struct sli_row *row, __u64 kind, __u64 ns)
 	struct sli_stat *s;
 
 	if (kind <= SLI_BLOCK) {
-		stat_add_plain(row, kind, ns);
+		stat_add_plain(row->s, kind, ns);
 		return;
 	}
 	if (kind >= SLI_KIND_MAX || b >= SLI_NBUCKETS)
@@ -256,21 +290,6 @@ __noinline int account(__u64 kind, __u64 ns, __u64 cgid)
 	return 0;
 }
 
-/* account_switch_in adds what a switch-in usually ends, a sleep (slept ns
- * of kind) and a run delay (wait ns), 0 for none, to their row with one
- * lookup. Scheduler kinds only. Global, as account. */
-__noinline int account_switch_in(__u64 kind, __u64 slept, __u64 wait, __u64 cgid)
-{
-	struct sli_row *row = row_for(cgid);
-
-	if (!row)
-		return 0;
-	if (slept)
-		stat_add_plain(row, kind, slept);
-	if (wait)
-		stat_add_plain(row, SLI_RUNDELAY, wait);
-	return 0;
-}
 
 /* keep_cgid: cgid when cgroup rows are on and process tgid in cgroup cgid
  * is observed, else 0. */
@@ -286,27 +305,47 @@ static __always_inline __u64 task_cgid(struct task_struct *t)
 	return con_on ? keep_cgid(t->tgid, t->cgroups->dfl_cgrp->kn->id) : 0;
 }
 
-/* FILTER_TTL: how long a thread's filter answer is reused (ns): a change
- * of the snoopers reaches the rows of a running thread within it. */
-#define FILTER_TTL 100000000ULL
-
-/* task_cgid_cached: task_cgid of t, whose task storage is s, asked of the
- * filter (one to three hash lookups) at most every FILTER_TTL while t
- * stays in its cgroup. */
-static __always_inline __u64 task_cgid_cached(struct task_struct *t, struct task_state *s, __u64 now)
+/* sched_half: the half of thread storage s that latencies of the current
+ * period go to, zeroed when the period is new to it. Called from
+ * sched_switch and sched_wakeup(_new) only (interrupts off, the thread's
+ * run queue locked), as stat_add_plain. */
+static __always_inline struct sli_sched *sched_half(struct task_state *s)
 {
-	__u64 cg, keep;
+	__u64 g = period;
+	__u32 i = g & 1;
 
-	if (!con_on)
-		return 0;
-	cg = t->cgroups->dfl_cgrp->kn->id;
-	if (s->cg == cg && now >= s->cg_at && now - s->cg_at < FILTER_TTL)
-		return s->cg_keep;
-	keep = keep_cgid(t->tgid, cg);
-	s->cg = cg;
-	s->cg_keep = keep;
-	s->cg_at = now;
-	return keep;
+	if (s->gen[i] != g) {
+		__builtin_memset(&s->sched[i], 0, sizeof(s->sched[i]));
+		s->gen[i] = g;
+	}
+	return &s->sched[i];
+}
+
+/* sched_add adds a scheduler latency (kind <= SLI_BLOCK) of thread t, whose
+ * storage is s, to s's half for this period; past t's exit, to its row.
+ * Same callers as sched_half. */
+static __always_inline void sched_add(struct task_state *s, struct task_struct *t, __u64 kind, __u64 ns)
+{
+	struct sli_sched *h;
+
+	if (s->exited) {
+		account(kind, ns, task_cgid(t));
+		return;
+	}
+	h = sched_half(s);
+	stat_add_plain(h->s, kind, ns);
+}
+
+/* take_half claims thread storage s's half of period g for the caller
+ * (the walk or the thread's exit, which may race on another CPU): true
+ * once per half that holds latencies of g. */
+static __always_inline bool take_half(struct task_state *s, __u64 g)
+{
+	__u64 old = s->taken;
+
+	if (!g || s->gen[g & 1] != g || old >= g)
+		return false;
+	return __sync_val_compare_and_swap(&s->taken, old, g) == old;
 }
 
 
@@ -338,8 +377,7 @@ static __always_inline __u64 sched_now(struct task_struct *t)
 static __always_inline void switched_in_queued(struct task_struct *next, __u64 now)
 {
 	struct task_state *s = bpf_task_storage_get(&task_state, next, 0, 0);
-	__u64 q = 0, rd = 0, wait = 0, slept = 0, cgid = s ? task_cgid_cached(next, s, now) : task_cgid(next);
-	__u32 kind = SLI_SLEEP;
+	__u64 q = 0, rd = 0, wait = 0;
 
 	if (bpf_core_field_exists(struct sched_info, last_queued)) {
 		q = next->sched_info.last_queued;
@@ -347,19 +385,20 @@ static __always_inline void switched_in_queued(struct task_struct *next, __u64 n
 	}
 	if (q && now > q)
 		wait = now - q;
-	if (s) {
-		if (node_on || cgid) {
-			if (s->off_ts && q > s->off_ts) {
-				slept = q - s->off_ts;
-				kind = s->off_kind;
-			}
-			if (rd > s->run_delay)
-				wait += rd - s->run_delay;
-		}
-		s->off_ts = 0;
+	if (!s) {
+		/* not seen going off CPU since the probe started (or not
+		 * observed, with node rows off): its run delay only */
+		if (wait)
+			account(SLI_RUNDELAY, wait, task_cgid(next));
+		return;
 	}
-	if ((slept || wait) && (node_on || cgid))
-		account_switch_in(kind, slept, wait, cgid);
+	if (s->off_ts && q > s->off_ts)
+		sched_add(s, next, s->off_kind, q - s->off_ts);
+	s->off_ts = 0;
+	if (rd > s->run_delay)
+		wait += rd - s->run_delay;
+	if (wait)
+		sched_add(s, next, SLI_RUNDELAY, wait);
 }
 
 SEC("tp_btf/sched_switch")
@@ -402,7 +441,7 @@ int BPF_PROG(sli_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	if (!s)
 		return 0;
 	if (s->wait_ts && now > s->wait_ts)
-		account(SLI_RUNDELAY, now - s->wait_ts, task_cgid(next));
+		sched_add(s, next, SLI_RUNDELAY, now - s->wait_ts);
 	/* running: neither waiting nor asleep (a sleep whose wakeup was not
 	 * traced must not last until some later wakeup) */
 	s->wait_ts = 0;
@@ -433,7 +472,7 @@ static __always_inline void woken(struct task_struct *p)
 		return;
 	if (s->off_ts) {
 		if (now > s->off_ts)
-			account(s->off_kind, now - s->off_ts, cgid);
+			sched_add(s, p, s->off_kind, now - s->off_ts);
 		s->off_ts = 0;
 	}
 	if (!s->wait_ts)
@@ -451,6 +490,66 @@ SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(sli_sched_wakeup_new, struct task_struct *p)
 {
 	woken(p);
+	return 0;
+}
+
+/* sched_process_exit: the exiting thread's halves not yet taken (the
+ * period that ended, when the walk has not reached it yet, and this one)
+ * go to its row now; later latencies of it go there directly. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sli_exit, struct task_struct *p)
+{
+	struct task_state *s = bpf_task_storage_get(&task_state, p, 0, 0);
+	__u64 g = period, cgid;
+	struct sli_row *row;
+
+	if (!s || s->exited)
+		return 0;
+	s->exited = 1;
+	cgid = task_cgid(p);
+	for (__u32 d = 0; d < 2; d++) {
+		__u64 gd = g - 1 + d;
+		__u32 i = gd & 1;
+
+		if (!take_half(s, gd))
+			continue;
+		row = row_for(cgid);
+		if (!row)
+			return 0;
+		for (__u32 k = 0; k < SLI_SCHED_KINDS; k++) {
+			struct sli_stat *from = &s->sched[i].s[k], *to = &row->s[k];
+
+			to->ns += from->ns;
+			to->count += from->count;
+			if (from->max > to->max)
+				to->max = from->max;
+			for (__u32 b = 0; b < SLI_NBUCKETS; b++)
+				to->buckets[b] += from->buckets[b];
+		}
+	}
+	return 0;
+}
+
+/* sli_take: user space's walk at the end of period - 1 writes each
+ * thread's half of that period (once: take_half) with the cgroup it
+ * counts in, when that is kept (keep_cgid) or node rows are on. */
+SEC("iter/task")
+int sli_take(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	__u64 g = period - 1, cgid;
+	struct task_state *s;
+
+	if (!t)
+		return 0;
+	s = bpf_task_storage_get(&task_state, t, 0, 0);
+	if (!s || !take_half(s, g))
+		return 0;
+	cgid = task_cgid(t);
+	if (!node_on && !cgid)
+		return 0;
+	bpf_seq_write(ctx->meta->seq, &cgid, sizeof(cgid));
+	bpf_seq_write(ctx->meta->seq, &s->sched[g & 1], sizeof(s->sched[0]));
 	return 0;
 }
 

@@ -43,6 +43,21 @@ type sliSliRow struct {
 	}
 }
 
+type sliSliTaskRec struct {
+	_     structs.HostLayout
+	Cgid  uint64
+	Sched struct {
+		_ structs.HostLayout
+		S [4]struct {
+			_       structs.HostLayout
+			Ns      uint64
+			Count   uint64
+			Max     uint64
+			Buckets [8]uint64
+		}
+	}
+}
+
 type sliTaskState struct {
 	_         structs.HostLayout
 	OffTs     uint64
@@ -51,10 +66,19 @@ type sliTaskState struct {
 	CompactTs uint64
 	RunDelay  uint64
 	OffKind   uint32
-	Pad       uint32
-	Cg        uint64
-	CgKeep    uint64
-	CgAt      uint64
+	Exited    uint32
+	Gen       [2]uint64
+	Taken     uint64
+	Sched     [2]struct {
+		_ structs.HostLayout
+		S [4]struct {
+			_       structs.HostLayout
+			Ns      uint64
+			Count   uint64
+			Max     uint64
+			Buckets [8]uint64
+		}
+	}
 }
 
 // Names of all BPF objects in the ELF.
@@ -79,18 +103,22 @@ const (
 	sliProgSliCompactionEnd      = "sli_compaction_end"
 	sliProgSliDirectReclaimBegin = "sli_direct_reclaim_begin"
 	sliProgSliDirectReclaimEnd   = "sli_direct_reclaim_end"
+	sliProgSliExit               = "sli_exit"
 	sliProgSliMemcgReclaimBegin  = "sli_memcg_reclaim_begin"
 	sliProgSliMemcgReclaimEnd    = "sli_memcg_reclaim_end"
 	sliProgSliRqComplete         = "sli_rq_complete"
 	sliProgSliSchedSwitch        = "sli_sched_switch"
 	sliProgSliSchedWakeup        = "sli_sched_wakeup"
 	sliProgSliSchedWakeupNew     = "sli_sched_wakeup_new"
+	sliProgSliTake               = "sli_take"
 	sliVarGalagoExportKind       = "__galago_export_kind"
 	sliVarGalagoExportRow        = "__galago_export_row"
+	sliVarGalagoExportTaskRec    = "__galago_export_task_rec"
 	sliVarConOn                  = "con_on"
 	sliVarGalagoFilterCfg        = "galago_filter_cfg"
 	sliVarNodeOn                 = "node_on"
 	sliVarNodeSlot               = "node_slot"
+	sliVarPeriod                 = "period"
 	sliVarQueuedClock            = "queued_clock"
 )
 
@@ -144,12 +172,14 @@ type sliProgramSpecs struct {
 	SliCompactionEnd      *ebpf.ProgramSpec `ebpf:"sli_compaction_end"`
 	SliDirectReclaimBegin *ebpf.ProgramSpec `ebpf:"sli_direct_reclaim_begin"`
 	SliDirectReclaimEnd   *ebpf.ProgramSpec `ebpf:"sli_direct_reclaim_end"`
+	SliExit               *ebpf.ProgramSpec `ebpf:"sli_exit"`
 	SliMemcgReclaimBegin  *ebpf.ProgramSpec `ebpf:"sli_memcg_reclaim_begin"`
 	SliMemcgReclaimEnd    *ebpf.ProgramSpec `ebpf:"sli_memcg_reclaim_end"`
 	SliRqComplete         *ebpf.ProgramSpec `ebpf:"sli_rq_complete"`
 	SliSchedSwitch        *ebpf.ProgramSpec `ebpf:"sli_sched_switch"`
 	SliSchedWakeup        *ebpf.ProgramSpec `ebpf:"sli_sched_wakeup"`
 	SliSchedWakeupNew     *ebpf.ProgramSpec `ebpf:"sli_sched_wakeup_new"`
+	SliTake               *ebpf.ProgramSpec `ebpf:"sli_take"`
 }
 
 // sliMapSpecs contains maps before they are loaded into the kernel.
@@ -172,13 +202,15 @@ type sliMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sliVariableSpecs struct {
-	GalagoExportKind *ebpf.VariableSpec `ebpf:"__galago_export_kind"`
-	GalagoExportRow  *ebpf.VariableSpec `ebpf:"__galago_export_row"`
-	ConOn            *ebpf.VariableSpec `ebpf:"con_on"`
-	GalagoFilterCfg  *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
-	NodeOn           *ebpf.VariableSpec `ebpf:"node_on"`
-	NodeSlot         *ebpf.VariableSpec `ebpf:"node_slot"`
-	QueuedClock      *ebpf.VariableSpec `ebpf:"queued_clock"`
+	GalagoExportKind    *ebpf.VariableSpec `ebpf:"__galago_export_kind"`
+	GalagoExportRow     *ebpf.VariableSpec `ebpf:"__galago_export_row"`
+	GalagoExportTaskRec *ebpf.VariableSpec `ebpf:"__galago_export_task_rec"`
+	ConOn               *ebpf.VariableSpec `ebpf:"con_on"`
+	GalagoFilterCfg     *ebpf.VariableSpec `ebpf:"galago_filter_cfg"`
+	NodeOn              *ebpf.VariableSpec `ebpf:"node_on"`
+	NodeSlot            *ebpf.VariableSpec `ebpf:"node_slot"`
+	Period              *ebpf.VariableSpec `ebpf:"period"`
+	QueuedClock         *ebpf.VariableSpec `ebpf:"queued_clock"`
 }
 
 // sliObjects contains all objects after they have been loaded into the kernel.
@@ -232,13 +264,15 @@ func (m *sliMaps) Close() error {
 //
 // It can be passed to loadSliObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sliVariables struct {
-	GalagoExportKind *ebpf.Variable `ebpf:"__galago_export_kind"`
-	GalagoExportRow  *ebpf.Variable `ebpf:"__galago_export_row"`
-	ConOn            *ebpf.Variable `ebpf:"con_on"`
-	GalagoFilterCfg  *ebpf.Variable `ebpf:"galago_filter_cfg"`
-	NodeOn           *ebpf.Variable `ebpf:"node_on"`
-	NodeSlot         *ebpf.Variable `ebpf:"node_slot"`
-	QueuedClock      *ebpf.Variable `ebpf:"queued_clock"`
+	GalagoExportKind    *ebpf.Variable `ebpf:"__galago_export_kind"`
+	GalagoExportRow     *ebpf.Variable `ebpf:"__galago_export_row"`
+	GalagoExportTaskRec *ebpf.Variable `ebpf:"__galago_export_task_rec"`
+	ConOn               *ebpf.Variable `ebpf:"con_on"`
+	GalagoFilterCfg     *ebpf.Variable `ebpf:"galago_filter_cfg"`
+	NodeOn              *ebpf.Variable `ebpf:"node_on"`
+	NodeSlot            *ebpf.Variable `ebpf:"node_slot"`
+	Period              *ebpf.Variable `ebpf:"period"`
+	QueuedClock         *ebpf.Variable `ebpf:"queued_clock"`
 }
 
 // sliPrograms contains all programs after they have been loaded into the kernel.
@@ -253,12 +287,14 @@ type sliPrograms struct {
 	SliCompactionEnd      *ebpf.Program `ebpf:"sli_compaction_end"`
 	SliDirectReclaimBegin *ebpf.Program `ebpf:"sli_direct_reclaim_begin"`
 	SliDirectReclaimEnd   *ebpf.Program `ebpf:"sli_direct_reclaim_end"`
+	SliExit               *ebpf.Program `ebpf:"sli_exit"`
 	SliMemcgReclaimBegin  *ebpf.Program `ebpf:"sli_memcg_reclaim_begin"`
 	SliMemcgReclaimEnd    *ebpf.Program `ebpf:"sli_memcg_reclaim_end"`
 	SliRqComplete         *ebpf.Program `ebpf:"sli_rq_complete"`
 	SliSchedSwitch        *ebpf.Program `ebpf:"sli_sched_switch"`
 	SliSchedWakeup        *ebpf.Program `ebpf:"sli_sched_wakeup"`
 	SliSchedWakeupNew     *ebpf.Program `ebpf:"sli_sched_wakeup_new"`
+	SliTake               *ebpf.Program `ebpf:"sli_take"`
 }
 
 func (p *sliPrograms) Close() error {
@@ -271,12 +307,14 @@ func (p *sliPrograms) Close() error {
 		p.SliCompactionEnd,
 		p.SliDirectReclaimBegin,
 		p.SliDirectReclaimEnd,
+		p.SliExit,
 		p.SliMemcgReclaimBegin,
 		p.SliMemcgReclaimEnd,
 		p.SliRqComplete,
 		p.SliSchedSwitch,
 		p.SliSchedWakeup,
 		p.SliSchedWakeupNew,
+		p.SliTake,
 	)
 }
 

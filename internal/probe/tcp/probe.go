@@ -555,7 +555,7 @@ func kfreeSkbHasSocket() error {
 // connection. It needs no lock: the iterators are only closed by Stop,
 // after the loop has returned.
 func (p *Probe) iterate() ([]conn, error) {
-	b, err := readIter(p.iterTCP)
+	b, err := bpfrt.ReadIter(p.iterTCP)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: task_file iterator: %w", err)
 	}
@@ -577,7 +577,7 @@ func (p *Probe) iterate() ([]conn, error) {
 	for ns, tgid := range nss {
 		var b []byte
 		if ns == own {
-			b, err = readIter(p.iterMPTCP)
+			b, err = bpfrt.ReadIter(p.iterMPTCP)
 		} else {
 			var rc io.ReadCloser
 			if rc, err = openIterIn(p.iterMPTCP, tgid); err != nil {
@@ -616,15 +616,6 @@ func firstPerConn(recs []conn) []conn {
 		out = append(out, c)
 	}
 	return out
-}
-
-func readIter(it *link.Iter) ([]byte, error) {
-	rc, err := it.Open()
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return io.ReadAll(rc)
 }
 
 // handle takes one ring buffer record (reader goroutine).
