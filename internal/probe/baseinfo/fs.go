@@ -110,10 +110,12 @@ func (fc *fsCollector) statAll(fs procfs.FS, mps []string) []statResult {
 		pending++
 		go func() {
 			u, err := fc.statfs(fs, mp)
-			ch <- indexed{i, statResult{u, err}}
+			// no longer in flight before the result is handed over: a
+			// period that got every result finds no mount still marked
 			fc.mu.Lock()
 			delete(fc.hung, mp)
 			fc.mu.Unlock()
+			ch <- indexed{i, statResult{u, err}}
 		}()
 	}
 	timeout := time.NewTimer(fc.timeout)
