@@ -48,31 +48,43 @@ func addRows(a, b sliSliRow) sliSliRow {
 	return a
 }
 
-// addSched adds a thread's record (scheduler kinds only) to row.
-func addSched(row *sliSliRow, r *sliSliTaskRec) {
-	for k, st := range r.Sched.S {
-		to := &row.S[k]
-		to.Ns += st.Ns
-		to.Count += st.Count
-		to.Max = max(to.Max, st.Max)
-		for i := range to.Buckets {
-			to.Buckets[i] += st.Buckets[i]
+// taskRecSize is the size of sli_take's records (struct sli_task_rec).
+var taskRecSize = binary.Size(sliSliTaskRec{})
+
+// addTaskRecs adds sli_take's output, whole struct sli_task_rec records
+// (scheduler kinds only), to rows[cgroup], or to alone for threads that
+// count in the node only. Decoded field by field: a walk over a host's
+// threads writes a few hundred bytes for each that ran in the period.
+func addTaskRecs(b []byte, rows map[uint64]sliSliRow, alone *sliSliRow) error {
+	if len(b)%taskRecSize != 0 {
+		return fmt.Errorf("sli: iter/task wrote %d bytes, not a whole number of %d-byte records", len(b), taskRecSize)
+	}
+	ne := binary.NativeEndian
+	for ; len(b) > 0; b = b[taskRecSize:] {
+		cgid := ne.Uint64(b)
+		row := alone
+		var r sliSliRow
+		if cgid != 0 {
+			r = rows[cgid]
+			row = &r
+		}
+		off := 8
+		for k := range len(sliSliTaskRec{}.Sched.S) {
+			st := &row.S[k]
+			st.Ns += ne.Uint64(b[off:])
+			st.Count += ne.Uint64(b[off+8:])
+			st.Max = max(st.Max, ne.Uint64(b[off+16:]))
+			off += 24
+			for i := range st.Buckets {
+				st.Buckets[i] += ne.Uint64(b[off:])
+				off += 8
+			}
+		}
+		if cgid != 0 {
+			rows[cgid] = r
 		}
 	}
-}
-
-// decodeTaskRecs decodes sli_take's output: whole struct sli_task_rec
-// records.
-func decodeTaskRecs(b []byte) ([]sliSliTaskRec, error) {
-	size := binary.Size(sliSliTaskRec{})
-	if len(b)%size != 0 {
-		return nil, fmt.Errorf("sli: iter/task wrote %d bytes, not a whole number of %d-byte records", len(b), size)
-	}
-	recs := make([]sliSliTaskRec, len(b)/size)
-	if _, err := binary.Decode(b, binary.NativeEndian, recs); err != nil {
-		return nil, fmt.Errorf("sli: decode iter/task records: %w", err)
-	}
-	return recs, nil
+	return nil
 }
 
 func sumRows(per []sliSliRow) sliSliRow {

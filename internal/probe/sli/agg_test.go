@@ -73,32 +73,41 @@ func TestCheckSubItems(t *testing.T) {
 	}
 }
 
-// TestTaskRecs: the walk's records decode whole and add, kind by kind,
-// into a row (max is the larger); a partial record is an error.
+// TestTaskRecs: the walk's records add, kind by kind, into the row of
+// their cgroup or the node-only row (max is the larger); a partial record
+// is an error and adds nothing.
 func TestTaskRecs(t *testing.T) {
-	var a, b sliSliTaskRec
-	a.Cgid, b.Cgid = 7, 0
+	var a, b, c sliSliTaskRec
+	a.Cgid, b.Cgid, c.Cgid = 7, 0, 7
 	a.Sched.S[sliSliKindSLI_SLEEP].Ns, a.Sched.S[sliSliKindSLI_SLEEP].Count, a.Sched.S[sliSliKindSLI_SLEEP].Max = 900, 2, 600
 	a.Sched.S[sliSliKindSLI_SLEEP].Buckets[2] = 2
 	b.Sched.S[sliSliKindSLI_BLOCK].Ns, b.Sched.S[sliSliKindSLI_BLOCK].Count, b.Sched.S[sliSliKindSLI_BLOCK].Max = 50, 1, 50
-	raw, err := binary.Append(nil, binary.NativeEndian, []sliSliTaskRec{a, b})
+	b.Sched.S[sliSliKindSLI_BLOCK].Buckets[7] = 1
+	c.Sched.S[sliSliKindSLI_RUNDELAY].Ns, c.Sched.S[sliSliKindSLI_RUNDELAY].Count, c.Sched.S[sliSliKindSLI_RUNDELAY].Max = 30, 3, 20
+	c.Sched.S[sliSliKindSLI_RUNDELAY].Buckets[0] = 3
+	raw, err := binary.Append(nil, binary.NativeEndian, []sliSliTaskRec{a, b, c})
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := decodeTaskRecs(raw)
-	if err != nil || len(recs) != 2 || recs[0] != a || recs[1] != b {
-		t.Fatalf("decode: %v, %+v", err, recs)
+	rows := map[uint64]sliSliRow{7: rowWith(sliSliKindSLI_SLEEP, 100, 1, 700, 2)}
+	var alone sliSliRow
+	if err := addTaskRecs(raw, rows, &alone); err != nil {
+		t.Fatal(err)
 	}
-	row := rowWith(sliSliKindSLI_SLEEP, 100, 1, 700, 2)
-	addSched(&row, &recs[0])
-	addSched(&row, &recs[1])
-	if s := row.S[sliSliKindSLI_SLEEP]; s.Ns != 1000 || s.Count != 3 || s.Max != 700 || s.Buckets[2] != 3 {
-		t.Errorf("sleep %+v", s)
+	if s := rows[7].S[sliSliKindSLI_SLEEP]; s.Ns != 1000 || s.Count != 3 || s.Max != 700 || s.Buckets[2] != 3 {
+		t.Errorf("cgroup 7 sleep %+v", s)
 	}
-	if s := row.S[sliSliKindSLI_BLOCK]; s.Ns != 50 || s.Count != 1 || s.Max != 50 {
-		t.Errorf("block %+v", s)
+	if s := rows[7].S[sliSliKindSLI_RUNDELAY]; s.Ns != 30 || s.Count != 3 || s.Max != 20 || s.Buckets[0] != 3 {
+		t.Errorf("cgroup 7 run delay %+v", s)
 	}
-	if _, err := decodeTaskRecs(raw[:len(raw)-1]); err == nil {
-		t.Error("a partial record decoded")
+	if s := alone.S[sliSliKindSLI_BLOCK]; s.Ns != 50 || s.Count != 1 || s.Max != 50 || s.Buckets[7] != 1 {
+		t.Errorf("node-only block %+v", s)
+	}
+	if len(rows) != 1 || alone.S[sliSliKindSLI_SLEEP].Count != 0 {
+		t.Errorf("rows %v, node-only %+v", rows, alone)
+	}
+	before := rows[7]
+	if err := addTaskRecs(raw[:len(raw)-1], rows, &alone); err == nil || rows[7] != before {
+		t.Errorf("a partial record: %v, row %+v", err, rows[7])
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -296,4 +297,85 @@ func (l *pingPong) stop() {
 	for _, fd := range l.rfds {
 		_ = unix.Close(fd)
 	}
+}
+
+// BenchmarkWalkPrivileged is the cost of the walk that ends a period
+// with many threads: benchWalkThreads OS threads of this (observed)
+// process each wake every 50 ms, so every one has a record for the
+// period; an iteration advances the period and walks every thread of the
+// host (sli_take), decoding and adding the records. Reported: the wall
+// time of the walk and the records it wrote per period.
+func BenchmarkWalkPrivileged(b *testing.B) {
+	probetest.RequirePrivileged(b)
+	p := startPIDProbe(b, sleepers(b, 1000, 50*time.Millisecond))
+	var recs int
+	var walk time.Duration
+	for b.Loop() {
+		time.Sleep(120 * time.Millisecond) // every thread wakes in the period
+		p.mu.Lock()
+		_, ended, err := p.endPeriod()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows, alone := map[uint64]sliSliRow{}, sliSliRow{}
+		t0 := time.Now()
+		err = p.takeThreads(ended, rows, &alone)
+		walk += time.Since(t0)
+		recs += p.walk.Len() / taskRecSize
+		p.mu.Unlock()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(walk.Nanoseconds())/float64(b.N), "walk-ns/period")
+	b.ReportMetric(float64(recs)/float64(b.N), "records/period")
+}
+
+// sleepers starts a Python process whose n threads each wake every d
+// (a Go program's locked threads would queue for the scheduler's two Ps
+// instead) and returns its pid; it is killed at cleanup.
+func sleepers(tb testing.TB, n int, d time.Duration) int {
+	tb.Helper()
+	script := fmt.Sprintf(`import sys, threading, time
+def sleeper():
+    while True:
+        time.sleep(%g)
+for _ in range(%d):
+    threading.Thread(target=sleeper, daemon=True).start()
+print("ready", flush=True)
+sys.stdin.read()
+`, d.Seconds(), n)
+	cmd := exec.Command("python3", "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("python3: %v", err)
+	}
+	tb.Cleanup(func() { _ = in.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		tb.Fatalf("python3 sleepers: %q, %v", line, err)
+	}
+	return cmd.Process.Pid
+}
+
+// startPIDProbe starts sli (cpu, node, container, histogram) observing
+// process pid, with no report period of its own.
+func startPIDProbe(tb testing.TB, pid int) *Probe {
+	tb.Helper()
+	p := New(procfs.FS{Root: "/"}, identity.NewResolver("/"), withInterval(time.Hour))
+	rt := probetest.NewRuntime(tb)
+	cfg := probe.Config{SubItems: subItems(tb, "cpu", "node", "container", "histogram"), Params: probe.DefaultParams(),
+		Targets: probetest.NewTargets(snoop.Whitelist, pid)}
+	if err := p.Start(rt.Context(), cfg, rt); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rt.Shutdown(tb, p) })
+	return p
 }

@@ -2,6 +2,7 @@ package sli
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -534,4 +535,46 @@ func populatedZones(t *testing.T) int {
 		t.Fatalf("no populated zone in /proc/zoneinfo")
 	}
 	return n
+}
+
+// TestPrivilegedWalkEveryThread: with 600 threads of an observed process
+// waking every 20 ms, the walk that ends a period writes one record for
+// each of the process's threads that ran, no more (none twice) and no
+// fewer (the iterator's buffer fills several times: a record that did
+// not fit is written when the thread is shown again).
+func TestPrivilegedWalkEveryThread(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	const n = 600
+	pid := sleepers(t, n, 20*time.Millisecond)
+	p := startPIDProbe(t, pid)
+	time.Sleep(100 * time.Millisecond) // every thread has storage
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for round := range 3 {
+		if _, _, err := p.endPeriod(); err != nil { // a period begins
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // every sleeper wakes in it
+		_, ended, err := p.endPeriod()
+		if err != nil {
+			t.Fatal(err)
+		}
+		threads, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.takeThreads(ended, map[uint64]sliSliRow{}, &sliSliRow{}); err != nil {
+			t.Fatal(err)
+		}
+		b, ours := p.walk.Bytes(), 0
+		for ; len(b) > 0; b = b[taskRecSize:] {
+			if binary.NativeEndian.Uint64(b) != 0 {
+				ours++
+			}
+		}
+		t.Logf("round %d: %d records of the process's %d threads (walk output %d bytes)", round, ours, len(threads), p.walk.Len())
+		if ours < n || ours > len(threads) {
+			t.Errorf("round %d: %d records, want between the %d sleepers and the process's %d threads", round, ours, n, len(threads))
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package sli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -118,7 +119,8 @@ type Probe struct {
 	objs     sliObjects
 	loaded   bool
 	links    map[string]link.Link
-	take     *link.Iter // sli_take: the threads' scheduler latencies of a period
+	take     *link.Iter   // sli_take: the threads' scheduler latencies of a period
+	walk     bytes.Buffer // its output, kept between periods
 	absent   map[string]bool
 	queued   bool // sched_switch alone (queued_clock): the wakeup hooks are not attached
 	noQueued bool // tests: the wakeup hooks, as on a kernel without sched_info
@@ -493,23 +495,11 @@ func (p *Probe) endPeriod() (slot uint32, ended uint64, err error) {
 // that count in the node only. Threads that exited meanwhile added theirs
 // to the maps' rows (sli_exit).
 func (p *Probe) takeThreads(ended uint64, rows map[uint64]sliSliRow, alone *sliSliRow) error {
-	b, err := bpfrt.ReadIter(p.take)
-	if err != nil {
+	if err := bpfrt.ReadIterTo(p.take, &p.walk); err != nil {
 		return fmt.Errorf("sli: iter/task: %w", err)
 	}
-	recs, err := decodeTaskRecs(b)
-	if err != nil {
+	if err := addTaskRecs(p.walk.Bytes(), rows, alone); err != nil {
 		return err
-	}
-	for i := range recs {
-		r := &recs[i]
-		if r.Cgid == 0 {
-			addSched(alone, r)
-			continue
-		}
-		row := rows[r.Cgid]
-		addSched(&row, r)
-		rows[r.Cgid] = row
 	}
 	return nil
 }

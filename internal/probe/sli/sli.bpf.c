@@ -338,11 +338,13 @@ static __always_inline void sched_add(struct task_state *s, struct task_struct *
 
 /* take_half claims thread storage s's half of period g for the caller
  * (the walk or the thread's exit, which may race on another CPU): true
- * once per half that holds latencies of g. */
-static __always_inline bool take_half(struct task_state *s, __u64 g)
+ * once per half that holds latencies of g; *was is the period taken
+ * before, for a walk that must give the half back (sli_take). */
+static __always_inline bool take_half(struct task_state *s, __u64 g, __u64 *was)
 {
 	__u64 old = s->taken;
 
+	*was = old;
 	if (!g || s->gen[g & 1] != g || old >= g)
 		return false;
 	return __sync_val_compare_and_swap(&s->taken, old, g) == old;
@@ -500,7 +502,7 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sli_exit, struct task_struct *p)
 {
 	struct task_state *s = bpf_task_storage_get(&task_state, p, 0, 0);
-	__u64 g = period, cgid;
+	__u64 g = period, cgid, was;
 	struct sli_row *row;
 
 	if (!s || s->exited)
@@ -511,7 +513,7 @@ int BPF_PROG(sli_exit, struct task_struct *p)
 		__u64 gd = g - 1 + d;
 		__u32 i = gd & 1;
 
-		if (!take_half(s, gd))
+		if (!take_half(s, gd, &was))
 			continue;
 		row = row_for(cgid);
 		if (!row)
@@ -532,24 +534,28 @@ int BPF_PROG(sli_exit, struct task_struct *p)
 
 /* sli_take: user space's walk at the end of period - 1 writes each
  * thread's half of that period (once: take_half) with the cgroup it
- * counts in, when that is kept (keep_cgid) or node rows are on. */
+ * counts in, when that is kept (keep_cgid) or node rows are on. A record
+ * that does not fit in the iterator's buffer is dropped by the kernel and
+ * the thread shown again at the next read: the half is given back so
+ * that the second showing writes it. */
 SEC("iter/task")
 int sli_take(struct bpf_iter__task *ctx)
 {
 	struct task_struct *t = ctx->task;
-	__u64 g = period - 1, cgid;
+	__u64 g = period - 1, cgid, was;
 	struct task_state *s;
 
 	if (!t)
 		return 0;
 	s = bpf_task_storage_get(&task_state, t, 0, 0);
-	if (!s || !take_half(s, g))
+	if (!s || !take_half(s, g, &was))
 		return 0;
 	cgid = task_cgid(t);
 	if (!node_on && !cgid)
 		return 0;
-	bpf_seq_write(ctx->meta->seq, &cgid, sizeof(cgid));
-	bpf_seq_write(ctx->meta->seq, &s->sched[g & 1], sizeof(s->sched[0]));
+	if (bpf_seq_write(ctx->meta->seq, &cgid, sizeof(cgid)) ||
+	    bpf_seq_write(ctx->meta->seq, &s->sched[g & 1], sizeof(s->sched[0])))
+		__sync_val_compare_and_swap(&s->taken, g, was);
 	return 0;
 }
 
