@@ -350,7 +350,10 @@ func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container)
 	got := num(t, find(recs, table.SliIoContainerGauge, short), "bio_latency")
 	t.Logf("%d bios, bio_latency %.0f ns in %v", h.Count(), got, wall)
 	if h.Count() != blocks {
-		t.Errorf("bio_latency_histo count = %d, want %d direct writes", h.Count(), blocks)
+		// say where the others went: the node's count, the losses
+		host, _ := os.Hostname()
+		node := hist(t, find(recs, table.SliIoNodeHistogram, host), "bio_latency_histo").Count()
+		t.Errorf("bio_latency_histo count = %d, want %d direct writes (node %d, lost %d)", h.Count(), blocks, node, rt.LostCount())
 	}
 	if got <= 0 || got > float64(wall.Nanoseconds()) || h.Sum != got {
 		t.Errorf("bio_latency = %.0f ns (histogram sum %v), want within the writer's %v", got, h.Sum, wall)
