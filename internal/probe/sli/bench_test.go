@@ -313,13 +313,12 @@ func BenchmarkWalkPrivileged(b *testing.B) {
 	for b.Loop() {
 		time.Sleep(120 * time.Millisecond) // every thread wakes in the period
 		p.mu.Lock()
-		_, ended, err := p.endPeriod()
-		if err != nil {
+		if _, err := p.endPeriod(); err != nil {
 			b.Fatal(err)
 		}
 		rows, alone := map[uint64]sliSliRow{}, sliSliRow{}
 		t0 := time.Now()
-		err = p.takeThreads(ended, rows, &alone)
+		err := p.takeThreads(rows, &alone)
 		walk += time.Since(t0)
 		recs += p.walk.Len() / taskRecSize
 		p.mu.Unlock()

@@ -85,11 +85,11 @@
 // thread again (sli_take gives the half back), so none is lost
 // (TestPrivilegedWalkEveryThread: 600 threads, exactly one record each). Measured by BenchmarkSchedPrivileged (a pipe
 // ping-pong pinned to each CPU, probe off and on interleaved; see
-// BENCHMARKS.md, "sli"): ~150-195 ns of BPF run time per context switch
+// BENCHMARKS.md, "sli"): ~140-195 ns of BPF run time per context switch
 // (~265-305 with a row per latency, ~370-410 before the node array and
 // the cached filter answer; ~1 100 before issue 12's first cuts), and the
-// load's context switches per CPU-second at 0.93-0.98 of the rate
-// without sli, median ~0.96 (rows per latency: 0.88-0.93, median ~0.92,
+// load's context switches per CPU-second at 0.92-0.98 of the rate
+// without sli, median 0.956 (rows per latency: 0.88-0.93, median ~0.92,
 // in the same interleaved runs on an idle machine; target 0.97, not
 // shown to be met: the rate without sli itself swings between 350 000
 // and 460 000 switches a second between runs on this VM, and one empty

@@ -412,17 +412,17 @@ func (p *Probe) report(now time.Time) error {
 	// record, so a container's sum is always within the node's.
 	rows := map[uint64]sliSliRow{}
 	errs = append(errs, bpfrt.TakeAll(p.objs.ConStats, func(cgid uint64, v []sliSliRow) { rows[cgid] = sumRows(v) }))
-	slot, ended, err := p.endPeriod()
 	var node []sliSliRow
-	if err == nil {
-		node, err = p.takeNode(slot)
-	}
-	errs = append(errs, err)
 	var alone sliSliRow // threads in no kept cgroup
+	slot, err := p.endPeriod()
 	if err == nil {
-		errs = append(errs, p.takeThreads(ended, rows, &alone))
+		// the walk even when the node row cannot be read: the halves of
+		// the period that ended are not walked again
+		var nerr error
+		node, nerr = p.takeNode(slot)
+		errs = append(errs, nerr, p.takeThreads(rows, &alone))
 	}
-	errs = append(errs, p.lost.Poll())
+	errs = append(errs, err, p.lost.Poll())
 	if cfg.Has(bitNode) {
 		whole := addRows(sumRows(node), alone)
 		for _, row := range rows {
@@ -470,38 +470,36 @@ const nodeGrace = time.Millisecond
 
 // endPeriod switches the programs to the other node row (node_slot) and
 // the threads to the next period, and waits until nothing writes what the
-// period that ended left: the node row slot and the threads' halves of
-// period ended.
-func (p *Probe) endPeriod() (slot uint32, ended uint64, err error) {
+// period that ended left: the node row slot (returned) and the threads'
+// halves of the period before the current one.
+func (p *Probe) endPeriod() (slot uint32, err error) {
 	if err := p.objs.NodeSlot.Get(&slot); err != nil {
-		return 0, 0, fmt.Errorf("sli: read node_slot: %w", err)
+		return 0, fmt.Errorf("sli: read node_slot: %w", err)
 	}
 	slot &= 1 // as the programs read it
 	if err := p.objs.NodeSlot.Set(slot ^ 1); err != nil {
-		return 0, 0, fmt.Errorf("sli: flip node_slot: %w", err)
+		return 0, fmt.Errorf("sli: flip node_slot: %w", err)
 	}
-	if err := p.objs.Period.Get(&ended); err != nil {
-		return 0, 0, fmt.Errorf("sli: read period: %w", err)
+	var cur uint64
+	if err := p.objs.Period.Get(&cur); err != nil {
+		return 0, fmt.Errorf("sli: read period: %w", err)
 	}
-	if err := p.objs.Period.Set(ended + 1); err != nil {
-		return 0, 0, fmt.Errorf("sli: advance period: %w", err)
+	if err := p.objs.Period.Set(cur + 1); err != nil {
+		return 0, fmt.Errorf("sli: advance period: %w", err)
 	}
 	time.Sleep(nodeGrace)
-	return slot, ended, nil
+	return slot, nil
 }
 
 // takeThreads walks every thread (sli_take) for its scheduler latencies
-// of period ended and adds them to rows[cgroup], or to alone for threads
-// that count in the node only. Threads that exited meanwhile added theirs
-// to the maps' rows (sli_exit).
-func (p *Probe) takeThreads(ended uint64, rows map[uint64]sliSliRow, alone *sliSliRow) error {
+// of the period endPeriod ended and adds them to rows[cgroup], or to
+// alone for threads that count in the node only. Threads that exited
+// meanwhile added theirs to the maps' rows (sli_exit).
+func (p *Probe) takeThreads(rows map[uint64]sliSliRow, alone *sliSliRow) error {
 	if err := bpfrt.ReadIterTo(p.take, &p.walk); err != nil {
 		return fmt.Errorf("sli: iter/task: %w", err)
 	}
-	if err := addTaskRecs(p.walk.Bytes(), rows, alone); err != nil {
-		return err
-	}
-	return nil
+	return addTaskRecs(p.walk.Bytes(), rows, alone)
 }
 
 // takeNode returns the node row slot's per-CPU values and zeroes them;

@@ -189,9 +189,10 @@ static __always_inline __u32 bucket_of(__u64 ns)
  * sched_switch and sched_wakeup(_new), which run with interrupts off, and
  * from sched_process_exit (preemption off): nothing else adds to the row
  * on this CPU, or to the thread's storage, meanwhile, so plain adds are
- * exact and spare four locked instructions per latency and row. kind is 64-bit so that the register checked is the one that
- * indexes the row (a 32-bit one is zero-extended again after the check,
- * which the verifier cannot follow). */
+ * exact and spare four locked instructions per latency and row. kind is
+ * 64-bit so that the register checked is the one that indexes the row (a
+ * 32-bit one is zero-extended again after the check, which the verifier
+ * cannot follow). */
 static __always_inline void stat_add_plain(struct sli_stat *st, __u64 kind, __u64 ns)
 {
 	__u32 b = bucket_of(ns);
@@ -289,7 +290,6 @@ __noinline int account(__u64 kind, __u64 ns, __u64 cgid)
 		stat_add(row, kind, ns);
 	return 0;
 }
-
 
 /* keep_cgid: cgid when cgroup rows are on and process tgid in cgroup cgid
  * is observed, else 0. */

@@ -13,8 +13,8 @@ import (
 )
 
 // TestSpec checks both architectures' objects without loading them: the
-// programs (one per hook of the hooks table, the walk and the filter's), the maps
-// and the row the Go side reads.
+// programs (one per hook of the hooks table, the walk and the filter's),
+// the maps and the records the Go side reads.
 func TestSpec(t *testing.T) {
 	bpfspec.Objects(t, _SliBytes, []string{"sli_x86_bpfel.o", "sli_arm64_bpfel.o"}, func(t *testing.T, spec *ebpf.CollectionSpec) {
 		filterMaps, progs := bpfspec.Filter()
