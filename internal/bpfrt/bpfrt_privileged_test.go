@@ -140,8 +140,25 @@ func (c *collector) count() int {
 
 func newReader(t *testing.T, objs *bpfrttest.Objects, c *collector, flush time.Duration) *bpfrt.Reader {
 	t.Helper()
+	return newWakeReader(t, objs, c, flush, bpfrt.Wakeup{})
+}
+
+// wakeReader loads a 64 KiB ring that wakes its reader once records
+// 56-byte records are pending, and a reader for it that no deadline wakes.
+func wakeReader(t *testing.T, records int) (*bpfrttest.Objects, *collector, *bpfrt.Reader) {
+	t.Helper()
+	const size = 1 << 16
+	wake := bpfrt.Wakeup{Records: records, RecordSize: 56}
+	objs := load(t, size, wake.Bytes(size))
+	var c collector
+	return objs, &c, newWakeReader(t, objs, &c, time.Hour, wake)
+}
+
+// newWakeReader is newReader for a ring loaded with wake's threshold.
+func newWakeReader(t *testing.T, objs *bpfrttest.Objects, c *collector, flush time.Duration, wake bpfrt.Wakeup) *bpfrt.Reader {
+	t.Helper()
 	rd, err := bpfrt.NewReader(bpfrt.ReaderConfig{
-		Ring: objs.Events, Lost: objs.LostEvents, Handle: c.handle,
+		Ring: objs.Events, Lost: objs.LostEvents, Handle: c.handle, Wakeup: wake,
 		OnLost:        func(n uint64) { c.lost += n },
 		OnError:       func(err error) { t.Error(err) },
 		FlushInterval: flush,
@@ -205,42 +222,112 @@ func TestRingLossPrivileged(t *testing.T) {
 	}
 }
 
-// TestRingWakeupPrivileged: below the threshold the BPF side does not wake
-// the reader; reaching it does; and the deadline poll delivers what sits
-// below it.
+// TestRingWakeupPrivileged: records pending when Run starts are read at
+// once; below the threshold the BPF side does not wake a parked reader;
+// reaching it does; and the deadline poll delivers what sits below it.
 func TestRingWakeupPrivileged(t *testing.T) {
 	probetest.RequirePrivileged(t)
-	objs := load(t, 1<<16, 5*64) // wake at 5 pending records
-	var c collector
-	rd := newReader(t, objs, &c, time.Hour)
+	objs, c, rd := wakeReader(t, 5)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rd.Run(ctx) }()
+	emit(t, objs, 4)
+	done := startRun(rd, ctx)
+	waitCount(t, c, 4)
+	time.Sleep(50 * time.Millisecond) // parked
 
 	emit(t, objs, 4)
 	time.Sleep(300 * time.Millisecond)
-	if n := c.count(); n != 0 {
-		t.Errorf("reader woken below the threshold: %d records", n)
+	if n := c.count(); n != 4 {
+		t.Errorf("reader woken below the threshold: %d records, want the 4 pending at start", n)
 	}
 	emit(t, objs, 1)
-	waitCount(t, &c, 5)
+	waitCount(t, c, 9)
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	endRun(t, done, "cancel")
 
 	// Never woken, but polled every 20ms.
 	objs = load(t, 1<<16, 1<<30)
-	c = collector{}
-	rd = newReader(t, objs, &c, 20*time.Millisecond)
+	c = &collector{}
+	rd = newReader(t, objs, c, 20*time.Millisecond)
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	go func() { done <- rd.Run(ctx) }()
+	done = startRun(rd, ctx)
 	emit(t, objs, 7)
-	waitCount(t, &c, 7)
+	waitCount(t, c, 7)
 	cancel()
-	if err := <-done; err != nil {
+	endRun(t, done, "cancel")
+}
+
+// TestRingWakeupBeforeParkPrivileged: a wake-up that comes after a drain
+// found the ring empty and before the reader parks is not lost (the
+// network poller forgets readiness that came before a wait begins; the
+// reader must see the records instead of waiting out its deadline).
+func TestRingWakeupBeforeParkPrivileged(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	objs, c, rd := wakeReader(t, 4)
+	emitted := false
+	emitErr := make(chan error, 1)
+	bpfrt.SetBeforePark(rd, func() {
+		if emitted || c.count() != 4 {
+			return
+		}
+		emitted = true
+		var err error
+		for range 4 {
+			if _, err = objs.TestEmit.Run(&ebpf.RunOptions{}); err != nil {
+				break
+			}
+		}
+		emitErr <- err
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := startRun(rd, ctx)
+	emit(t, objs, 4)
+	waitCount(t, c, 8)
+	if err := <-emitErr; err != nil {
 		t.Fatal(err)
+	}
+	cancel()
+	endRun(t, done, "cancel")
+}
+
+// TestRingParkedEndPrivileged: cancelling ctx ends a parked Run at once,
+// after draining; so does Close.
+func TestRingParkedEndPrivileged(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	objs, c, rd := wakeReader(t, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := startRun(rd, ctx)
+	time.Sleep(20 * time.Millisecond) // parked
+	emit(t, objs, 3)
+	cancel()
+	endRun(t, done, "cancel, parked")
+	if n := c.count(); n != 3 {
+		t.Errorf("drained %d records on cancel, want 3", n)
+	}
+	done = startRun(rd, context.Background())
+	time.Sleep(20 * time.Millisecond)
+	rd.Close()
+	endRun(t, done, "Close, parked")
+}
+
+// startRun runs rd.Run(ctx) on its own goroutine; endRun waits for it.
+func startRun(rd *bpfrt.Reader, ctx context.Context) chan error {
+	done := make(chan error, 1)
+	go func() { done <- rd.Run(ctx) }()
+	return done
+}
+
+// endRun fails the test unless Run returned nil within 5 s; what says
+// what should have ended it.
+func endRun(t *testing.T, done chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Run did not return after %s", what)
 	}
 }
 
@@ -705,19 +792,7 @@ func TestRingClosePrivileged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	returned := func(what string) {
-		t.Helper()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal(what)
-		}
-	}
-	go func() { done <- rd.Run(context.Background()) }()
+	done := startRun(rd, context.Background())
 	emit(t, objs, 3)
 	<-entered
 	closed := make(chan struct{})
@@ -728,7 +803,7 @@ func TestRingClosePrivileged(t *testing.T) {
 		t.Fatal("Close waited for the handler")
 	}
 	close(release)
-	returned("Run did not return after Close")
+	endRun(t, done, "Close")
 	if handled != 1 {
 		t.Errorf("handled %d records after Close, want only the one in progress", handled)
 	}
@@ -740,8 +815,8 @@ func TestRingClosePrivileged(t *testing.T) {
 	}
 
 	idle := newReader(t, load(t, 1<<16, 0), &collector{}, time.Hour)
-	go func() { done <- idle.Run(context.Background()) }()
+	done = startRun(idle, context.Background())
 	time.Sleep(20 * time.Millisecond) // blocked in its wait
 	idle.Close()
-	returned("a waiting Run did not return after Close")
+	endRun(t, done, "Close, waiting")
 }

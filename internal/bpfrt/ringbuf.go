@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 )
 
 // Names shared with bpf/include/common.h (GALAGO_RINGBUF).
@@ -74,6 +77,11 @@ type ReaderConfig struct {
 	// Lost is the per-CPU lost_events map; nil only for rings whose
 	// producer cannot fail a reservation silently.
 	Lost *ebpf.Map
+	// Wakeup is what ApplyWakeup gave the BPF side for this ring; the zero
+	// value for the kernel's default. A parked reader takes a ring holding
+	// at least this much as ready, so a wake-up that came while it was
+	// draining is not waited out.
+	Wakeup Wakeup
 	// Handle is called for each record, in order, on the reading goroutine.
 	// raw is only valid during the call. An error counts as one bad record
 	// (passed to OnError) and reading goes on.
@@ -87,24 +95,49 @@ type ReaderConfig struct {
 	FlushInterval time.Duration
 }
 
-// Reader drains a BPF ring buffer: it blocks until the BPF side wakes it or
+// Reader drains a BPF ring buffer: it parks until the BPF side wakes it or
 // FlushInterval passes, then hands every pending record to Handle before
-// sleeping again, and reports the growth of lost_events after each batch
-// (and at least every lossPollInterval).
+// parking again, and reports the growth of lost_events (see Run).
+//
+// The ring is read from its own memory mapping and waited for in the Go
+// runtime's network poller (a non-blocking duplicate of the map's
+// descriptor), so a wake costs no system call of the reader's own and no
+// thread blocked in one: a reader blocked in epoll_wait had its P retaken
+// by sysmon every time, and kept sysmon polling every 20 µs
+// (BENCHMARKS.md, "ring readers parked in the network poller").
 type Reader struct {
-	cfg      ReaderConfig
-	rd       *ringbuf.Reader
+	cfg    ReaderConfig
+	file   *os.File
+	conn   syscall.RawConn
+	wakeAt uint64 // bytes pending that make a parked reader ready
+	// lossAt: a drain of at least this many bytes reads the loss counter.
+	lossAt uint64
+
+	// mu guards ring and running: Close unmaps the ring only when no Run
+	// reads it, else the Run that ends last does.
+	mu      sync.Mutex
+	ring    *ring
+	running bool
+	closed  atomic.Bool
+
+	// beforePark, when set (tests), runs after a drain found the ring
+	// empty and before the reader parks.
+	beforePark func()
+
+	buf      []byte
 	lastLost uint64
 	// perCPU is pollLost's buffer for the loss counter's per-CPU values
-	// (a Lookup into a pointer to a slice allocates one every call: ten
-	// times a second per idle reader).
+	// (a Lookup into a pointer to a slice allocates one every call).
 	perCPU []uint64
 }
 
-// NewReader opens the ring buffer for reading.
+// NewReader maps the ring buffer for reading.
 func NewReader(cfg ReaderConfig) (*Reader, error) {
 	if cfg.Ring == nil || cfg.Handle == nil {
 		return nil, errors.New("bpfrt: ReaderConfig needs Ring and Handle")
+	}
+	if cfg.Ring.Type() != ebpf.RingBuf {
+		return nil, fmt.Errorf("bpfrt: ring map is %s, want RingBuf", cfg.Ring.Type())
 	}
 	if cfg.Lost != nil && cfg.Lost.Type() != ebpf.PerCPUArray {
 		return nil, fmt.Errorf("bpfrt: lost map is %s, want PerCPUArray", cfg.Lost.Type())
@@ -112,72 +145,139 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = DefaultFlushInterval
 	}
-	rd, err := ringbuf.NewReader(cfg.Ring)
-	if err != nil {
-		return nil, fmt.Errorf("open ring buffer: %w", err)
-	}
-	r := &Reader{cfg: cfg, rd: rd}
+	size := int(cfg.Ring.MaxEntries())
+	r := &Reader{cfg: cfg, wakeAt: max(cfg.Wakeup.Bytes(size), 1), lossAt: uint64(size) / 2}
 	if cfg.Lost != nil {
 		n, err := ebpf.PossibleCPU()
 		if err != nil {
-			rd.Close()
 			return nil, fmt.Errorf("bpfrt: %w", err)
 		}
 		r.perCPU = make([]uint64, n)
 	}
+	var err error
+	if r.ring, err = mapRing(cfg.Ring.FD(), size); err != nil {
+		return nil, fmt.Errorf("bpfrt: %w", err)
+	}
+	if err := r.openPoller(); err != nil {
+		_ = r.ring.unmap()
+		return nil, fmt.Errorf("bpfrt: wait for the ring in the network poller: %w", err)
+	}
 	return r, nil
 }
 
-// Run reads until ctx is done, then drains what is left, reports the final
-// loss and returns nil. It returns an error only if the ring cannot be read.
-// Run must not be called concurrently with itself.
+// openPoller duplicates the ring's descriptor, non-blocking, into an
+// os.File, which registers it with the runtime's poller (edge-triggered;
+// the ring reports readable when its producer wakes readers).
+func (r *Reader) openPoller() error {
+	fd, err := unix.FcntlInt(uintptr(r.cfg.Ring.FD()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	r.file = os.NewFile(uintptr(fd), "bpf ring "+r.cfg.Ring.String())
+	// A descriptor the poller did not take has no deadlines.
+	if err := r.file.SetReadDeadline(time.Time{}); err != nil {
+		r.file.Close()
+		return err
+	}
+	if r.conn, err = r.file.SyscallConn(); err != nil {
+		r.file.Close()
+		return err
+	}
+	return nil
+}
+
+// Run reads until ctx is done or the Reader is closed, then reports the
+// final loss and returns nil (after ctx is done it first drains what is
+// left). It returns an error only if the ring cannot be read. Run must not
+// be called concurrently with itself.
+//
+// The loss counter is read after a drain of at least half the ring, when
+// ctx is done, and at least every lossPollInterval. A reservation fails
+// only when the bytes not yet consumed would pass the ring's size with the
+// new record, so every drain that follows a loss consumes more than the
+// ring's size less one record: the loss is reported with the records
+// around it. Only a record larger than half the ring, or a failure that is
+// not a full ring, waits for the interval. Reading the counter after every
+// drain cost a bpf() call each, and each system call after an idle spell
+// keeps the runtime's sysmon polling every 20 µs (BENCHMARKS.md, "the
+// agent's CPU per observed TCP connection").
 func (r *Reader) Run(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() { _ = r.rd.Flush() })
+	r.mu.Lock()
+	if r.ring == nil {
+		r.mu.Unlock()
+		return r.pollLost()
+	}
+	r.running = true
+	rg := r.ring
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.running = false
+		if r.closed.Load() && r.ring != nil {
+			_ = r.ring.unmap()
+			r.ring = nil
+		}
+		r.mu.Unlock()
+	}()
+
+	stop := context.AfterFunc(ctx, func() { _ = r.file.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	var rec ringbuf.Record
-	// The loss counter is read after a wake that handled records, and at
-	// least every lossPollInterval: a reservation fails when the ring is
-	// full, so records are pending when the reader next wakes. Reading it
-	// on every idle wake (ten a second per reader) cost a bpf() call each,
-	// and each system call after an idle spell keeps the runtime's sysmon
-	// polling every 20 µs (BENCHMARKS.md, "the agent's CPU per observed
-	// TCP connection").
-	handled, polled := false, time.Now()
-	// The deadline only matters when ReadInto would wait (the ring is
-	// drained): it is set again after each wait, not per record (reading
-	// the clock per record was a tenth of a busy reader's time). A
-	// deadline that passed while records flowed only costs one more turn.
-	r.rd.SetDeadline(time.Now().Add(r.cfg.FlushInterval))
+	handle := func(raw []byte) {
+		if err := r.cfg.Handle(raw); err != nil && r.cfg.OnError != nil {
+			r.cfg.OnError(err)
+		}
+	}
+	polled := time.Now()
 	for {
-		err := r.rd.ReadInto(&rec)
-		switch {
-		case err == nil:
-			handled = true
-			if herr := r.cfg.Handle(rec.RawSample); herr != nil && r.cfg.OnError != nil {
-				r.cfg.OnError(herr)
-			}
-			continue
-		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrFlushed):
-			// The ring was drained before either error was returned.
-		case errors.Is(err, ringbuf.ErrClosed):
-			return r.pollLost()
-		default:
+		n, err := rg.drain(&r.buf, handle, r.closed.Load)
+		if err != nil {
 			return fmt.Errorf("read ring buffer: %w", err)
+		}
+		if r.closed.Load() {
+			return r.pollLost()
 		}
 		now := time.Now()
 		done := ctx.Err() != nil
-		if handled || done || now.Sub(polled) >= lossPollInterval {
+		if n >= r.lossAt || done || now.Sub(polled) >= lossPollInterval {
 			if err := r.pollLost(); err != nil {
 				return err
 			}
-			handled, polled = false, now
+			polled = now
 		}
 		if done {
 			return nil
 		}
-		r.rd.SetDeadline(now.Add(r.cfg.FlushInterval))
+		if r.beforePark != nil {
+			r.beforePark()
+		}
+		if err := r.park(ctx, rg, now.Add(r.cfg.FlushInterval)); err != nil {
+			return err
+		}
 	}
+}
+
+// park waits until the ring holds wakeAt bytes, the BPF side wakes it, the
+// deadline passes, ctx is done or the Reader is closed. The readiness check
+// runs inside the poller's read, after it forgets older readiness: a
+// wake-up that came while the records were handled is seen in the bytes
+// pending, and one that comes after the check ends the wait.
+func (r *Reader) park(ctx context.Context, rg *ring, deadline time.Time) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	_ = r.file.SetReadDeadline(deadline)
+	err := r.conn.Read(func(uintptr) bool {
+		return rg.pending() >= r.wakeAt || ctx.Err() != nil || r.closed.Load()
+	})
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !r.closed.Load() {
+		return fmt.Errorf("wait for ring buffer: %w", err)
+	}
+	return nil
 }
 
 // pollLost reports the growth of lost_events since the last call.
@@ -215,7 +315,19 @@ func (r *Reader) lostTotal(perCPU []uint64) (uint64, error) {
 	return sum, nil
 }
 
-// Close releases the ring buffer; a blocked Run returns. Idempotent.
+// Close releases the ring buffer. A parked Run returns at once, a Run in
+// Handle after that record (Close does not wait for it: a handler may wait
+// for whoever closes). Idempotent.
 func (r *Reader) Close() error {
-	return r.rd.Close()
+	if r.closed.Swap(true) {
+		return nil
+	}
+	err := r.file.Close()
+	r.mu.Lock()
+	if !r.running && r.ring != nil {
+		err = errors.Join(err, r.ring.unmap())
+		r.ring = nil
+	}
+	r.mu.Unlock()
+	return err
 }

@@ -81,7 +81,8 @@ func Open(opts Options) (*Tracker, error) {
 	}
 	// Wake the reader every 64 records or at a quarter full, whichever
 	// comes first; the reader's deadline poll picks up the rest.
-	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: TypicalRecordSize, FillPercent: 25}); err != nil {
+	wake := bpfrt.Wakeup{Records: 64, RecordSize: TypicalRecordSize, FillPercent: 25}
+	if err := bpfrt.ApplyWakeup(spec, "events", wake); err != nil {
 		return nil, err
 	}
 
@@ -129,6 +130,7 @@ func Open(opts Options) (*Tracker, error) {
 	}
 	t.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
 		Ring:          coll.Maps["events"],
+		Wakeup:        wake,
 		Lost:          coll.Maps[bpfrt.LostEventsMap],
 		Handle:        t.handle,
 		OnLost:        opts.OnLost,

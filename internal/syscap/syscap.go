@@ -201,7 +201,8 @@ func Open(opts Options) (*Capture, error) {
 	// (an IPI, the reader's epoll return and a goroutine switch) costs as
 	// much as reading a hundred records. The reader's deadline bounds the
 	// delay of a quiet ring.
-	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 1024, RecordSize: dataHdrSize + 128, FillPercent: 25}); err != nil {
+	wake := bpfrt.Wakeup{Records: 1024, RecordSize: dataHdrSize + 128, FillPercent: 25}
+	if err := bpfrt.ApplyWakeup(spec, "events", wake); err != nil {
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
 	c := &Capture{opts: opts, traced: map[uint64]uint64{}, byID: map[uint64]uint64{}, goneAt: map[uint32]int{}, tlsFiles: map[fileID][]link.Link{}, goFiles: map[fileID][]link.Link{}}
@@ -226,6 +227,7 @@ func Open(opts Options) (*Capture, error) {
 	}
 	c.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
 		Ring: c.objs.Events, Lost: c.objs.LostEvents,
+		Wakeup: wake,
 		Handle: c.handle, OnLost: opts.OnLost,
 		OnError: func(err error) { opts.Log.Warn("syscap: bad record", "err", err) },
 	})

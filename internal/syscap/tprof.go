@@ -340,7 +340,8 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 		return nil, fmt.Errorf("syscap: tprofiling stack entries %d: want 1..%d", o.StackEntries, 1<<20)
 	}
 	spec.Maps["tprof_stacks"].MaxEntries = uint32(o.StackEntries)
-	if err := bpfrt.ApplyWakeup(spec, "tprof_events", bpfrt.Wakeup{Records: 256, RecordSize: tprofRecSize, FillPercent: 25}); err != nil {
+	wake := bpfrt.Wakeup{Records: 256, RecordSize: tprofRecSize, FillPercent: 25}
+	if err := bpfrt.ApplyWakeup(spec, "tprof_events", wake); err != nil {
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
 	t := &Tprof{links: map[string]link.Link{}}
@@ -378,6 +379,7 @@ func OpenTprof(o TprofOptions) (*Tprof, error) {
 	handle, onErr := o.Handle, o.OnError
 	if t.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
 		Ring: t.objs.Events, Lost: t.objs.RingLost, OnLost: o.OnLost, OnError: onErr,
+		Wakeup: wake,
 		Handle: func(raw []byte) error {
 			e, err := DecodeTprof(raw)
 			if err != nil {

@@ -166,7 +166,8 @@ func (p *Probe) load(rt probe.Runtime) error {
 	if err != nil {
 		return fmt.Errorf("io: %w", err)
 	}
-	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 64, RecordSize: recSize, FillPercent: 25}); err != nil {
+	wake := bpfrt.Wakeup{Records: 64, RecordSize: recSize, FillPercent: 25}
+	if err := bpfrt.ApplyWakeup(spec, "events", wake); err != nil {
 		return fmt.Errorf("io: %w", err)
 	}
 	p.absent = map[string]bool{}
@@ -201,6 +202,7 @@ func (p *Probe) load(rt probe.Runtime) error {
 	p.links = bpfrt.Links{}
 	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
 		Ring:    p.coll.Maps["events"],
+		Wakeup:  wake,
 		Lost:    p.coll.Maps[bpfrt.LostEventsMap],
 		Handle:  p.handle,
 		OnLost:  rt.Lost,

@@ -82,8 +82,8 @@
 // is copied out of the ring, decoded (no allocation), dispatched to its
 // connection and fed to the protocol's parser, whose exchanges are
 // aggregated into cached rows (~1 us per request for HTTP/1's parser
-// alone); the whole agent measured ~3-6 us of CPU per request, its
-// other probes and /metrics included. The target (1 us of agent
+// alone); the whole agent measured ~2.3-3 us of CPU per request, its
+// other probes and /metrics included (BENCHMARKS.md, tenth stop). The target (1 us of agent
 // CPU plus BPF per request) needs one record per request/response pair
 // built in the kernel (not done: see BENCHMARKS.md). Records come in six
 // size classes (128 B to 4 KiB of data) so that an HTTP answer of 150

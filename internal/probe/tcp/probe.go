@@ -197,7 +197,8 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	// rather than per 64: under connection churn each wake-up (epoll
 	// return, goroutine switch) cost more than the records it delivered.
 	// The reader's 100 ms deadline bounds the wait at low rates.
-	if err := bpfrt.ApplyWakeup(spec, "events", bpfrt.Wakeup{Records: 1024, RecordSize: recordSize, FillPercent: 25}); err != nil {
+	wake := bpfrt.Wakeup{Records: 1024, RecordSize: recordSize, FillPercent: 25}
+	if err := bpfrt.ApplyWakeup(spec, "events", wake); err != nil {
 		return fmt.Errorf("tcp: %w", err)
 	}
 	// Optional programs whose hook is missing are removed before load: one
@@ -274,6 +275,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	}
 	p.reader, err = bpfrt.NewReader(bpfrt.ReaderConfig{
 		Ring: objs.Events, Lost: objs.LostEvents,
+		Wakeup: wake,
 		Handle: p.handle, OnLost: rt.Lost,
 		OnError: func(err error) {
 			probe.LogError(rt, "tcp: bad ring buffer record", err)
