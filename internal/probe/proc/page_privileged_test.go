@@ -58,11 +58,13 @@ func TestPrivilegedPageCache(t *testing.T) {
 	rLoad, rDirty, rBuf := got(reader.Process.Pid, "load_page_cache"), got(reader.Process.Pid, "mark_page_dirty"), got(reader.Process.Pid, "mark_buffer_dirty")
 	wLoad, wDirty, wBuf := got(writer.Process.Pid, "load_page_cache"), got(writer.Process.Pid, "mark_page_dirty"), got(writer.Process.Pid, "mark_buffer_dirty")
 	t.Logf("reader: load %v dirty %v buffers %v; writer: load %v dirty %v buffers %v", rLoad, rDirty, rBuf, wLoad, wDirty, wBuf)
-	// The reader loads exactly the file's pages (its metadata is cached:
-	// the file was just written) and dirties only metadata (atime): at
-	// most a few buffers, and at most one block-device page per buffer.
-	if rLoad != readPages || rBuf > 4 || rDirty > rBuf {
-		t.Errorf("reader: load %v dirty %v buffers %v, want load %d, buffers <= 4, dirty pages <= buffers", rLoad, rDirty, rBuf, readPages)
+	// The reader loads exactly the file's pages and dirties only metadata
+	// (atime): at most a few buffers, each of which may dirty (and, if the
+	// kernel dropped it from the cache since the file was written, load)
+	// one block-device page. Seen once in CI: 65 loads with 1 buffer (not
+	// pinned down: that buffer's page, or a page of dd's own dropped since).
+	if rLoad < readPages || rLoad-readPages > rBuf || rBuf > 4 || rDirty > rBuf {
+		t.Errorf("reader: load %v dirty %v buffers %v, want load %d + at most one per buffer, buffers <= 4, dirty pages <= buffers", rLoad, rDirty, rBuf, readPages)
 	}
 	// The writer adds each new page to the cache and dirties it and its
 	// one buffer (block size = page size), plus the file system's metadata
