@@ -181,11 +181,12 @@
 // is not counted; nor is an exiting thread's last switch. A bio in flight
 // when the probe started is not timed; submissions past 65536 bios in
 // flight are not kept, and those no completion took (a merged request's
-// bios past its first 16) are deleted after 60 s: both not timed and
-// counted as lost (the table is a hash shared with sli, bpf/include/bio.h,
-// not an LRU whose evictions the kernel does not report). A call completing while its row is
-// being read and deleted may be lost (a window of microseconds per row per
-// period). 32-bit (ia32) processes' syscall numbers are not told apart.
+// bios past its first 16, or a completion the kernel did not run the
+// program for) are dropped when a new bio takes their address, or after
+// 60 s: all not timed and counted as lost (the table is a hash shared
+// with sli, bpf/include/bio.h, not an LRU whose evictions the kernel does
+// not report). A call completing while its row is being read and deleted
+// may be lost (a window of microseconds per row per period). 32-bit (ia32) processes' syscall numbers are not told apart.
 // A kernel without tp_btf sys_enter/sys_exit or sched_switch: the sub-items
 // needing them are refused ("not supported on this system") and one log
 // line names the missing hook.

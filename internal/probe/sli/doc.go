@@ -146,9 +146,13 @@
 // the second queue; the run delay is the kernel's own, whole). More
 // than 4096 observed cgroups with latencies in one period drop the
 // others' latencies, counted in galago_probe_events_lost_total{probe="sli"};
-// submissions past 65536 bios in flight are not kept, and a merged
-// request completes its first 16 bios only: the others' entries are
-// deleted after 60 s; both are not timed and counted as lost (the table
-// is a hash, not an LRU: the kernel does not report an LRU's evictions). A latency counted while its row is being read and deleted may be
-// lost (a window of microseconds per period).
+// submissions past 65536 bios in flight are not kept, and a bio no
+// completion took (a merged request's past its first 16, or one whose
+// block_rq_complete the kernel did not run the program for, which this
+// project's VM was seen to do in softirqs on top of some tasks) is
+// dropped when a new bio takes its address, or after 60 s; all are not
+// timed and counted as lost (the table is a hash, not an LRU: the kernel
+// does not report an LRU's evictions). A latency counted while its row
+// is being read and deleted may be lost (a window of microseconds per
+// period).
 package sli

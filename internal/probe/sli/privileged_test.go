@@ -319,7 +319,30 @@ func mustStat(t *testing.T) procfs.Stat {
 // 200 blocks of 4 KiB over an allocated file: the container's bio_latency
 // histogram counts exactly 200 bios, whose summed latency is within the
 // writer's wall time, and its cpu_iowait is the cgroup's io.pressure stall.
+//
+// This VM's kernel sometimes does not run block_rq_complete's BPF programs
+// (softirqs taken on top of the hypervisor agent's threads; the ftrace
+// event fires, no recursion miss is counted): those bios are counted lost
+// when their address comes back (bio.h) or still wait in bio_starts. A
+// period whose shortfall is all that is run again, up to three times; any
+// other shortfall fails.
 func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
+	for attempt := 1; ; attempt++ {
+		missing, unseen := bioLatencyOnce(t, p, rt, c)
+		if missing == 0 {
+			return
+		}
+		if unseen < missing || attempt == 3 {
+			t.Fatalf("attempt %d: %d of the writes' bios not counted, %d of them counted lost or still unseen", attempt, missing, unseen)
+		}
+		t.Logf("attempt %d: %d completions not seen by the programs, all counted lost or pending: again", attempt, missing)
+	}
+}
+
+// bioLatencyOnce runs the writer once and checks the period; it returns
+// how many of its bios the container's histogram misses and how many bios
+// were counted lost or wait in bio_starts for a completion.
+func bioLatencyOnce(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) (missing, unseen int) {
 	const blocks = 200
 	file := filepath.Join(t.TempDir(), "direct")
 	if err := os.WriteFile(file, make([]byte, blocks*4096), 0o600); err != nil {
@@ -338,22 +361,24 @@ func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container)
 	w := c.startSelf(t, "writer", fmt.Sprintf("%s=%s:%d", writerEnv, file, blocks), "taskset", "-c", "0")
 	w.Expect(t, "ready")
 	period(t, p, rt)
+	lost0 := rt.LostCount()
 	stall0 := stallUs(t, c.dir, "io")
 	start := time.Now()
 	w.Send(t, "go")
 	w.Expect(t, "done")
 	wall := time.Since(start)
 	stall := float64(stallUs(t, c.dir, "io")-stall0) * 1000
+	pending, err := bpfrt.DeleteIf(p.objs.BioStarts, func(_ uint64, v bpfrt.BioStart) bool { return v.Owner == c.cgid })
+	if err != nil {
+		t.Fatal(err)
+	}
 	recs := period(t, p, rt)
 	short := identity.ShortID(c.id)
 	h := hist(t, find(recs, table.SliIoContainerHistogram, short), "bio_latency_histo")
 	got := num(t, find(recs, table.SliIoContainerGauge, short), "bio_latency")
 	t.Logf("%d bios, bio_latency %.0f ns in %v", h.Count(), got, wall)
 	if h.Count() != blocks {
-		// say where the others went: the node's count, the losses
-		host, _ := os.Hostname()
-		node := hist(t, find(recs, table.SliIoNodeHistogram, host), "bio_latency_histo").Count()
-		t.Errorf("bio_latency_histo count = %d, want %d direct writes (node %d, lost %d)", h.Count(), blocks, node, rt.LostCount())
+		return blocks - int(h.Count()), int(rt.LostCount()-lost0) + pending
 	}
 	if got <= 0 || got > float64(wall.Nanoseconds()) || h.Sum != got {
 		t.Errorf("bio_latency = %.0f ns (histogram sum %v), want within the writer's %v", got, h.Sum, wall)
@@ -372,6 +397,7 @@ func testBioLatency(t *testing.T, p *Probe, rt *probetest.Runtime, c *container)
 	if math.Abs(iowait-stall) > 0.2*stall {
 		t.Errorf("cpu_iowait = %.0f ns, want the cgroup's io stall %.0f ns ± 20%%", iowait, stall)
 	}
+	return 0, 0
 }
 
 // stallUs is the "some" total of a cgroup2 directory's <resource>.pressure,
