@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -62,6 +63,7 @@ import (
 // then stops every probe, saves the running probe configuration to
 // probes.init and removes its pid file and socket.
 func runDaemon(cfg *config.Config) error {
+	defaultGCPercent()
 	log, closeLog, err := newLogger(cfg)
 	if err != nil {
 		return err
@@ -711,4 +713,19 @@ func lockPIDFile(path string) (func(), error) {
 		os.Remove(path)
 		f.Close()
 	}, nil
+}
+
+// gcPercent is the daemon's garbage collection target unless GOGC is set:
+// the heap may grow by half its live size, not by all of it, before a
+// collection. The daemon's steady allocation is ~1 MB/s and its live heap
+// a few MB, so this is a collection every 2.5-5 s instead of every 5-17 s
+// (~5 ms of CPU each) and 3 MiB less RSS (BENCHMARKS.md, "GOGC 50 by default").
+const gcPercent = 50
+
+// defaultGCPercent applies gcPercent when the environment does not set
+// GOGC (which the runtime has read already, and which wins).
+func defaultGCPercent() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 }
