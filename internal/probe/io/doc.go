@@ -81,5 +81,9 @@
 // Limits: rq_inflight (16384 requests in flight), the latency maps and
 // dev_counts (1024 devices each) and dev_filter (256 devices) are bounded;
 // what a full map refuses, and failure records a full ring drops, are
-// counted as lost events.
+// counted as lost events. So is a request whose completion no program saw:
+// its entry is still in rq_inflight when its address is issued again (a
+// requeued request's entry is taken out at block_rq_requeue). This kernel
+// was seen not to run block_rq_complete's programs in some softirqs; see
+// bpf/include/bio.h.
 package ioprobe

@@ -8,6 +8,8 @@
  *   tp_btf/block_rq_issue          a request is handed to the driver: the
  *       issue time, submitter pid/comm and length are kept in rq_inflight
  *       under the request's address (for latency and for error attribution)
+ *   tp_btf/block_rq_requeue        a request handed back to the queue, to be
+ *       issued again: its entry is taken out (its stages restart then)
  *   tp_btf/block_rq_complete       the request's final completion (the
  *       completion whose nr_bytes covers what is left) adds it to its disk's
  *       per-CPU stage statistics (struct io_lat in the map lat_active[0]):
@@ -30,7 +32,8 @@
  *   growth per period, so no update races a reset).
  * Filter: dev_filter (dev_t set) when dev_filter_on is set (params.dev_name).
  * Losses: a full ring (lost_events), a full rq_inflight, latency map or
- *   dev_counts (io_drops): all reported as the probe's lost events.
+ *   dev_counts, a request whose completion was not seen (io_drops): all
+ *   reported as the probe's lost events.
  * Kernel: 5.18+ (writeback_dirty_folio; request_queue.disk, bio.bi_bdev),
  *   BTF; a missing tracepoint disables only what it measures. Not measured
  *   here (no tracepoint):
@@ -131,7 +134,8 @@ enum io_drop {
 	IO_DROP_INFLIGHT = 0, /* rq_inflight full: a request's latency is not measured */
 	IO_DROP_DEVS = 1,     /* dev_counts full: a device's counters are not kept */
 	IO_DROP_LAT = 2,      /* latency map full: a request's latency is not kept */
-	IO_DROP_MAX = 3,
+	IO_DROP_UNSEEN = 3,   /* a request issued again with no completion seen */
+	IO_DROP_MAX = 4,
 };
 
 GALAGO_EXPORT_TYPE(struct io_err_rec, io_err_rec);
@@ -169,9 +173,10 @@ struct {
 
 /* Requests between issue and completion, by address. Request structures
  * are preallocated per tag, so the set of keys is bounded by the tags of
- * all queues; an entry of a request that never completes through
- * block_rq_complete (a flush sequence's internal request) is overwritten
- * when its address is issued again. */
+ * all queues. A requeued request's entry is taken out before its next
+ * issue; an entry still there when its address is issued again is a
+ * request whose completion no program saw (bio.h says when the kernel
+ * skips them): it is counted lost (IO_DROP_UNSEEN) and replaced. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, IO_MAX_INFLIGHT);
@@ -267,8 +272,21 @@ int BPF_PROG(io_rq_issue, struct request *rq)
 	v.pid = bpf_get_current_pid_tgid() >> 32;
 	v.data_len = rq->__data_len;
 	bpf_get_current_comm(v.comm, sizeof(v.comm));
+	if (!bpf_map_update_elem(&rq_inflight, &key, &v, BPF_NOEXIST))
+		return 0;
+	if (bpf_map_lookup_elem(&rq_inflight, &key))
+		count_drop(IO_DROP_UNSEEN);
 	if (bpf_map_update_elem(&rq_inflight, &key, &v, BPF_ANY))
 		count_drop(IO_DROP_INFLIGHT);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_requeue")
+int BPF_PROG(io_rq_requeue, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+
+	bpf_map_delete_elem(&rq_inflight, &key);
 	return 0;
 }
 

@@ -28,7 +28,8 @@ const (
 	ioIoDropIO_DROP_INFLIGHT ioIoDrop = 0
 	ioIoDropIO_DROP_DEVS     ioIoDrop = 1
 	ioIoDropIO_DROP_LAT      ioIoDrop = 2
-	ioIoDropIO_DROP_MAX      ioIoDrop = 3
+	ioIoDropIO_DROP_UNSEEN   ioIoDrop = 3
+	ioIoDropIO_DROP_MAX      ioIoDrop = 4
 )
 
 type ioIoErrRec struct {
@@ -117,6 +118,7 @@ const (
 	ioProgIoPageDirty          = "io_page_dirty"
 	ioProgIoRqComplete         = "io_rq_complete"
 	ioProgIoRqIssue            = "io_rq_issue"
+	ioProgIoRqRequeue          = "io_rq_requeue"
 	ioVarGalagoExportIoCounts  = "__galago_export_io_counts"
 	ioVarGalagoExportIoDrop    = "__galago_export_io_drop"
 	ioVarGalagoExportIoErrRec  = "__galago_export_io_err_rec"
@@ -177,6 +179,7 @@ type ioProgramSpecs struct {
 	IoPageDirty   *ebpf.ProgramSpec `ebpf:"io_page_dirty"`
 	IoRqComplete  *ebpf.ProgramSpec `ebpf:"io_rq_complete"`
 	IoRqIssue     *ebpf.ProgramSpec `ebpf:"io_rq_issue"`
+	IoRqRequeue   *ebpf.ProgramSpec `ebpf:"io_rq_requeue"`
 }
 
 // ioMapSpecs contains maps before they are loaded into the kernel.
@@ -275,6 +278,7 @@ type ioPrograms struct {
 	IoPageDirty   *ebpf.Program `ebpf:"io_page_dirty"`
 	IoRqComplete  *ebpf.Program `ebpf:"io_rq_complete"`
 	IoRqIssue     *ebpf.Program `ebpf:"io_rq_issue"`
+	IoRqRequeue   *ebpf.Program `ebpf:"io_rq_requeue"`
 }
 
 func (p *ioPrograms) Close() error {
@@ -285,6 +289,7 @@ func (p *ioPrograms) Close() error {
 		p.IoPageDirty,
 		p.IoRqComplete,
 		p.IoRqIssue,
+		p.IoRqRequeue,
 	)
 }
 

@@ -39,6 +39,7 @@ type hook struct {
 
 var hooks = []hook{
 	{"io_rq_issue", "block_rq_issue", bitTrace | bitErr, []string{"io_latency driver and device stages", "io_err submitter"}},
+	{"io_rq_requeue", "block_rq_requeue", bitTrace | bitErr, []string{"io_latency and io_err of requeued requests"}},
 	{"io_rq_complete", "block_rq_complete", bitTrace | bitErr, []string{"io_latency", "io_err"}},
 	{"io_bio_queue", "block_bio_queue", bitCount, []string{"io_count"}},
 	{"io_dirty_buffer", "block_dirty_buffer", bitPage, []string{"io_pagecache mark_buffer_dirty"}},
