@@ -99,7 +99,10 @@ e2e: build
 	GALAGO_PRIVILEGED_TESTS=1 GALAGO_E2E=1 GALAGO_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -count=1 -v -timeout 15m ./test/e2e/... > "$$log" 2>&1; rc=$$?; \
 	grep -E '^(--- |PASS|FAIL|ok|panic)' "$$log"; \
-	if [ $$rc -ne 0 ]; then echo "--- e2e log tail ($$log):"; tail -150 "$$log"; fi; \
+	if [ $$rc -ne 0 ]; then echo "--- e2e failures, the first line of each message:"; \
+		awk '/^=== (RUN|CONT)/ { n = 0 } /^ +[^ ]+_test\.go:[0-9]+: / { buf[n++] = $$0 } \
+			/^ *--- FAIL/ { print; for (i = 0; i < n; i++) print buf[i]; n = 0 }' "$$log"; \
+		echo "--- e2e log tail ($$log):"; tail -150 "$$log"; fi; \
 	exit $$rc
 
 # Runs each fuzz target for FUZZTIME on top of its committed seed corpus;

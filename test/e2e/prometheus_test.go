@@ -73,6 +73,11 @@ func (p *prometheus) query(q string) []promSample {
 		return nil // not up yet
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		// Prometheus answers "Service Unavailable" (plain text) until its
+		// storage is open.
+		return nil
+	}
 	var r struct {
 		Status string `json:"status"`
 		Data   struct {
