@@ -1,7 +1,8 @@
 package instmeta
 
 // Privileged tier: the real machine's facts against what the test reads
-// itself: /sys/class/dmi/id file by file, and lscpu's "Hypervisor vendor".
+// itself: /sys/class/dmi/id file by file, and the hypervisor
+// systemd-detect-virt --vm names (galago follows its order and its names).
 // Runs when GALAGO_PRIVILEGED_TESTS=1 (CI always sets it) as root (serial
 // numbers and the system UUID are root only).
 
@@ -19,7 +20,7 @@ import (
 )
 
 func TestPrivilegedHost(t *testing.T) {
-	probetest.RequireTools(t, "lscpu")
+	probetest.RequireTools(t, "systemd-detect-virt")
 	m := Read(procfs.FS{})
 	const dir = "/sys/class/dmi/id"
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
@@ -39,23 +40,23 @@ func TestPrivilegedHost(t *testing.T) {
 			}
 		}
 	}
-	out, err := exec.Command("lscpu").Output()
-	if err != nil {
+	// It prints "none" and exits 1 on bare metal; "vm-other" is a
+	// hypervisor it cannot name (galago: "unknown"). lscpu is no reference:
+	// it names fewer (this CI VM's CPUID says bhyve, lscpu says nothing).
+	out, err := exec.Command("systemd-detect-virt", "--vm").Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
 		t.Fatal(err)
 	}
-	vendor := ""
-	for _, l := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "Hypervisor vendor" {
-			vendor = strings.ToLower(strings.TrimSpace(v))
-		}
+	want := strings.TrimSpace(string(out))
+	switch want {
+	case "none":
+		want = ""
+	case "vm-other":
+		want = "unknown"
 	}
-	// lscpu's names: KVM, Microsoft, VMware, Xen, ...; galago's are
-	// systemd-detect-virt's.
-	lscpu := map[string]string{"kvm": "kvm", "microsoft": "microsoft", "vmware": "vmware", "xen": "xen", "": ""}
-	if want, ok := lscpu[vendor]; !ok {
-		t.Fatalf("lscpu hypervisor vendor %q not in this test's table", vendor)
-	} else if m.Hypervisor != want {
-		t.Errorf("hypervisor %q, lscpu says %q", m.Hypervisor, vendor)
+	if m.Hypervisor != want {
+		t.Errorf("hypervisor %q, systemd-detect-virt --vm says %q", m.Hypervisor, strings.TrimSpace(string(out)))
 	}
 	t.Logf("%+v", m)
 }

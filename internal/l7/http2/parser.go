@@ -279,7 +279,14 @@ func (p *Parser) Feed(c l7.Chunk, out []l7.Exchange) []l7.Exchange {
 		case dsPreface:
 			n := min(len(data), len(Preface)-d.pre)
 			if string(data[:n]) != Preface[d.pre:d.pre+n] {
-				d.lose()
+				// Not the preface after all: the bytes taken for it
+				// are read again as dsStart reads them when they come
+				// in one chunk with these (a frame header's start), so
+				// the outcome does not depend on where reads cut the
+				// stream. Rare: the replay's copy is the only one.
+				data = append([]byte(Preface[:d.pre]), data...)
+				d.pre = 0
+				d.st = dsStart
 				break
 			}
 			d.pre += n
