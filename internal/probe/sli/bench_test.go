@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/galago-project/galago/internal/identity"
@@ -50,7 +52,11 @@ const benchWindow = time.Second
 // not the cost of a switch), of the BPF run time of sli's
 // sched_switch and sched_wakeup programs per context switch of the
 // machine (sched_switch's run count) and the 1-minute load average at the
-// end. Run with e.g. -benchtime=10x.
+// end. A fourth window per iteration, "floor", attaches a program
+// that returns at once to sched_switch (built here, no map, no helper):
+// the cost of the tracepoint's BPF dispatch alone, which no program body
+// can go below; floor/off-per-cpu-s is the ratio any sched_switch
+// program can reach on the machine. Run with e.g. -benchtime=10x.
 func BenchmarkSchedPrivileged(b *testing.B) {
 	probetest.RequirePrivileged(b)
 	if raw, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled"); err == nil && strings.TrimSpace(string(raw)) != "0" {
@@ -58,7 +64,16 @@ func BenchmarkSchedPrivileged(b *testing.B) {
 	}
 	load := startPingPong(b, runtime.NumCPU())
 	defer load.stop()
-	var off, on, ratio, ratioStats, cpuRatio, cpuRatioStats, nsSwitch, nsWakeup []float64
+	var off, on, ratio, ratioStats, cpuRatio, cpuRatioStats, floorRatio, nsSwitch, nsWakeup []float64
+	empty := emptySwitchProgram(b)
+	measureFloor := func() rates {
+		l, err := link.AttachTracing(link.TracingOptions{Program: empty, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		return load.rate(benchWindow)
+	}
 	measureOn := func() (plain, withStats rates) {
 		p := New(procfs.FS{Root: "/"}, identity.NewResolver("/"), withInterval(time.Hour))
 		rt := probetest.NewRuntime(b)
@@ -89,14 +104,17 @@ func BenchmarkSchedPrivileged(b *testing.B) {
 		return plain, withStats
 	}
 	for i := 0; b.Loop(); i++ {
-		var o, n, ns rates
+		var o, n, ns, f rates
 		if i%2 == 0 {
 			o = load.rate(benchWindow)
+			f = measureFloor()
 			n, ns = measureOn()
 		} else {
 			n, ns = measureOn()
+			f = measureFloor()
 			o = load.rate(benchWindow)
 		}
+		floorRatio = append(floorRatio, f.cpu/o.cpu)
 		off, on = append(off, o.wall), append(on, n.wall)
 		ratio, ratioStats = append(ratio, n.wall/o.wall), append(ratioStats, ns.wall/o.wall)
 		cpuRatio, cpuRatioStats = append(cpuRatio, n.cpu/o.cpu), append(cpuRatioStats, ns.cpu/o.cpu)
@@ -107,9 +125,29 @@ func BenchmarkSchedPrivileged(b *testing.B) {
 	b.ReportMetric(median(ratioStats), "on+stats/off")
 	b.ReportMetric(median(cpuRatio), "on/off-per-cpu-s")
 	b.ReportMetric(median(cpuRatioStats), "on+stats/off-per-cpu-s")
+	b.ReportMetric(median(floorRatio), "floor/off-per-cpu-s")
 	b.ReportMetric(median(nsSwitch), "switch-bpf-ns/ctxsw")
 	b.ReportMetric(median(nsWakeup), "wakeup-bpf-ns/ctxsw")
 	b.ReportMetric(loadAvg1(b), "load1")
+}
+
+// emptySwitchProgram is a tp_btf program on sched_switch that returns 0
+// at once: the floor window's.
+func emptySwitchProgram(b *testing.B) *ebpf.Program {
+	b.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "sli_floor",
+		Type:         ebpf.Tracing,
+		AttachType:   ebpf.AttachTraceRawTp,
+		AttachTo:     "sched_switch",
+		License:      "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = prog.Close() })
+	return prog
 }
 
 func progStat(b *testing.B, p *ebpf.Program) *ebpf.ProgramStats {
