@@ -232,8 +232,19 @@ func TestPrivilegedDeadlock(t *testing.T) {
 		// caller of that frameless leaf, is not in a frame-pointer walk;
 		// start_thread at the root is an internal symbol of the stripped
 		// libc, named by address).
-		if st, _ := futex.Args["func.stack"].(string); !strings.HasSuffix(st, ";thd;mutex_lock;syscall;") {
-			t.Errorf("%s: func.stack %q, want it to end in thd;mutex_lock;syscall;", names[tid], st)
+		// A stack the kernel could not record (its hash bucket already
+		// holds another of the process's stacks: bpf_get_stackid's
+		// -EEXIST; ids are buckets, so it depends on where ASLR put the
+		// code) leaves the event without one and is counted lost: only
+		// an uncounted miss fails. CI saw both threads without a stack
+		// once (2026-11-29, not reproduced in 28 runs alone).
+		st, _ := futex.Args["func.stack"].(string)
+		switch lost := p.stackLost.Load(); {
+		case st == "" && lost > 0:
+			t.Logf("%s: no func.stack, counted lost (%d events sent without their stack)", names[tid], lost)
+		case !strings.HasSuffix(st, ";thd;mutex_lock;syscall;"):
+			t.Errorf("%s: func.stack %q, want it to end in thd;mutex_lock;syscall; (%d events sent without their stack)",
+				names[tid], st, lost)
 		}
 		if futex.Args["futex.op"] != "wait" || futex.Args["event.type"] != "lock" {
 			t.Errorf("%s: futex args %v, want futex.op wait, event.type lock", names[tid], futex.Args)
