@@ -64,10 +64,12 @@ func TestRuntimeRecords(t *testing.T) {
 	rt := NewRuntime(t, WithTimeout(2*time.Second))
 	tbl := table.EndpointTcp
 	rt.Go(func(ctx context.Context) error {
+		// Each event before its records: once the ten records are
+		// seen, the five events are in too.
 		for i := range 5 {
+			rt.Event(event.New(time.Time{}, event.CPUTotalUsedPer, "cpu", 1.0))
 			rt.Record(&table.Record{Table: tbl, Period: time.Duration(i)})
 			rt.Record(&table.Record{Table: table.EndpointUdp})
-			rt.Event(event.New(time.Time{}, event.CPUTotalUsedPer, "cpu", 1.0))
 			rt.Lost(3)
 			rt.Error()
 		}
