@@ -85,7 +85,13 @@
 // alone); the whole agent measured ~2.3-3 us of CPU per request, its
 // other probes and /metrics included (BENCHMARKS.md, tenth stop). The target (1 us of agent
 // CPU plus BPF per request) needs one record per request/response pair
-// built in the kernel (not done: see BENCHMARKS.md). Records come in six
+// built in the kernel (not done: see BENCHMARKS.md). On the PVM guest CI
+// runs on (2026-11-29, syscalls ~4x dearer): 740-810 ns per run of the
+// exit program on a traced data syscall (48-57 ns when it returns at
+// once), 3.4-3.8 us of BPF and 1.4-2.0 us of agent CPU per request, of
+// which the hooks and the agent's fixed cost take 1.0-1.2 us with no work
+// done (BENCHMARKS.md, "the floor of tcp+socket's hooks, and of l7's").
+// Records come in six
 // size classes (128 B to 4 KiB of data) so that an HTTP answer of 150
 // bytes reserves 328 bytes of ring, not 1 096.
 //
