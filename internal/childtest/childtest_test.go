@@ -86,7 +86,10 @@ func TestChild(t *testing.T) {
 // naming the child and what it printed, within the timeout, and the
 // cleanup reaps it.
 func TestFailures(t *testing.T) {
-	const d = 100 * time.Millisecond
+	// d also bounds the child's start: a race-built test binary started
+	// under CI's parallel packages took over 100 ms to read "x" and exit
+	// (the "ended" case saw the timeout, not the EOF).
+	const d = time.Second
 	for _, tc := range []struct {
 		name, mode string
 		opts       []Option
@@ -95,19 +98,19 @@ func TestFailures(t *testing.T) {
 		want       string
 	}{
 		{"no line", "hang", nil, nil, func(tb testing.TB, c *Child) { c.Expect(tb, "started"); c.Line(tb) },
-			`hang: no line within 100ms; it printed ["started"]`},
+			`hang: no line within 1s; it printed ["started"]`},
 		{"other line", "echo", nil, nil, func(tb testing.TB, c *Child) { c.Expect(tb, "go") },
 			`echo said "ready", want "go"`},
 		{"await", "hang", nil, nil, func(tb testing.TB, c *Child) { c.Await(tb, "ready") },
-			`hang: waiting for "ready": no line within 100ms; it printed ["started"]`},
+			`hang: waiting for "ready": no line within 1s; it printed ["started"]`},
 		{"ended", "fail", nil, nil, func(tb testing.TB, c *Child) { c.Send(tb, "x"); c.Line(tb) },
 			`fail: its output ended (EOF); it printed []`},
 		{"exit status", "fail", nil, nil, func(tb testing.TB, c *Child) { c.Exit(tb) },
 			`fail: exit status 3`},
 		{"fd 3 open", "hang", []Option{ReadyFD()}, nil, func(testing.TB, *Child) {},
-			`hang: fd 3 still open after 100ms`},
+			`hang: fd 3 still open after 1s`},
 		{"no exit", "hang", nil, nil, func(tb testing.TB, c *Child) { _ = c.Wait(tb) },
-			`hang did not exit within 100ms of its stdin closing: killed`},
+			`hang did not exit within 1s of its stdin closing: killed`},
 		{"unclean at cleanup", "fail", []Option{CleanExit()}, nil, func(testing.TB, *Child) {},
 			`fail: exit status 3`},
 		{"stdout not read", "echo", nil, io.Discard, func(tb testing.TB, c *Child) { c.Line(tb) },
