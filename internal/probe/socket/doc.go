@@ -145,9 +145,10 @@
 // nginx keep-alive or redis request in all (was ~0.85 µs with the
 // cgroup_skb egress program that counted SYN/ACKs on every packet; see
 // BENCHMARKS.md). Empty programs on the same three hooks measure the same
-// within 5 ns a run (2026-11-29, PVM guest: 0.42-0.46 µs of BPF per
-// request either way; BENCHMARKS.md "the floor of tcp+socket's hooks"),
-// so that figure is the hooks' dispatch, not the programs' work. A SYN to a listener costs the ingress program a few
+// within 5 ns a run (2026-11-29, PVM guest: 0.39-0.44 µs of BPF per
+// request empty, 0.43-0.48 as built; BENCHMARKS.md "the floor of
+// tcp+socket's hooks"), so that figure is the hooks' dispatch, not the
+// programs' work. A SYN to a listener costs the ingress program a few
 // loads unless a queue is full: the packet is parsed and its connection
 // looked up only then. SYN-time queue overflows
 // have no per-event hook in 6.18 (tcp_conn_request drops the SYN with

@@ -242,7 +242,7 @@
 // The floor measured (2026-11-29, PVM guest, galago-bench nginx-close,
 // tcp+socket; BENCHMARKS.md "the floor of tcp+socket's hooks"): with
 // every per-connection and per-packet program of tcp and socket returning
-// at its first instruction, 1.7-1.9 µs of BPF and 0.9-1.05 µs of agent
+// at its first instruction, 1.7-1.9 µs of BPF and 0.88-1.05 µs of agent
 // CPU per connection (both ends) and a throughput ratio of 0.94, against
 // 6.2-6.3 + 2.9-3.2 µs and 0.89 with the programs' bodies.
 //
