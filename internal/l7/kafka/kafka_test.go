@@ -213,6 +213,23 @@ func TestBigFetchSkipped(t *testing.T) {
 	}
 }
 
+// TestNegativeRecordCount: a batch claiming -1 records (garbage: no batch
+// has a negative count) is not counted and leaves the topic's count
+// inexact; the batch after it is not counted either.
+func TestNegativeRecordCount(t *testing.T) {
+	batches := append(recordBatch(3, 100), recordBatch(-1, 100)...)
+	batches = append(batches, recordBatch(5, 100)...)
+	req := encodeRequest(t, &kmsg.ProduceRequest{Version: 7, Acks: 1, TimeoutMillis: 1000, Topics: []kmsg.ProduceRequestTopic{{Topic: "orders",
+		Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batches}}}}}, 3)
+	p := NewParser(l7.Client)
+	var recs []TopicRecords
+	p.OnTopic = func(r TopicRecords) { recs = append(recs, r) }
+	p.Feed(l7.Chunk{Dir: l7.Egress, TS: 10, Data: req, Size: len(req)}, nil)
+	if len(recs) != 1 || recs[0] != (TopicRecords{Kind: Produce, Topic: "orders", Records: 3, Exact: false}) {
+		t.Errorf("topic records %+v", recs)
+	}
+}
+
 // TestPipelined: requests pipelined on one connection, their responses in
 // one read, paired by correlation id; a response passing over a request
 // gives that request up.

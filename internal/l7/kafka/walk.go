@@ -558,16 +558,21 @@ func (w *walker) recs(b []byte) int {
 			continue // read on to the record count
 		}
 		total := 12 + int(int32(binary.BigEndian.Uint32(w.recHdr[8:12])))
-		if total < need || total-need > w.recLeft {
+		n := 1
+		if need == 61 {
+			n = int(int32(binary.BigEndian.Uint32(w.recHdr[57:61])))
+		}
+		switch {
+		case n < 0:
+			// no batch has a negative record count: garbage, and the
+			// element's count is no longer exact
+			w.recSkip, w.recsExact = w.recLeft, false
+		case total < need || total-need > w.recLeft:
 			// a partial batch at the end of a fetch (the broker cuts at
 			// max_bytes) or garbage: not counted
 			w.recSkip = w.recLeft
-		} else {
-			if need == 61 {
-				w.records += int(int32(binary.BigEndian.Uint32(w.recHdr[57:61])))
-			} else {
-				w.records++
-			}
+		default:
+			w.records += n
 			w.recSkip = total - need
 		}
 		w.recN = 0
