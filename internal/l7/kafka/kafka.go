@@ -79,8 +79,9 @@ type TopicRecords struct {
 	// Records counts the records of the topic's complete record batches
 	// (a v2 batch's record count; one per legacy message).
 	Records int
-	// Exact is false when a capture gap hid a batch header, so that
-	// Records misses the batches after it.
+	// Exact is false when a capture gap hid a batch header, or a batch
+	// claimed a negative record count (garbage), so that Records misses
+	// the batches from there on.
 	Exact bool
 }
 

@@ -40,9 +40,8 @@ var directBytes = []int{1000, 2000, 3000, 40960}
 // (GC counts) and jcmd GC.heap_info (heap used, between its values before
 // and after the collection), and the buffer pools and after-collection
 // usage (read over JMX) with the JVM's own BufferPoolMXBeans and
-// MemoryPoolMXBeans. The container has a
-// network namespace of its own: its JMX connector is reachable from
-// inside only.
+// MemoryPoolMXBeans. The container has a network namespace of its own:
+// its JMX connector is reachable from inside only.
 // Then, in parallel, one short run each under the Serial and the
 // Parallel collector (testPools).
 func TestJVMPrivileged(t *testing.T) {

@@ -91,9 +91,8 @@
 // once), 3.4-3.8 us of BPF and 1.4-2.0 us of agent CPU per request, of
 // which the hooks and the agent's fixed cost take 1.0-1.2 us with no work
 // done (BENCHMARKS.md, "the floor of tcp+socket's hooks, and of l7's").
-// Records come in six
-// size classes (128 B to 4 KiB of data) so that an HTTP answer of 150
-// bytes reserves 328 bytes of ring, not 1 096.
+// Records come in six size classes (128 B to 4 KiB of data) so that an
+// HTTP answer of 150 bytes reserves 328 bytes of ring, not 1 096.
 //
 // Spans: with OTLP traces on (WithSpans; internal/output/otlptrace) every
 // exchange also becomes a span, and the HTTP/1 and HTTP/2 parsers then keep
