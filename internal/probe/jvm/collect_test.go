@@ -127,8 +127,7 @@ func TestHungJMX(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Shutdown(t, p)
-	rt.WaitTable(t, table.JvmMem, 1, nil)
-	rt.Take()
+	startCollected(t, rt, p)
 	errs := rt.ErrorCount()
 
 	url, err := os.ReadFile("../../jmx/testdata/service-url-jdk17.txt")
@@ -173,6 +172,16 @@ func TestHungJMX(t *testing.T) {
 // hangingConnector is a JMX connector that answers the JRMP handshake and
 // newClient (with the stub of url: a UnicastRef on the same port), then
 // reads calls and never answers.
+// startCollected waits for the start's collection to end and drops its
+// records: it publishes them one at a time, so that a Take on its first
+// would leave the rest to the test's own collection.
+func startCollected(t *testing.T, rt *probetest.Runtime, p *Probe) {
+	t.Helper()
+	rt.WaitTable(t, table.JvmMem, 1, nil)
+	p.loop.Idle()
+	rt.Take()
+}
+
 func hangingConnector(t *testing.T, url string) jmx.DialFunc {
 	t.Helper()
 	_, b64, _ := strings.Cut(url, "/stub/")

@@ -76,8 +76,7 @@ func testPools(t *testing.T, classDir, gc string) {
 		t.Fatal(err)
 	}
 	defer rt.Shutdown(t, p)
-	rt.WaitTable(t, table.JvmThread, 1, nil)
-	rt.Take()
+	startCollected(t, rt, p)
 	type mx struct{ v [6]float64 } // used, committed, max, coll used, committed, max
 	own := func() (map[string]mx, map[string]float64) {
 		t.Helper()
@@ -189,8 +188,7 @@ func testJVM(t *testing.T, classDir string, container bool) {
 	defer rt.Shutdown(t, p)
 	// The start's collection attaches: the JVM's Attach Listener thread
 	// starts then, and is counted from the next.
-	rt.WaitTable(t, table.JvmThread, 1, nil)
-	rt.Take()
+	startCollected(t, rt, p)
 	// The heap is read before the collection and again after it (below):
 	// the JVM allocates in between (the attach commands, the counts the
 	// program prints), in G1 a whole TLAB at a time.

@@ -90,6 +90,14 @@ func (l *Loop) Collect(now time.Time) {
 	l.collect(c)
 }
 
+// Idle returns once no collection is running. A collection publishes its
+// records one at a time: a test that has seen one of them calls Idle
+// before it takes them, so that none of that collection's come later.
+func (l *Loop) Idle() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+}
+
 func (l *Loop) run(ctx context.Context) error {
 	if l.atStart {
 		l.Collect(l.now())

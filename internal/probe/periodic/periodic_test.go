@@ -62,3 +62,32 @@ func TestPeriod(t *testing.T) {
 		t.Errorf("interval override: %v", got)
 	}
 }
+
+// TestIdle: Idle returns only once the running collection has ended.
+func TestIdle(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	ended := false
+	l := New(func(Cycle) {
+		close(entered)
+		<-release
+		ended = true
+	}, Interval(time.Hour), AtStart())
+	rt := probetest.NewRuntime(t)
+	if err := l.Start(probe.Config{Params: probe.DefaultParams()}, rt); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop()
+	<-entered
+	idle := make(chan struct{})
+	go func() { l.Idle(); close(idle) }()
+	select {
+	case <-idle:
+		t.Fatal("Idle returned while a collection ran")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-idle
+	if !ended { // read after Idle: the collection's write happened before
+		t.Error("Idle returned before the collection ended")
+	}
+}
