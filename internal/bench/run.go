@@ -255,7 +255,7 @@ func (a armSpec) label() string {
 // set, then the peer; odd rounds run them in reverse, so that no arm
 // always follows the same one and slow drift cancels out.
 func (r *runner) workload(ctx context.Context, w Workload, srv realsrv.Server, sets []ProbeSet) (WorkloadResult, error) {
-	res := WorkloadResult{Name: w.Name(), Describe: w.Describe(), Server: srv.Name(), ConnPerRequest: w.ConnPerRequest()}
+	res := WorkloadResult{Name: w.Name(), Server: srv.Name(), ConnPerRequest: w.ConnPerRequest()}
 	dir, err := os.MkdirTemp(r.cfg.TempDir, w.Name()+"-")
 	if err != nil {
 		return res, err
@@ -266,6 +266,7 @@ func (r *runner) workload(ctx context.Context, w Workload, srv realsrv.Server, s
 	if err := w.Prepare(ctx, srv, dir); err != nil {
 		return res, fmt.Errorf("prepare: %w", err)
 	}
+	res.Describe = w.Describe() // after Prepare: it may name what Prepare calibrated
 	arms := []armSpec{{kind: "none"}}
 	for _, s := range sets {
 		arms = append(arms, armSpec{kind: "galago", set: s})

@@ -33,7 +33,7 @@ type LoadResult struct {
 	// Errors the tool reported (socket errors, non-2xx, failed
 	// transactions).
 	Errors uint64 `json:"errors"`
-	// MeanMs is the mean latency in milliseconds (wrk only).
+	// MeanMs is the mean latency in milliseconds (wrk and pgbench).
 	MeanMs float64 `json:"mean_ms,omitempty"`
 }
 
@@ -182,6 +182,7 @@ var (
 	pgTx     = regexp.MustCompile(`(?m)^number of transactions actually processed: (\d+)`)
 	pgFailed = regexp.MustCompile(`(?m)^number of failed transactions: (\d+)`)
 	pgTPS    = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
+	pgMean   = regexp.MustCompile(`(?m)^latency average = ([0-9.]+) ms`)
 )
 
 // ParsePgbench parses pgbench's summary; the p99 comes from its
@@ -203,6 +204,9 @@ func ParsePgbench(out []byte) (LoadResult, error) {
 	}
 	if m := pgFailed.FindSubmatch(out); m != nil {
 		r.Errors, _ = strconv.ParseUint(string(m[1]), 10, 64)
+	}
+	if m := pgMean.FindSubmatch(out); m != nil {
+		r.MeanMs, _ = strconv.ParseFloat(string(m[1]), 64)
 	}
 	return r, nil
 }

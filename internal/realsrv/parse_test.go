@@ -88,7 +88,8 @@ func TestParsePgbench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Requests != 62200 || r.Throughput != 31190.874613 || !near(r.Seconds, 62200/31190.874613) || r.Errors != 0 {
+	if r.Requests != 62200 || r.Throughput != 31190.874613 || !near(r.Seconds, 62200/31190.874613) || r.Errors != 0 ||
+		r.MeanMs != 0.128 {
 		t.Errorf("got %+v", r)
 	}
 	if _, err := ParsePgbench([]byte("pgbench: error: connection refused\n")); err == nil {
