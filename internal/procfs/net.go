@@ -109,7 +109,7 @@ func parseSNMP(r io.Reader) (SNMP, error) {
 			return nil, fmt.Errorf("%s: values line %q does not match header", names[0], s.Text())
 		}
 		proto, ok := strings.CutSuffix(names[0], ":")
-		if !ok {
+		if !ok || proto == "" {
 			return nil, fmt.Errorf("bad line prefix %q", names[0])
 		}
 		m := make(map[string]int64, len(names)-1)

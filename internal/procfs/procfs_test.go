@@ -199,6 +199,7 @@ func TestParseSNMP(t *testing.T) {
 		"Tcp: A B\nUdp: 1 2\n", // mismatched prefix
 		"Tcp A B\nTcp 1 2\n",   // no colon
 		"Tcp: A B\nTcp: 1 x\n", // not a number
+		":\n:",                 // no protocol name (found by FuzzParseSNMP)
 		"",                     // empty
 	} {
 		if _, err := parseSNMP(strings.NewReader(bad)); err == nil {
