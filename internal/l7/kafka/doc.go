@@ -147,7 +147,8 @@
 // package knows are framed but their bodies are not read. Legacy message
 // sets (magic 0 and 1) count one record per message, a compressed wrapper
 // as one. A batch claiming a negative record count is garbage: it and the
-// rest of its record set are not counted, and TopicRecords.Exact is false. SASL-encrypted (GSSAPI confidentiality) connections are not
+// rest of its record set are not counted, and TopicRecords.Exact is
+// false. SASL-encrypted (GSSAPI confidentiality) connections are not
 // parsed, and the raw SASL tokens that follow a SaslHandshake v0 (clients
 // older than Kafka 1.0) are not Kafka requests: they cost a desync. API
 // keys up to 16 past the last known one are framed, with an empty

@@ -169,9 +169,6 @@ func TestHungJMX(t *testing.T) {
 	}
 }
 
-// hangingConnector is a JMX connector that answers the JRMP handshake and
-// newClient (with the stub of url: a UnicastRef on the same port), then
-// reads calls and never answers.
 // startCollected waits for the start's collection to end and drops its
 // records: it publishes them one at a time, so that a Take on its first
 // would leave the rest to the test's own collection.
@@ -182,6 +179,9 @@ func startCollected(t *testing.T, rt *probetest.Runtime, p *Probe) {
 	rt.Take()
 }
 
+// hangingConnector is a JMX connector that answers the JRMP handshake and
+// newClient (with the stub of url: a UnicastRef on the same port), then
+// reads calls and never answers.
 func hangingConnector(t *testing.T, url string) jmx.DialFunc {
 	t.Helper()
 	_, b64, _ := strings.Cut(url, "/stub/")
