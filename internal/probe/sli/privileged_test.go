@@ -428,12 +428,15 @@ func stallUs(t *testing.T, dir, resource string) uint64 {
 }
 
 // testReclaim: a reader in a container whose memory cgroup is limited to
-// 16 MiB reads a 64 MiB file not in the page cache: its page
-// cache is reclaimed at the limit. The container's mem_reclaim (time in
-// direct reclaim) is within the memory stall time the kernel's pressure
-// accounting gives its cgroup (memory.pressure, which counts reclaim and
-// little else here: no swap, no refaults of a file read once), and the
-// memory cgroup's failcnt shows the limit was hit.
+// 16 MiB reads a 64 MiB file not in the page cache: its page cache is
+// reclaimed at the limit. The container's mem_reclaim (time in direct
+// reclaim) and its count are the reader's reclaims as the kernel's own
+// tracer records them (a tracefs instance on the same tracepoints): the
+// same number of reclaims, the same time within the trace's µs
+// rounding and an interrupt's delay. The memory cgroup's failcnt shows the limit was hit. The
+// cgroup's memory.pressure is logged beside them: it counts the stalls
+// around the reclaims, weighted over the CPUs the cgroup used, and came
+// within 10% of mem_reclaim in most runs, 11% off in some.
 func testReclaim(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	const size = 64 << 20
 	file := filepath.Join(t.TempDir(), "big")
@@ -463,14 +466,32 @@ func testReclaim(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	if err := os.WriteFile(filepath.Join(memcg, "memory.limit_in_bytes"), []byte("16M"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	tr := newFtrace(t, "vmscan/mm_vmscan_memcg_reclaim_begin", "vmscan/mm_vmscan_memcg_reclaim_end",
+		"vmscan/mm_vmscan_direct_reclaim_begin", "vmscan/mm_vmscan_direct_reclaim_end")
 	period(t, p, rt)
 	stall0 := stallUs(t, c.dir, "memory")
+	tr.on(t)
 	// Pinned to one CPU: the pressure of a cgroup is the mean of its CPUs'
 	// stall times weighted by their non-idle times, which is the stall time
 	// of a task that never migrates.
 	reader := c.start(t, "taskset", "-c", "0", "sh", "-c", `echo $$ > "$1"/cgroup.procs && exec cat "$2" > /dev/null`, "sh", memcg, file)
 	if err := reader.Wait(); err != nil {
 		t.Fatal(err)
+	}
+	tr.off(t)
+	var truthUs int64
+	var reclaims uint64
+	begin := int64(-1)
+	for _, e := range tr.events(t) {
+		switch {
+		case e.pid != reader.Process.Pid:
+		case strings.HasSuffix(e.name, "_begin"):
+			begin = e.us
+		case strings.HasSuffix(e.name, "_end") && begin >= 0:
+			truthUs += e.us - begin
+			reclaims++
+			begin = -1
+		}
 	}
 	stall := float64(stallUs(t, c.dir, "memory")-stall0) * 1000
 	recs := period(t, p, rt)
@@ -481,12 +502,20 @@ func testReclaim(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("mem_reclaim %.0f ns over %d reclaims; memory.pressure some %.0f ns; failcnt %s", got, h.Count(), stall, strings.TrimSpace(string(failcnt)))
-	if n, _ := strconv.Atoi(strings.TrimSpace(string(failcnt))); n == 0 || h.Count() == 0 {
-		t.Fatalf("the limit was not hit (failcnt %d) or no reclaim seen (%d)", n, h.Count())
+	t.Logf("mem_reclaim %.0f ns over %d reclaims; the trace: %d µs over %d; memory.pressure some %.0f ns; failcnt %s",
+		got, h.Count(), truthUs, reclaims, stall, strings.TrimSpace(string(failcnt)))
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(failcnt))); n == 0 || reclaims == 0 {
+		t.Fatalf("the limit was not hit (failcnt %d) or the trace has no reclaim of the reader (%d)", n, reclaims)
 	}
-	if math.Abs(got-stall) > 0.1*stall {
-		t.Errorf("mem_reclaim = %.0f ns, want the cgroup's memory stall %.0f ns ± 10%%", got, stall)
+	if h.Count() != reclaims {
+		t.Errorf("mem_reclaim counts %d reclaims, the trace %d", h.Count(), reclaims)
+	}
+	// Each traced time is rounded to the µs (a reclaim's span to ±1 µs),
+	// and an interrupt between the tracepoint's two consumers (the
+	// probe's program and the tracer) delays one of them: ~100 µs of 2.7
+	// ms seen once in 25 runs under -race, within 0.5% otherwise.
+	if truth := float64(truthUs) * 1e3; math.Abs(got-truth) > float64(reclaims)*1e3+0.05*truth {
+		t.Errorf("mem_reclaim = %.0f ns, want the traced %.0f ns ± 1 µs a reclaim and 5%%", got, truth)
 	}
 }
 
@@ -498,14 +527,51 @@ func testBlock(t *testing.T, p *Probe, rt *probetest.Runtime, c *container) {
 	const nap = 300 * time.Millisecond
 	b := c.startSelf(t, "blocker", fmt.Sprintf("%s=%d", blockerEnv, nap.Nanoseconds()))
 	b.Expect(t, "ready")
+	// the scheduler's own record of the blocker's threads, shown when the
+	// wait is missing
+	tr := newFtrace(t, "sched/sched_switch", "sched/sched_wakeup", "sched/sched_migrate_task")
 	period(t, p, rt)
+	tr.on(t)
 	b.Send(t, "go")
 	span, err := strconv.ParseFloat(b.Line(t), 64)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tr.off(t)
 	recs := period(t, p, rt)
 	short := identity.ShortID(c.id)
+	if r := find(recs, table.SliCpuContainerGauge, short); r == nil || !r.Values[r.Table.MustIndex("cpu_block")].Set {
+		// Seen in CI and in 1 of 25 runs under -race: say where the wait
+		// could have gone.
+		var tids []string
+		if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", b.Pid())); err == nil {
+			for _, e := range ents {
+				tids = append(tids, e.Name())
+			}
+		}
+		for _, e := range tr.events(t) {
+			for _, id := range tids {
+				if strings.Contains(e.attrs, "pid="+id+" ") || strings.HasSuffix(e.attrs, "pid="+id) {
+					t.Logf("trace %d %d %s: %s", e.us, e.pid, e.name, e.attrs)
+					break
+				}
+			}
+		}
+		t.Logf("the blocker's threads %v; the clone call took %.0f ns", tids, span)
+		for _, r := range recs {
+			var set []string
+			for i, v := range r.Values {
+				switch {
+				case v.Hist != nil:
+					set = append(set, fmt.Sprintf("%s=%d", r.Table.Fields[i].Name, v.Hist.Count()))
+				case v.Set:
+					set = append(set, fmt.Sprintf("%s=%s%g", r.Table.Fields[i].Name, v.Str, v.Num))
+				}
+			}
+			t.Logf("%s %s", r.Table.Name, strings.Join(set, " "))
+		}
+		t.Fatalf("no cpu_block in the container's row (%d events lost)\n%s", rt.LostCount(), rt.Logs())
+	}
 	got := num(t, find(recs, table.SliCpuContainerGauge, short), "cpu_block")
 	h := hist(t, find(recs, table.SliCpuContainerHistogram, short), "cpu_block_histo")
 	t.Logf("cpu_block %.0f ns (longest %.0f), the vfork parent's clone call took %.0f ns", got, h.Max, span)
