@@ -26,6 +26,7 @@ import (
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/config"
 	"github.com/galago-project/galago/internal/event"
+	"github.com/galago-project/galago/internal/exetrim"
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/output"
 	"github.com/galago-project/galago/internal/output/otlptrace"
@@ -253,6 +254,12 @@ func runDaemon(cfg *config.Config) error {
 		mgr.StopAll()
 		return err
 	}
+
+	// Once start-up and each probe change are over, the executable's
+	// pages they touched go back to the kernel (~20 MB of RSS).
+	trim := exetrim.New(exetrim.DefaultQuiet, log.With("component", "exetrim"))
+	mgr.OnChange(trim.Kick)
+	go trim.Run(ctx)
 
 	initFile := applyProbesInit(cfg, mgr, log)
 

@@ -7,6 +7,7 @@ import (
 
 	"errors"
 	"fmt"
+	"github.com/galago-project/galago/internal/exetrim"
 	"github.com/galago-project/galago/internal/realsrv"
 	"io"
 	"log/slog"
@@ -34,9 +35,12 @@ type Config struct {
 	BPFDuration time.Duration
 	// ReportPeriod is galago's report_period (s) in every probe set.
 	ReportPeriod int
-	// Settle is the wait between an agent being ready and the load (one
-	// report period by default: galago's first period does the start-up
-	// walks, baseinfo reads every process).
+	// Settle is the wait between an agent being ready and the load: by
+	// default one report period (galago's first period does the start-up
+	// walks, baseinfo reads every process) or, when longer, until galago
+	// has returned its start-up's executable pages to the kernel
+	// (exetrim.DefaultQuiet after its last probe change, and 2 s more),
+	// so that RSS is the running agent's.
 	Settle time.Duration
 	// Workloads and ProbeSets filter the tables by name (nil: all).
 	Workloads, ProbeSets []string
@@ -124,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Progress = io.Discard
 	}
 	if cfg.Settle == 0 {
-		cfg.Settle = time.Duration(cfg.ReportPeriod) * time.Second
+		cfg.Settle = max(time.Duration(cfg.ReportPeriod)*time.Second, exetrim.DefaultQuiet+2*time.Second)
 	}
 	if cfg.BPFDuration == 0 {
 		cfg.BPFDuration = max(time.Second, cfg.Duration/2)

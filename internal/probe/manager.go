@@ -116,6 +116,9 @@ type Manager struct {
 	features map[string]*feature // key: canonical name
 	order    []string
 	closed   bool
+	// changed, when set, is called after every Put that was applied
+	// (under the lock: it must not block).
+	changed func()
 }
 
 // NewManager returns a Manager with every built-in feature known (and not
@@ -172,6 +175,14 @@ func (m *Manager) lookup(name string) *feature {
 	return nil
 }
 
+// OnChange makes f called after every Put that was applied (a probe
+// started, reconfigured or stopped). f must not block.
+func (m *Manager) OnChange(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.changed = f
+}
+
 // Put applies a PUT /<feature> body.
 func (m *Manager) Put(name string, body []byte) error {
 	m.mu.Lock()
@@ -196,6 +207,9 @@ func (m *Manager) Put(name string, body []byte) error {
 	if err := m.reconcile(fs, prev); err != nil {
 		fs.desired = prev
 		return err
+	}
+	if m.changed != nil {
+		m.changed()
 	}
 	if idle := observesNothing(fs.def, next); idle != nil {
 		m.log.Warn(fmt.Sprintf("%s: sub-items %s observe no process until snoopers or a blacklist are given; %s collect host-wide",

@@ -138,6 +138,33 @@ func (h *harness) get(t *testing.T, feature string) string {
 	return string(b)
 }
 
+// TestOnChange: the hook runs after each applied Put (start, change,
+// stop), never after a refused one.
+func TestOnChange(t *testing.T) {
+	h := newHarness(t, "tcp")
+	var n atomic.Int32
+	h.m.OnChange(func() { n.Add(1) })
+	for i, c := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{"cmd":{"probe":["tcp_rtt"]},"blacklist":{},"state":"running"}`, true},
+		{`{"params":{"report_period":4}}`, false},
+		{`{"params":{"report_period":30}}`, true},
+		{`{"state":"paused"}`, false},
+		{`{"state":"stopped"}`, true},
+	} {
+		before := n.Load()
+		err := h.put(t, "tcp", c.body)
+		if (err == nil) != c.ok {
+			t.Fatalf("put %s: %v", c.body, err)
+		}
+		if want := before + map[bool]int32{true: 1}[c.ok]; n.Load() != want {
+			t.Errorf("put %d (%s, applied %v): hook ran %d times in all, want %d", i, c.body, c.ok, n.Load(), want)
+		}
+	}
+}
+
 // TestPutErrors covers every error message of gala-gopher's reference. Each
 // starts with gala-gopher's text and goes on with the reason.
 func TestPutErrors(t *testing.T) {
