@@ -256,7 +256,7 @@ func runDaemon(cfg *config.Config) error {
 	}
 
 	// Once start-up and each probe change are over, the executable's
-	// pages they touched go back to the kernel (~20 MB of RSS).
+	// pages they touched go back to the kernel (19 MiB of RSS at rest).
 	trim := exetrim.New(exetrim.DefaultQuiet, log.With("component", "exetrim"))
 	mgr.OnChange(trim.Kick)
 	go trim.Run(ctx)

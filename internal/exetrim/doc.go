@@ -1,7 +1,7 @@
 // Package exetrim gives the agent's own executable pages back to the
 // kernel once start-up is over.
 //
-// galago is one static Go binary of ~35 MB whose code, read-only data and
+// galago is one Go binary of ~35 MB whose code, read-only data and
 // pc-line table are mapped from the file. The kernel maps them around
 // every page touched (fault-around, readahead), so start-up alone (every
 // package's init, BTF and BPF object loading, the first probe starts)
