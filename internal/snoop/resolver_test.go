@@ -484,3 +484,32 @@ func TestCloseStopsUpdates(t *testing.T) {
 	r.Close()
 	r.Close() // idempotent
 }
+
+// TestLateNotifyOfExitedMember: a member that has exited (seen by a scan
+// or Notify while alive) stays observed, and listed for the kernel's
+// filter, when its fork/exec events are handled after its exit. (The set
+// once dropped it: the late Notify made it a live member again in pids
+// only, which snapshot.equal did not compare.)
+func TestLateNotifyOfExitedMember(t *testing.T) {
+	h := newFakeHost(t)
+	h.add(fakeProc{pid: 1, comm: "init", cmdline: "init"})
+	r := h.resolver(0, nil)
+	r.interval = time.Hour
+	s := r.Watch(Selectors{ProcName: []ProcName{{Comm: "^curl$"}}}, Whitelist)
+	defer s.Close()
+	h.add(fakeProc{pid: 50, ppid: 1, comm: "curl", cmdline: "curl x"})
+	r.Notify(identity.Process{PID: 50}) // (or a scan) sees it alive
+	h.remove(50)
+	r.NotifyExit(50)
+	if !s.Observed(50) {
+		t.Fatal("exited member not observed")
+	}
+	// Another change stores a snapshot where 50 is only an exited member.
+	h.add(fakeProc{pid: 51, ppid: 1, comm: "curl", cmdline: "curl y"})
+	r.Notify(identity.Process{PID: 51})
+	// Its exec event, handled late (the process is gone).
+	r.Notify(identity.Process{PID: 50, PPID: 1, Comm: "curl", Cmdline: "curl x", StartTime: 1050})
+	if !s.Observed(50) || !slices.Contains(s.PIDs(), 50) {
+		t.Errorf("an exited member is forgotten after a late Notify: observed %v, pids %v", s.Observed(50), s.PIDs())
+	}
+}

@@ -281,12 +281,17 @@ func (s *Set) addLiveContainers(r *Resolver, containers map[string]*selContainer
 	}
 }
 
+// equal: the same members (live ones with their labels, exited ones in
+// pidList) and cgroups. The live members are compared both ways: a pid
+// that is a live member again after being an exited one changes only
+// pids, and must be stored (noteExits has already taken it out of the
+// exited members).
 func (a *snapshot) equal(b *snapshot) bool {
-	if !slices.Equal(a.pidList, b.pidList) || !slices.Equal(a.cgroups, b.cgroups) {
+	if len(a.pids) != len(b.pids) || !slices.Equal(a.pidList, b.pidList) || !slices.Equal(a.cgroups, b.cgroups) {
 		return false
 	}
 	for pid, l := range a.pids {
-		if b.pids[pid] != l {
+		if lb, ok := b.pids[pid]; !ok || lb != l {
 			return false
 		}
 	}
