@@ -328,6 +328,7 @@ func trackProcesses(ctx context.Context, hostPath string, r *snoop.Resolver, ids
 			r.NotifyCgroup(e.Cgroup())
 		}
 	})
+	r.SetHandledThrough(t.HandledThrough)
 	if t.Cgroups() {
 		// Containers that existed before galago started are live as those
 		// made from now on (after Subscribe: none made in between is missed).

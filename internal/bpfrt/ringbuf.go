@@ -93,6 +93,11 @@ type ReaderConfig struct {
 	// FlushInterval is the longest a record waits when no wake-up came.
 	// Zero means DefaultFlushInterval.
 	FlushInterval time.Duration
+	// OnDrained, when set, is called on the reading goroutine after each
+	// drain that emptied the ring, with the CLOCK_MONOTONIC time (ns)
+	// taken before it began: every record submitted before then has been
+	// handed to Handle.
+	OnDrained func(asOf uint64)
 }
 
 // Reader drains a BPF ring buffer: it parks until the BPF side wakes it or
@@ -234,12 +239,21 @@ func (r *Reader) Run(ctx context.Context) error {
 	}
 	polled := time.Now()
 	for {
+		var asOf uint64
+		if r.cfg.OnDrained != nil {
+			asOf = monoNow()
+		}
 		n, err := rg.drain(&r.buf, handle, r.closed.Load)
 		if err != nil {
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
 		if r.closed.Load() {
 			return r.pollLost()
+		}
+		if r.cfg.OnDrained != nil {
+			// drain returns only on an empty ring or a close: a record
+			// reserved before asOf was waited for until committed.
+			r.cfg.OnDrained(asOf)
 		}
 		now := time.Now()
 		done := ctx.Err() != nil

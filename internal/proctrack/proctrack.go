@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -62,6 +63,10 @@ type Tracker struct {
 	links    []link.Link
 	reader   *bpfrt.Reader
 	hookKind string
+
+	// handled is the CLOCK_MONOTONIC time (ns) as of which every event
+	// has been handed to the subscribers (see HandledThrough).
+	handled atomic.Uint64
 
 	mu    sync.RWMutex
 	subs  map[int]func(Event)
@@ -136,6 +141,7 @@ func Open(opts Options) (*Tracker, error) {
 		OnLost:        opts.OnLost,
 		OnError:       func(err error) { opts.Log.Warn("proctrack: bad record", "err", err) },
 		FlushInterval: opts.FlushInterval,
+		OnDrained:     func(asOf uint64) { t.handled.Store(asOf) },
 	})
 	if err != nil {
 		t.Close()
@@ -174,6 +180,13 @@ func (t *Tracker) HookKind() string { return t.hookKind }
 
 // Programs are the attached programs by name, for bpfrt.Stats.
 func (t *Tracker) Programs() map[string]*ebpf.Program { return t.progs }
+
+// HandledThrough is the CLOCK_MONOTONIC time (ns) as of which every
+// event that happened has been handed to the subscribers (0 before Run's
+// first drain): a process's fork or exec before then has been seen,
+// unless the ring was full (counted by OnLost). It moves on at every
+// drain, at least every FlushInterval while Run runs.
+func (t *Tracker) HandledThrough() uint64 { return t.handled.Load() }
 
 // Subscribe adds fn, called on the reading goroutine for every event in
 // kernel order; fn must not block. The returned func removes it.

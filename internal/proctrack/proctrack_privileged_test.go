@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/bpfrt/bpfrttest"
 	"github.com/galago-project/galago/internal/identity"
@@ -83,6 +85,7 @@ func TestTrackerPrivileged(t *testing.T) {
 				t.Fatal(err)
 			}
 			child = uint32(cmd.Process.Pid)
+			checkHandledThrough(t, tr, child, &mu, &events)
 			st, err := identity.ReadStat("/", cmd.Process.Pid)
 			if err != nil {
 				t.Fatal(err)
@@ -250,4 +253,31 @@ func checkCgroupEvents(t *testing.T, got, want []Event, self uint32) {
 			t.Errorf("cgroup event %d:\n got %+v\nwant %+v", i, e, want[i])
 		}
 	}
+}
+
+// checkHandledThrough: once HandledThrough passes a time taken after the
+// child's exec (cmd.Start returns after it), the exec event has been
+// handed to the subscribers.
+func checkHandledThrough(t *testing.T, tr *Tracker, child uint32, mu *sync.Mutex, events *[]Event) {
+	t.Helper()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	after := uint64(ts.Nano())
+	deadline := time.Now().Add(5 * time.Second)
+	for tr.HandledThrough() < after {
+		if time.Now().After(deadline) {
+			t.Fatalf("HandledThrough %d did not pass %d in 5 s", tr.HandledThrough(), after)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range *events {
+		if e.Type == Exec && e.TGID == child {
+			return
+		}
+	}
+	t.Errorf("HandledThrough %d passed %d before the exec of %d was handled", tr.HandledThrough(), after, child)
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -271,6 +272,47 @@ func TestNotifyGoneProcess(t *testing.T) {
 	}
 }
 
+// curlSet is a whitelist of curl processes on a host running init, whose
+// resolver changes only on Notify.
+func curlSet(t *testing.T) (*fakeHost, *Resolver, *Set) {
+	t.Helper()
+	h := newFakeHost(t)
+	h.add(fakeProc{pid: 1, comm: "init", cmdline: "init"})
+	r := h.resolver(0, nil)
+	r.interval = time.Hour
+	s := r.Watch(Selectors{ProcName: []ProcName{{Comm: "^curl$"}}}, Whitelist)
+	t.Cleanup(s.Close)
+	return h, r, s
+}
+
+// TestSettled: a dynamic set's answers are final for data up to a time
+// once every lifecycle event before that time is handled, not when the
+// process was classified after it (from what may be its parent's
+// identity); without a lifecycle source, and for a set of listed pids,
+// they always are.
+func TestSettled(t *testing.T) {
+	h, r, s := curlSet(t)
+	static := r.Watch(Selectors{ProcID: []int{1}}, Whitelist)
+	defer static.Close()
+	if !s.Settled(math.MaxUint64 - 1) {
+		t.Error("not settled without a lifecycle source")
+	}
+	var handled atomic.Uint64
+	r.SetHandledThrough(handled.Load)
+	handled.Store(1000)
+	if !s.Settled(1000) || s.Settled(1001) {
+		t.Error("settled must follow the events handled")
+	}
+	if !static.Settled(5000) {
+		t.Error("a set of listed pids is always settled")
+	}
+	h.add(fakeProc{pid: 90, ppid: 1, comm: "curl", cmdline: "curl x"})
+	r.Notify(identity.Process{PID: 90})
+	if at := r.DecidedAt(90); s.Settled(at) || !s.Observed(90) {
+		t.Errorf("classified at %d: settled %v, observed %v; want not settled until the events are handled", at, s.Settled(at), s.Observed(90))
+	}
+}
+
 func TestWatchContainersAndPods(t *testing.T) {
 	h := newFakeHost(t)
 	podCg := "/kubepods/burstable/pod" + podX
@@ -491,12 +533,7 @@ func TestCloseStopsUpdates(t *testing.T) {
 // once dropped it: the late Notify made it a live member again in pids
 // only, which snapshot.equal did not compare.)
 func TestLateNotifyOfExitedMember(t *testing.T) {
-	h := newFakeHost(t)
-	h.add(fakeProc{pid: 1, comm: "init", cmdline: "init"})
-	r := h.resolver(0, nil)
-	r.interval = time.Hour
-	s := r.Watch(Selectors{ProcName: []ProcName{{Comm: "^curl$"}}}, Whitelist)
-	defer s.Close()
+	h, r, s := curlSet(t)
 	h.add(fakeProc{pid: 50, ppid: 1, comm: "curl", cmdline: "curl x"})
 	r.Notify(identity.Process{PID: 50}) // (or a scan) sees it alive
 	h.remove(50)

@@ -87,6 +87,14 @@ func (s *Set) Dynamic() bool { return s.sel.dynamic() }
 // Resolver.DecidedAt).
 func (s *Set) DecidedAt(pid int) uint64 { return s.r.DecidedAt(pid) }
 
+// Settled reports whether Observed's answers are final for what processes
+// did up to ts (CLOCK_MONOTONIC ns). The kernel observes a new
+// process of a dynamic set from its fork or exec until user space has
+// classified it, so its data can reach a probe before its fork and exec
+// events reach the set: until then Observed says no for a process that is
+// about to join. A set that takes no new processes is always settled.
+func (s *Set) Settled(ts uint64) bool { return !s.Dynamic() || s.r.settled(ts) }
+
 func (s *Set) exitedMember(pid int) (exitedMember, bool) {
 	s.exMu.Lock()
 	defer s.exMu.Unlock()

@@ -23,7 +23,9 @@ import (
 // consumer: exactly what it asked for, as with a private Capture);
 // otherwise it observes every process and each consumer with snoopers
 // of its own gets only the connections of the processes they observe,
-// checked once per connection in user space. A connection goes to each
+// checked once per connection in user space (and, for a consumer that
+// checks again at report, of those they have not settled about yet:
+// Sub.CheckedAtReport). A connection goes to each
 // consumer that traces its protocol and observes its process (a TLS
 // connection, only to consumers that attached TLS uprobes); its Data and
 // Close records go to those consumers only.
@@ -59,7 +61,11 @@ type Sub struct {
 	targets snoop.Targets
 	tls     bool // the consumer attached TLS uprobes
 	filter  bool // check targets in user space (the kernel observes more)
-	closed  bool
+	// atReport: the consumer checks its snoopers again when it reports,
+	// holding back the rows of processes they have not settled about
+	// (CheckedAtReport).
+	atReport bool
+	closed   bool
 	// sub fields are guarded by Shared.mu.
 }
 
@@ -132,6 +138,19 @@ func (sub *Sub) SetConfig(cfg Config) error {
 	}
 	sub.cfg = cfg
 	return s.applyLocked()
+}
+
+// CheckedAtReport says the consumer checks its snoopers again when it
+// reports, holding back the rows of processes they have not settled about
+// (snoop.Holdback): it then also gets the connections of processes its
+// snoopers do not observe yet but may once the process's fork and exec
+// events are handled (a new process the kernel observed from its exec).
+// A consumer whose rows do not say which process made them must not.
+func (sub *Sub) CheckedAtReport() {
+	s := sub.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sub.atReport = true
 }
 
 // SetTargets sets the consumer's snoopers (nil: every process).
@@ -342,8 +361,8 @@ func (h sharedHandler) Conn(c *Conn) {
 		if c.SSL && !sub.tls {
 			continue // another consumer's TLS uprobes: not this one's
 		}
-		if sub.filter && !sub.targets.Observed(int(c.TGID)) {
-			continue
+		if sub.filter && !sub.targets.Observed(int(c.TGID)) && (!sub.atReport || !unsettled(sub.targets, c.TS)) {
+			continue // not observed, and not possibly about to be
 		}
 		owners = append(owners, sub)
 	}
@@ -358,6 +377,13 @@ func (h sharedHandler) Conn(c *Conn) {
 	for _, sub := range owners {
 		sub.h.Conn(c)
 	}
+}
+
+// unsettled reports whether t (a snoop.Set) may still come to observe the
+// process that made a connection recognised at ts.
+func unsettled(t snoop.Targets, ts uint64) bool {
+	s, ok := t.(interface{ Settled(ts uint64) bool })
+	return ok && !s.Settled(ts)
 }
 
 func (h sharedHandler) Data(d *Data) {

@@ -71,3 +71,39 @@ func TestSharedDispatch(t *testing.T) {
 		t.Errorf("owners left after the closes: %v", s.owners)
 	}
 }
+
+// settledPID observes one pid; its snoopers have handled the lifecycle
+// events up to handled.
+type settledPID struct {
+	pidTargets
+	handled uint64
+}
+
+func (s settledPID) Settled(ts uint64) bool { return s.handled >= ts }
+
+// TestSharedDispatchUnsettled: a consumer that checks its snoopers again
+// at report also gets the connections of a process they do not observe
+// while they have not settled about it; one that does not, never.
+func TestSharedDispatchUnsettled(t *testing.T) {
+	s := NewShared(Options{})
+	ca, cb := newCounter(), newCounter()
+	targets := settledPID{pidTargets: 1, handled: 100}
+	a := &Sub{s: s, h: ca, cfg: Config{Protocols: []l7.Protocol{l7.HTTP}}, targets: targets, filter: true}
+	a.CheckedAtReport()
+	b := &Sub{s: s, h: cb, cfg: Config{Protocols: []l7.Protocol{l7.HTTP}}, targets: targets, filter: true}
+	s.subs = []*Sub{a, b}
+	h := sharedHandler{s}
+	for _, c := range []Conn{
+		{ID: 1, TGID: 1, TS: 150, Proto: l7.HTTP}, // observed: both
+		{ID: 2, TGID: 2, TS: 50, Proto: l7.HTTP},  // settled, not observed: neither
+		{ID: 3, TGID: 2, TS: 150, Proto: l7.HTTP}, // not settled: a only
+	} {
+		h.Conn(&c)
+	}
+	if len(ca.conns) != 2 || ca.conns[1] != 1 || ca.conns[3] != 1 {
+		t.Errorf("consumer checking at report got %v, want connections 1 and 3", ca.conns)
+	}
+	if len(cb.conns) != 1 || cb.conns[1] != 1 {
+		t.Errorf("consumer not checking at report got %v, want connection 1", cb.conns)
+	}
+}

@@ -16,9 +16,22 @@ import (
 // TestL7OverREST: the l7 probe, enabled over REST for an HTTP server
 // (python3's http.server) and for curl (by comm), counts every request of short-lived
 // curl processes on both ends, with the 404s as errors, in the exporter's
-// gala_gopher_l7_* series.
+// gala_gopher_l7_* series: alone, and beside ksli (a second consumer of
+// the capture, without snoopers, so that the kernel observes every process
+// and l7's snoopers are checked in user space, where a new curl is not
+// classified yet when its connection is).
 func TestL7OverREST(t *testing.T) {
 	requireE2E(t)
+	for _, withKsli := range []bool{false, true} {
+		name := "alone"
+		if withKsli {
+			name = "with-ksli"
+		}
+		t.Run(name, func(t *testing.T) { testL7OverREST(t, withKsli) })
+	}
+}
+
+func testL7OverREST(t *testing.T, withKsli bool) {
 	curl, err := exec.LookPath("curl")
 	if err != nil {
 		t.Fatalf("curl is missing: %v", err)
@@ -44,6 +57,11 @@ func TestL7OverREST(t *testing.T) {
 	})
 
 	d := startDaemon(t, daemonOpts{})
+	if withKsli {
+		if code, reply := d.put("ksli", `{"state":"running"}`); code != http.StatusOK {
+			t.Fatalf("PUT /ksli: %d %s", code, reply)
+		}
+	}
 	pid := srv.Process.Pid
 	body := fmt.Sprintf(`{"cmd":{"probe":["l7_bytes_metrics","l7_rpc_metrics"]},"snoopers":{"proc_id":[%d],"proc_name":[{"comm":"^curl$"}]},"params":{"report_period":5,"l7_protocol":["http"]},"state":"running"}`, pid)
 	if code, reply := d.put("l7", body); code != http.StatusOK {

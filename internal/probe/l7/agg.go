@@ -1,11 +1,13 @@
 package l7
 
 import (
+	"maps"
 	"net/netip"
 	"strconv"
 	"time"
 
 	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/syscap"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -53,6 +55,7 @@ type serviceKey struct {
 
 type linkAgg struct {
 	bytesSent, bytesRecv, segsSent, segsRecv uint64
+	last                                     uint64 // the newest data's CLOCK_MONOTONIC time (ns)
 }
 
 type rpcAgg struct {
@@ -104,6 +107,8 @@ type aggregator struct {
 	maxAPIs int
 	// overflowed counts requests folded into OverflowAPI since the start.
 	overflowed uint64
+	// holdback decides on the rows of processes not observed (see flush).
+	holdback snoop.Holdback
 	// onExchange, when set, also sees every exchange of a connection.
 	onExchange func(c *conn, e *l7.Exchange)
 	// lT, rT, aT are the link, rpc and api tables (the feature's); lT nil:
@@ -233,9 +238,17 @@ func setRPC(t *table.Table, r *table.Record, g *rpcAgg, period time.Duration, pe
 }
 
 // flush renders the period's rows of observed processes and starts a new
-// period. bytes and rpc say which sub-items are on.
-func (a *aggregator) flush(end time.Time, period time.Duration, bytes, rpc bool, observed func(uint32) bool) []*table.Record {
-	var out []*table.Record
+// period. bytes and rpc say which sub-items are on. The rows of a process
+// the snoopers do not observe are dropped, or held for the next flush
+// while they are not settled (snoop.Holdback, asked with the newest data
+// of the process); dropped counts the requests in rows the holdback
+// expired (at least one for rows of bytes only), lost.
+func (a *aggregator) flush(end time.Time, period time.Duration, bytes, rpc bool, targets snoop.Targets) (out []*table.Record, dropped uint64) {
+	hold, dropped := a.holdBack(targets)
+	observed := func(tgid uint32) bool { return targets == nil || targets.Observed(int(tgid)) }
+	if hold != nil {
+		observed = func(tgid uint32) bool { return !hold[tgid] && targets.Observed(int(tgid)) }
+	}
 	lT, rT, aT := a.lT, a.rT, a.aT
 	if bytes && lT != nil {
 		for k, l := range a.links {
@@ -273,10 +286,65 @@ func (a *aggregator) flush(end time.Time, period time.Duration, bytes, rpc bool,
 		}
 	}
 	a.gen++
-	clear(a.links)
-	clear(a.rpcs)
-	clear(a.apis)
-	return out
+	if hold == nil {
+		clear(a.links)
+		clear(a.rpcs)
+		clear(a.apis)
+		return out, dropped
+	}
+	maps.DeleteFunc(a.links, func(k rowKey, _ *linkAgg) bool { return !hold[k.tgid] })
+	maps.DeleteFunc(a.rpcs, func(k rowKey, _ *rpcAgg) bool { return !hold[k.tgid] })
+	maps.DeleteFunc(a.apis, func(k apiKey, _ *rpcAgg) bool { return !hold[k.tgid] })
+	return out, dropped
+}
+
+// holdBack returns the processes whose rows this flush keeps for the next
+// (nil: none), and the requests in the rows it drops as lost.
+func (a *aggregator) holdBack(targets snoop.Targets) (map[uint32]bool, uint64) {
+	if targets == nil {
+		return nil, 0
+	}
+	var newest map[uint32]uint64
+	for k, l := range a.links {
+		if !targets.Observed(int(k.tgid)) {
+			if newest == nil {
+				newest = map[uint32]uint64{}
+			}
+			newest[k.tgid] = max(newest[k.tgid], l.last)
+		}
+	}
+	g := a.holdback.Begin(targets)
+	defer a.holdback.End()
+	var hold, expired map[uint32]bool
+	for tgid, last := range newest {
+		switch g.Verdict(tgid, last) {
+		case snoop.Hold:
+			if hold == nil {
+				hold = map[uint32]bool{}
+			}
+			hold[tgid] = true
+		case snoop.Expire:
+			if expired == nil {
+				expired = map[uint32]bool{}
+			}
+			expired[tgid] = true
+		}
+	}
+	var dropped uint64
+	for k, l := range a.links {
+		if !expired[k.tgid] {
+			continue
+		}
+		n := uint64(0)
+		if g := a.rpcs[k]; g != nil {
+			n = max(g.req, g.resp)
+		}
+		if n == 0 && (l.segsSent > 0 || l.segsRecv > 0) {
+			n = 1
+		}
+		dropped += n
+	}
+	return hold, dropped
 }
 
 // conn is one traced connection.

@@ -1,11 +1,15 @@
 package l7
 
 import (
+	"maps"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/galago-project/galago/internal/l7"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/syscap"
 	"github.com/galago-project/galago/internal/table"
 )
@@ -52,7 +56,7 @@ func TestAggregateAndFlush(t *testing.T) {
 	}
 	l := a.link(k)
 	l.bytesSent, l.segsSent, l.bytesRecv, l.segsRecv = 300, 3, 100, 4
-	recs := a.flush(time.Unix(100, 0), 10*time.Second, true, true, func(uint32) bool { return true })
+	recs, _ := a.flush(time.Unix(100, 0), 10*time.Second, true, true, nil)
 	byTable := map[string][]*table.Record{}
 	for _, r := range recs {
 		byTable[r.Table.Name] = append(byTable[r.Table.Name], r)
@@ -101,12 +105,81 @@ func TestAggregateAndFlush(t *testing.T) {
 		t.Errorf("labels %+v", lr.Values)
 	}
 	// The next period starts empty; an unobserved process reports nothing.
-	if recs := a.flush(time.Unix(110, 0), 10*time.Second, true, true, func(uint32) bool { return true }); len(recs) != 0 {
+	if recs, _ := a.flush(time.Unix(110, 0), 10*time.Second, true, true, nil); len(recs) != 0 {
 		t.Errorf("empty period: %d records", len(recs))
 	}
 	a.rpc(k).add(&ex[0])
-	if recs := a.flush(time.Unix(120, 0), 10*time.Second, true, true, func(uint32) bool { return false }); len(recs) != 0 {
+	if recs, _ := a.flush(time.Unix(120, 0), 10*time.Second, true, true, probetest.NewTargets(snoop.Whitelist)); len(recs) != 0 {
 		t.Errorf("unobserved: %d records", len(recs))
+	}
+}
+
+// TestFlushHoldsUnsettled: the rows of a process not observed while the
+// snoopers are not settled as of its newest data wait for the next flush;
+// they are reported there if it turns out observed, dropped if not, and
+// dropped and counted after maxHeld flushes in a row. A settled,
+// unobserved process's rows are dropped at once, uncounted.
+func TestFlushHoldsUnsettled(t *testing.T) {
+	a := newAggregator()
+	key := func(tgid uint32) rowKey {
+		return rowKey{tgid: tgid, clientIP: netip.MustParseAddr("127.0.0.1"), serverIP: netip.MustParseAddr("127.0.0.1"),
+			serverPort: 80, l7Role: l7.Client, proto: l7.HTTP}
+	}
+	ex := l7.Exchange{HasRequest: true, HasResponse: true, Start: 100, End: 200, API: "GET /"}
+	put := func(tgid uint32, ts uint64, n int) {
+		l := a.link(key(tgid))
+		l.last, l.segsSent, l.segsRecv = max(l.last, ts), l.segsSent+uint64(n), l.segsRecv+uint64(n)
+		for range n {
+			a.exchange(key(tgid), a.rpc(key(tgid)), &ex, nil)
+		}
+	}
+	targets := probetest.NewTargets(snoop.Whitelist)
+	reqs := func(recs []*table.Record) map[uint32]float64 {
+		out := map[uint32]float64{}
+		for _, r := range recs {
+			if r.Table.Name == "l7_rpc" {
+				tgid, _ := strconv.Atoi(r.Values[r.Table.MustIndex("tgid")].Str)
+				n, _ := value(r, "req_count")
+				out[uint32(tgid)] += n
+			}
+		}
+		return out
+	}
+	flush := func(want map[uint32]float64, wantDropped uint64) {
+		t.Helper()
+		recs, dropped := a.flush(time.Unix(100, 0), time.Second, true, true, targets)
+		if got := reqs(recs); !maps.Equal(got, want) || dropped != wantDropped {
+			t.Fatalf("reported %v, dropped %d; want %v, %d", got, dropped, want, wantDropped)
+		}
+	}
+
+	// Events are handled up to 650: 1 is a member, 2 is not, 3 (data at
+	// 700) is not yet classified.
+	targets.Set(1)
+	targets.SetHandled(650)
+	put(1, 500, 1)
+	put(2, 600, 4)
+	put(3, 700, 2)
+	flush(map[uint32]float64{1: 1}, 0)
+	// 3 joins: its held rows are reported with the new period's.
+	targets.Set(1, 3)
+	targets.SetHandled(2000)
+	put(3, 1500, 1)
+	flush(map[uint32]float64{3: 3}, 0)
+	// 4 is never classified: held maxHeld times, then dropped and counted.
+	put(4, 3000, 5)
+	for range snoop.MaxHeld {
+		flush(map[uint32]float64{}, 0)
+	}
+	flush(map[uint32]float64{}, 5)
+	flush(map[uint32]float64{}, 0)
+	// 5 turns out not a member while held: dropped, uncounted.
+	put(5, 4000, 2)
+	flush(map[uint32]float64{}, 0)
+	targets.SetHandled(5000)
+	flush(map[uint32]float64{}, 0)
+	if len(a.links) != 0 || len(a.rpcs) != 0 || len(a.apis) != 0 || a.holdback.Holding() {
+		t.Errorf("left %d links, %d rpcs, %d apis, holding %v", len(a.links), len(a.rpcs), len(a.apis), a.holdback.Holding())
 	}
 }
 

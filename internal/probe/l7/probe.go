@@ -180,6 +180,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 	if err != nil {
 		return fmt.Errorf("l7: %w", err)
 	}
+	p.capture.CheckedAtReport() // report: the rows of processes not observed are held back or dropped
 	if err := p.applyLocked(); err != nil {
 		return err
 	}
@@ -327,9 +328,11 @@ func (p *Probe) report() {
 	}
 	now := p.now()
 	period := p.period()
-	targets := p.cfg.Targets
-	observed := func(tgid uint32) bool { return targets == nil || targets.Observed(int(tgid)) }
-	recs := p.agg.flush(now, period, p.cfg.Has(bitBytes), p.cfg.Has(bitRPC), observed)
+	recs, dropped := p.agg.flush(now, period, p.cfg.Has(bitBytes), p.cfg.Has(bitRPC), p.cfg.Targets)
+	if dropped > 0 {
+		p.rt.Lost(dropped)
+		p.rt.Logger().Debug("l7: rows of processes never classified dropped", "requests", dropped)
+	}
 	if p.spans != nil {
 		p.clock = newMonoToWall()
 	}
@@ -378,6 +381,7 @@ func (h handler) Data(d *syscap.Data) {
 		}
 	}
 	link, rpc := cn.rows(p.agg)
+	link.last = max(link.last, d.TS)
 	if d.Dir == l7.Egress {
 		link.bytesSent += uint64(d.Size)
 		link.segsSent++

@@ -447,6 +447,10 @@ type Targets struct {
 	pids    []int
 	cgroups []uint64
 	labels  map[int]map[string]string
+	// handled, once SetHandled was called, is the time Settled answers
+	// for (see snoop.Set.Settled).
+	handled    uint64
+	hasHandled bool
 }
 
 var _ snoop.Targets = (*Targets)(nil)
@@ -490,6 +494,22 @@ func (f *Targets) Labels(pid int) map[string]string {
 
 // Changed implements snoop.Targets.
 func (f *Targets) Changed() <-chan struct{} { return f.changed }
+
+// Settled is snoop.Set's: true for data up to the time SetHandled last
+// gave, always true before a call.
+func (f *Targets) Settled(ts uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.hasHandled || f.handled >= ts
+}
+
+// SetHandled says the lifecycle events up to ts (CLOCK_MONOTONIC ns) are
+// handled: Settled answers for data up to it.
+func (f *Targets) SetHandled(ts uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handled, f.hasHandled = ts, true
+}
 
 // Set replaces the pid set and signals Changed.
 func (f *Targets) Set(pids ...int) {

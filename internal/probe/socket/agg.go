@@ -7,6 +7,7 @@ import (
 
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -73,6 +74,18 @@ type udpEndpoint struct {
 type aggregator struct {
 	tcp map[tcpKey]*tcpEndpoint
 	udp map[udpKey]*udpEndpoint
+	// holdback decides on the rows of processes not observed (see flush);
+	// expired counts the rows with growth it dropped, for the probe to
+	// report as lost.
+	holdback snoop.Holdback
+	expired  uint64
+}
+
+// takeExpired returns the rows expired since the last call.
+func (a *aggregator) takeExpired() uint64 {
+	n := a.expired
+	a.expired = 0
+	return n
 }
 
 func newAggregator() *aggregator {
@@ -255,14 +268,22 @@ func (a *aggregator) flush(now time.Time, period time.Duration, cfg probe.Config
 	// The snoopers are asked when the period is reported, not in the
 	// kernel alone: a process matching a proc_name snooper is counted in
 	// the kernel from its exec on, before user space has classified it (a
-	// new process that does not match is dropped here), and the snoopers
-	// answer for exited processes for a grace period, so the last
-	// connections of a short-lived process are kept.
-	observed := func(tgid uint32) bool { return cfg.Targets == nil || cfg.Targets.Observed(int(tgid)) }
+	// new process that does not match is dropped here, once the snoopers
+	// have settled about it: snoop.Holdback), and the snoopers answer for
+	// exited processes for a grace period, so the last connections of a
+	// short-lived process are kept.
+	g := a.holdback.Begin(cfg.Targets)
+	defer a.holdback.End()
 	T := table.EndpointTcp
 	if cfg.Has(bitTCP) {
 		for k, t := range a.tcp {
-			if !observed(k.tgid) {
+			if v := g.Verdict(k.tgid, 0); v != snoop.Report {
+				if v == snoop.Hold {
+					continue // its growth waits for the next period
+				}
+				if v == snoop.Expire && (t.delta != [nTCPCounters]uint64{} || t.latency.Count() > 0) {
+					a.expired++
+				}
 				t.delta = [nTCPCounters]uint64{}
 				t.latency = table.NewHistogram(estabBounds)
 				continue
@@ -290,7 +311,13 @@ func (a *aggregator) flush(now time.Time, period time.Duration, cfg probe.Config
 	U := table.EndpointUdp
 	if cfg.Has(bitUDP) {
 		for k, u := range a.udp {
-			if !observed(k.tgid) {
+			if v := g.Verdict(k.tgid, 0); v != snoop.Report {
+				if v == snoop.Hold {
+					continue
+				}
+				if v == snoop.Expire && !u.delta.isZero() {
+					a.expired++
+				}
 				u.delta = udpSample{}
 				continue
 			}

@@ -2,6 +2,8 @@ package socket
 
 import (
 	"encoding/binary"
+	"maps"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -367,4 +371,57 @@ func TestMonotonicWrap(t *testing.T) {
 	if e.delta[cSynSent] != 2 {
 		t.Errorf("delta across wrap %d, want 2", e.delta[cSynSent])
 	}
+}
+
+// TestFlushHoldsUnsettled: the growth of an endpoint whose process is not
+// observed while the snoopers are not settled waits for the next period:
+// it is reported there, with that period's, once the process joins, and
+// dropped once they settle without it; growth held MaxHeld periods in a
+// row is dropped and counted as expired.
+func TestFlushHoldsUnsettled(t *testing.T) {
+	a := newAggregator()
+	t0 := time.Unix(1000, 0)
+	key := func(tgid uint32) tcpKey {
+		return tcpKey{tgid: tgid, comm: "c", role: RoleClient, client: netip.MustParseAddr("10.0.0.5"),
+			server: netip.MustParseAddr("10.0.0.1"), serverPort: 80, family: afInet}
+	}
+	sample := func(opens uint64) tcpSample {
+		var s tcpSample
+		s.c[cActiveOpen] = opens
+		return s
+	}
+	targets := probetest.NewTargets(snoop.Whitelist)
+	targets.SetHandled(0)
+	cfg := cfgWith(bitTCP, 0)
+	cfg.Targets = targets
+	opens := func(recs []*table.Record) map[string]float64 {
+		out := map[string]float64{}
+		for _, r := range recs {
+			out[r.Str("tgid")] += r.Values[table.EndpointTcp.MustIndex("active_open")].Num
+		}
+		return out
+	}
+	check := func(at time.Time, want map[string]float64, wantExpired uint64) {
+		t.Helper()
+		recs, _ := a.flush(at, time.Second, cfg)
+		if got, exp := opens(recs), a.takeExpired(); !maps.Equal(got, want) || exp != wantExpired {
+			t.Fatalf("reported %v, expired %d; want %v, %d", got, exp, want, wantExpired)
+		}
+	}
+	// Not settled: 9 and 7 are held.
+	a.observeTCP([]tcpEntry{tcpEnt(key(9), sample(3)), tcpEnt(key(7), sample(1))}, 0, t0)
+	check(t0, map[string]float64{}, 0)
+	// 9 joins and the snoopers settle: 9's growth of both periods is
+	// reported, 7's dropped.
+	targets.Set(9)
+	targets.SetHandled(math.MaxUint64)
+	a.observeTCP([]tcpEntry{tcpEnt(key(9), sample(5)), tcpEnt(key(7), sample(2))}, 1, t0.Add(time.Second))
+	check(t0.Add(time.Second), map[string]float64{"9": 5}, 0)
+	// 6 never settles: held MaxHeld periods, then dropped and counted.
+	targets.SetHandled(0)
+	a.observeTCP([]tcpEntry{tcpEnt(key(9), sample(5)), tcpEnt(key(7), sample(2)), tcpEnt(key(6), sample(4))}, 2, t0.Add(2*time.Second))
+	for i := range snoop.MaxHeld {
+		check(t0.Add(time.Duration(2+i)*time.Second), map[string]float64{"9": 0}, 0)
+	}
+	check(t0.Add(9*time.Second), map[string]float64{"9": 0}, 1)
 }

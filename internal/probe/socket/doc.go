@@ -14,7 +14,9 @@
 // rows are reported, so that a new process counted in the kernel before
 // user space classified it (pending classification, bpf/include/common.h)
 // is dropped if it does not match, and an exited member's last
-// connections are kept (snoop.ExitGrace).
+// connections are kept (snoop.ExitGrace). The growth of a process not
+// observed waits for the next report while its fork and exec events may
+// not have been handled yet (snoop.Holdback).
 //
 // # endpoint_tcp
 //

@@ -431,6 +431,9 @@ func (p *Probe) report(now time.Time) {
 	}
 	period := p.period(p.cfg)
 	recs, evs := p.agg.flush(now, period, p.cfg)
+	if n := p.agg.takeExpired(); n > 0 {
+		p.rt.Lost(n)
+	}
 	for _, r := range recs {
 		p.rt.Record(r)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/galago-project/galago/internal/event"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -278,7 +279,18 @@ type aggregator struct {
 	expiry uint64
 	// reportCport keeps client ports in the key (params report_cport).
 	reportCport bool
-	observed    func(tgid uint32) bool
+	// targets are the snoopers, asked when a period's rows are reported
+	// rather than when a record arrives (nil: every process): the kernel
+	// observes a process that matches a proc_name snooper from its exec
+	// on, before user space has classified it, and a short-lived one's
+	// records (its last connections' close) arrive after it exited; the
+	// snoopers answer for exited processes for a grace period
+	// (snoop.ExitGrace). linkHold and flowHold decide on the rows of
+	// processes they do not observe: dropped, or held for the next period
+	// while the snoopers have not settled about them (snoop.Holdback);
+	// those held too long are dropped and counted in dropped.
+	targets            snoop.Targets
+	linkHold, flowHold snoop.Holdback
 	// serverOf, when set (cluster_ip_backend), is the server of a client
 	// connection: its DNAT backend (backend.go).
 	serverOf serverFunc
@@ -583,22 +595,8 @@ func (a *aggregator) delay(d *delaySample) {
 func (a *aggregator) flushFlows() map[flowKey]*table.Histogram {
 	out := a.flows
 	a.flows = map[flowKey]*table.Histogram{}
-	for k := range out {
-		if !a.isObserved(k.tgid) {
-			delete(out, k)
-		}
-	}
+	a.dropped += snoop.Sift(&a.flowHold, a.targets, out, a.flows, func(k flowKey) uint32 { return k.tgid })
 	return out
-}
-
-// isObserved is the snoopers' answer for a process, asked when a period's
-// rows are reported rather than when a record arrives: the kernel observes
-// a process that matches a proc_name snooper from its exec on, before user
-// space has classified it, and a short-lived one's records (its last
-// connections' close) arrive after it exited; the snoopers answer for
-// exited processes for a grace period (snoop.ExitGrace).
-func (a *aggregator) isObserved(tgid uint32) bool {
-	return a.observed == nil || a.observed(tgid)
 }
 
 // expire ends a sample: live connections not seen for a.expiry samples
@@ -635,11 +633,7 @@ func (a *aggregator) flush() map[linkKey]*linkAgg {
 	}
 	out := a.links
 	a.links = map[linkKey]*linkAgg{}
-	for k := range out {
-		if !a.isObserved(k.tgid) {
-			delete(out, k)
-		}
-	}
+	a.dropped += snoop.Sift(&a.linkHold, a.targets, out, a.links, func(k linkKey) uint32 { return k.tgid })
 	a.period++
 	// Keys of connections still remembered stay valid (they hold their
 	// entry); dropping the table bounds it by the rows of one period.

@@ -52,7 +52,9 @@
 // bpf/include/common.h), and stay observed after they exit for
 // snoop.KernelExitGrace in the kernel and snoop.ExitGrace in Go, so the
 // connections of a process that lives a millisecond, and the last
-// connections of one that exits right after them, are counted.
+// connections of one that exits right after them, are counted. The rows
+// of a process not observed wait for the next report while its fork and
+// exec events may not have been handled yet (snoop.Holdback).
 //
 // # Fields
 //

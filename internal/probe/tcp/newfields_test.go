@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/probe/probetest"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/table"
 )
 
@@ -131,7 +133,7 @@ func TestAggregatorNewFields(t *testing.T) {
 // (tgid, role, remote ip, server port), filtered by the snoopers.
 func TestAggregatorDelay(t *testing.T) {
 	a := newAggregator()
-	a.observed = func(tgid uint32) bool { return tgid != 99 }
+	a.targets = probetest.NewTargets(snoop.Blacklist, 99)
 	for _, b := range [][]byte{
 		delayFixture(9, 61_000_000, v4s, 80, afInet, roleClient),
 		delayFixture(9, 70_000_000, v4s, 80, afInet, roleClient),
@@ -163,5 +165,49 @@ func TestAggregatorDelay(t *testing.T) {
 	}
 	if len(a.flushFlows()) != 0 {
 		t.Error("flushFlows did not start a new period")
+	}
+}
+
+// TestAggregatorHoldsUnsettled: a process's rows that the snoopers do not
+// observe, while they have not settled about it, wait for the next period
+// and are reported there once it joins; held too long, they are dropped
+// and counted.
+func TestAggregatorHoldsUnsettled(t *testing.T) {
+	a := newAggregator()
+	targets := probetest.NewTargets(snoop.Whitelist, 9)
+	targets.SetHandled(0) // nothing handled yet: not settled
+	a.targets = targets
+	add := func(tgid uint32, delay uint64) {
+		d, err := decodeDelay(delayFixture(tgid, delay, v4s, 80, afInet, roleClient))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.delay(&d)
+	}
+	count := func(flows map[flowKey]*table.Histogram) map[uint32]uint64 {
+		out := map[uint32]uint64{}
+		for k, h := range flows {
+			out[k.tgid] += h.Count()
+		}
+		return out
+	}
+	add(9, 1000)
+	add(77, 2000)
+	if got := count(a.flushFlows()); len(got) != 1 || got[9] != 1 {
+		t.Fatalf("first period %v, want only 9's sample", got)
+	}
+	targets.Set(9, 77)
+	add(77, 3000)
+	if got := count(a.flushFlows()); len(got) != 1 || got[77] != 2 {
+		t.Fatalf("after 77 joined %v, want 77's two samples", got)
+	}
+	add(55, 4000)
+	for range snoop.MaxHeld {
+		if got := count(a.flushFlows()); len(got) != 0 {
+			t.Fatalf("holding %v", got)
+		}
+	}
+	if got, n := count(a.flushFlows()), a.takeDropped(); len(got) != 0 || n != 1 {
+		t.Fatalf("expired: %v, dropped %d; want none, 1", got, n)
 	}
 }

@@ -312,12 +312,7 @@ func (p *Probe) Start(ctx context.Context, cfg probe.Config, rt probe.Runtime) (
 func (p *Probe) applyCfgLocked() {
 	p.agg.reportCport = p.cfg.Params.ReportCport == 1
 	p.syncBackendsLocked()
-	t := p.cfg.Targets
-	if t == nil {
-		p.agg.observed = nil
-		return
-	}
-	p.agg.observed = func(tgid uint32) bool { return t.Observed(int(tgid)) }
+	p.agg.targets = p.cfg.Targets
 }
 
 // Reconfigure applies new parameters, sub-items and snoopers without
