@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galago-project/galago/internal/probe"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/syscap"
@@ -251,17 +250,42 @@ func TestHub(t *testing.T) {
 	}
 }
 
-// TestNotObserved: the events of processes the snoopers do not observe
-// (new processes the kernel filter let through until classified) go.
-func TestNotObserved(t *testing.T) {
-	drop := notObserved(probe.Config{Targets: probetest.NewTargets(snoop.Whitelist, 1)})
-	a, b := ev(5, "read", 0, 1), ev(6, "read", 0, 1)
-	b.TGID = 2
-	if drop(a) || !drop(b) {
-		t.Errorf("drop(tgid 1) = %v, drop(tgid 2) = %v", drop(a), drop(b))
+// TestEventSift: the events of processes the snoopers do not observe
+// (new processes the kernel filter let through until classified) go once
+// the snoopers have settled about them; until then they wait for the next
+// report, where they are kept if the process joined.
+func TestEventSift(t *testing.T) {
+	targets := probetest.NewTargets(snoop.Whitelist, 1)
+	var s eventSift
+	a, b, c := ev(5, "read", 0, 1), ev(6, "read", 10, 1), ev(7, "read", 20, 1)
+	b.TGID, c.TGID = 2, 3
+	if got, n := s.events(nil, []Event{a, b}); len(got) != 2 || n != 0 {
+		t.Fatalf("no snoopers: %d events, %d lost; want 2, 0", len(got), n)
 	}
-	if notObserved(probe.Config{})(b) {
-		t.Error("no snoopers: dropped")
+	// Settled as of 15: 2 is dropped, 3 (at 21) waits.
+	targets.SetHandled(15)
+	if got, n := s.events(targets, []Event{a, b, c}); len(got) != 1 || got[0].TGID != 1 || n != 0 || len(s.held) != 1 {
+		t.Fatalf("first report: %+v, %d lost, %d held; want tgid 1's, 0, 1", got, n, len(s.held))
+	}
+	// 3 joins: its held event comes first, then the new ones.
+	targets.Set(1, 3)
+	d := ev(8, "read", 30, 1)
+	d.TGID = 3
+	if got, n := s.events(targets, []Event{a, d}); len(got) != 3 || got[0] != c || n != 0 || len(s.held) != 0 {
+		t.Fatalf("after 3 joined: %+v, %d lost, %d held; want 3's held event then 2 more", got, n, len(s.held))
+	}
+	// 4 never settles: held MaxHeld reports, then dropped and counted.
+	e := ev(9, "read", 100, 1)
+	e.TGID = 4
+	evs := []Event{e}
+	for range snoop.MaxHeld {
+		if got, _ := s.events(targets, evs); len(got) != 0 {
+			t.Fatalf("held: %+v", got)
+		}
+		evs = nil
+	}
+	if got, n := s.events(targets, nil); len(got) != 0 || n != 1 {
+		t.Fatalf("expired: %+v, %d lost; want none, 1", got, n)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/galago-project/galago/internal/bpfrt"
 	"github.com/galago-project/galago/internal/identity"
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/syscap"
 )
 
@@ -117,6 +118,7 @@ type Probe struct {
 	// run loop only
 	file       traceFile
 	periodEvs  []Event
+	sift       eventSift
 	lastReport time.Time
 	lastPrune  uint64 // CLOCK_MONOTONIC ns
 	mem        memUsage
@@ -406,8 +408,12 @@ func (p *Probe) output(final bool) error {
 	if err != nil {
 		probe.LogError(p.rt, "tprofiling: calls in progress unavailable", err)
 	}
-	drop := notObserved(cfg)
-	evs, open = slices.DeleteFunc(evs, drop), slices.DeleteFunc(open, drop)
+	evs, expired := p.sift.events(cfg.Targets, evs)
+	if expired > 0 {
+		p.rt.Lost(expired)
+	}
+	// Calls in progress come again at the next report while they last.
+	open = slices.DeleteFunc(open, func(e Event) bool { return cfg.Targets != nil && !cfg.Targets.Observed(int(e.TGID)) })
 	p.stacks.newReport()
 	var noStack uint64
 	for _, es := range [][]Event{evs, open} {
@@ -507,24 +513,60 @@ func (p *Probe) pruneStacks(before uint64) error {
 	return err
 }
 
-// notObserved returns a func that tells the events of processes the
-// snoopers do not observe. The kernel filter also lets through a new
-// process until user space has classified it (its first milliseconds,
-// which the snoopers may well claim): those of a process that turned out
-// not to be observed are dropped here.
-func notObserved(cfg probe.Config) func(Event) bool {
-	if cfg.Targets == nil {
-		return func(Event) bool { return false }
+// eventSift keeps the events of the processes the snoopers observe. The
+// kernel filter also lets through a new process until user space has
+// classified it (its first milliseconds, which the snoopers may well
+// claim): its events wait for the next report while the snoopers have not
+// settled about it (snoop.Holdback), and are dropped if it turned out not
+// observed.
+type eventSift struct {
+	hold snoop.Holdback
+	held []Event
+}
+
+// events returns the report's events (those held from the last report
+// first) of observed processes, and how many it dropped as lost, held too
+// long.
+func (s *eventSift) events(t snoop.Targets, evs []Event) ([]Event, uint64) {
+	if len(s.held) > 0 {
+		evs = append(s.held, evs...)
+		s.held = nil
 	}
-	memo := map[uint32]bool{}
-	return func(e Event) bool {
-		ok, seen := memo[e.TGID]
-		if !seen {
-			ok = cfg.Targets.Observed(int(e.TGID))
-			memo[e.TGID] = ok
+	if t == nil {
+		return evs, 0
+	}
+	var newest map[uint32]uint64
+	for _, e := range evs {
+		if !t.Observed(int(e.TGID)) {
+			if newest == nil {
+				newest = map[uint32]uint64{}
+			}
+			newest[e.TGID] = max(newest[e.TGID], e.Start+e.Dur)
 		}
-		return !ok
 	}
+	if newest == nil {
+		return evs, 0
+	}
+	g := s.hold.Begin(t)
+	defer s.hold.End()
+	verdict := make(map[uint32]snoop.Verdict, len(newest))
+	for tgid, last := range newest {
+		verdict[tgid] = g.Verdict(tgid, last)
+	}
+	var expired uint64
+	out := evs[:0]
+	for _, e := range evs {
+		v, ok := verdict[e.TGID]
+		switch {
+		case !ok:
+			out = append(out, e)
+		case v == snoop.Hold:
+			s.held = append(s.held, e)
+		case v == snoop.Expire:
+			expired++
+		}
+	}
+	return out, expired
 }
 
 // openCalls are the calls in progress for at least the aggregation window
