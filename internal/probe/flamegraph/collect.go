@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/galago-project/galago/internal/probe"
+	"github.com/galago-project/galago/internal/snoop"
 	"github.com/galago-project/galago/internal/symtab"
 )
 
@@ -183,19 +184,34 @@ func (p *Probe) collect() error {
 		lost += n
 		return strings.Join(frames, ";")
 	}
+	// The kernel counts a new process from its fork or exec until user
+	// space has classified it: its samples wait for the next collect
+	// while the snoopers have not settled about it (snoop.Holdback), and
+	// go if it turned out not observed.
+	g := p.hold.Begin(p.cfg.Targets)
+	held := p.held
+	p.held = nil
+	for _, s := range held {
+		lost += p.offer(g, s)
+	}
 	for k := range drained {
 		for _, e := range drained[k] {
 			pid := int(e.key.Tgid)
-			if p.cfg.Targets != nil && !p.cfg.Targets.Observed(pid) {
-				continue // counted while pending, then classified out
-			}
 			v := e.val
 			if kind(k) == offCPU {
 				v /= 1000 // ns -> µs
 			}
-			p.addSample(kind(k), pid, name(e.key, kind(k) == memGlibc), v, e.objs)
+			switch g.Verdict(e.key.Tgid, 0) {
+			case snoop.Report:
+				p.addSample(kind(k), pid, name(e.key, kind(k) == memGlibc), v, e.objs)
+			case snoop.Hold:
+				p.held = append(p.held, heldSample{k: kind(k), pid: pid, stack: name(e.key, kind(k) == memGlibc), v: v, objs: e.objs})
+			case snoop.Expire:
+				lost++
+			}
 		}
 	}
+	p.hold.End()
 	p.setLive(blocks, name)
 	// Samples counted since the drain may name the same stacks: keep
 	// theirs. What remains racy is a sample between this scan and the
@@ -227,6 +243,29 @@ func (p *Probe) collect() error {
 		p.rt.Lost(lost + dl)
 	}
 	return errors.Join(errs...)
+}
+
+// heldSample is a named sample of a process the snoopers had not settled
+// about when it was collected.
+type heldSample struct {
+	k       kind
+	pid     int
+	stack   string
+	v, objs uint64
+}
+
+// offer adds a held sample as the collect's verdict on its process says:
+// it returns 1 when the sample is dropped as lost (held too long).
+func (p *Probe) offer(g snoop.Gate, s heldSample) uint64 {
+	switch g.Verdict(uint32(s.pid), 0) {
+	case snoop.Report:
+		p.addSample(s.k, s.pid, s.stack, s.v, s.objs)
+	case snoop.Hold:
+		p.held = append(p.held, s)
+	case snoop.Expire:
+		return 1
+	}
+	return 0
 }
 
 // frames names a key's stacks: the user frames root to leaf, then the

@@ -62,20 +62,24 @@ type Probe struct {
 	maxAllocs uint32        // replaces glibc_allocs' size when set (tests)
 	now       func() time.Time
 
-	mu          sync.Mutex
-	cfg         probe.Config
-	rt          probe.Runtime
-	log         *slog.Logger
-	coll        *ebpf.Collection
-	filter      *bpfrt.FilterSync
-	perf        *bpfrt.CPUClock      // oncpu: sampling on every online CPU
-	offLink     link.Link            // offcpu: tp_btf/sched_switch
-	memLinks    []link.Link          // mem: tp_btf/page_fault_user, _kernel
-	glibc       *glibcHooks          // mem_glibc: uprobes per libc file
-	live        map[int]*procProfile // mem_glibc: live blocks at the last drain
-	syms        *symtab.Resolver
-	jit         *jitSyms // JVMs' JIT frames, from their perf maps
-	windows     [nKinds]*window
+	mu       sync.Mutex
+	cfg      probe.Config
+	rt       probe.Runtime
+	log      *slog.Logger
+	coll     *ebpf.Collection
+	filter   *bpfrt.FilterSync
+	perf     *bpfrt.CPUClock      // oncpu: sampling on every online CPU
+	offLink  link.Link            // offcpu: tp_btf/sched_switch
+	memLinks []link.Link          // mem: tp_btf/page_fault_user, _kernel
+	glibc    *glibcHooks          // mem_glibc: uprobes per libc file
+	live     map[int]*procProfile // mem_glibc: live blocks at the last drain
+	syms     *symtab.Resolver
+	jit      *jitSyms // JVMs' JIT frames, from their perf maps
+	windows  [nKinds]*window
+	// hold and held: samples of processes the snoopers had not settled
+	// about at a collect, offered again at the next (see collect).
+	hold        snoop.Holdback
+	held        []heldSample
 	pushWin     [nKinds]*window // since the last Pyroscope push
 	uuid        string          // system-uuid for Pyroscope names
 	hostRoot    string
