@@ -11,10 +11,13 @@ package snoop
 // MaxHeld reports in a row they are dropped and the probe counts them as
 // lost. Rows of a process the set is settled about are dropped at once.
 //
-// A Holdback is one probe's; it is not safe for concurrent use.
+// A report asks Begin for a Gate, tells it the newest time of each
+// process's rows where it knows it (Note), asks Verdict per process, and
+// calls End. A Holdback is one probe's; it is not safe for concurrent use.
 type Holdback struct {
-	held  map[uint32]heldRows
-	round map[uint32]Verdict // this report's verdicts on processes not observed
+	held   map[uint32]heldRows
+	round  map[uint32]Verdict // this report's verdicts on processes not observed
+	newest map[uint32]uint64  // this report's Notes
 }
 
 type heldRows struct {
@@ -40,8 +43,9 @@ const (
 	Expire
 )
 
-// settler is implemented by Set.
-type settler interface{ Settled(ts uint64) bool }
+// Settler is implemented by Set: Settled reports whether Observed's
+// answers are final for what processes did up to ts (CLOCK_MONOTONIC ns).
+type Settler interface{ Settled(ts uint64) bool }
 
 // Gate is one report's questions to a Holdback.
 type Gate struct {
@@ -55,21 +59,30 @@ type Gate struct {
 // is observed).
 func (h *Holdback) Begin(t Targets) Gate {
 	if h.round == nil {
-		h.held, h.round = map[uint32]heldRows{}, map[uint32]Verdict{}
+		h.held, h.round, h.newest = map[uint32]heldRows{}, map[uint32]Verdict{}, map[uint32]uint64{}
 	}
 	clear(h.round)
+	clear(h.newest)
 	g := Gate{h: h, t: t, now: monoNow()}
-	if s, ok := t.(settler); ok {
+	if s, ok := t.(Settler); ok {
 		g.settled = s.Settled
 	}
 	return g
 }
 
-// Verdict says what the report does with tgid's rows. last is the newest
-// of them (CLOCK_MONOTONIC ns), 0 when the probe does not know: then the
-// report's own time stands for it. A report asks once per process; later
-// calls return the first answer.
-func (g Gate) Verdict(tgid uint32, last uint64) Verdict {
+// Note tells the report that tgid has rows as new as ts (CLOCK_MONOTONIC
+// ns). Notes come before the process's Verdict; a process without one is
+// taken to have rows as new as the report.
+func (g Gate) Note(tgid uint32, ts uint64) {
+	if g.settled == nil || ts <= g.h.newest[tgid] || g.t.Observed(int(tgid)) {
+		return
+	}
+	g.h.newest[tgid] = ts
+}
+
+// Verdict says what the report does with tgid's rows. A report decides
+// once per process; later calls return the first answer.
+func (g Gate) Verdict(tgid uint32) Verdict {
 	if g.t == nil || g.t.Observed(int(tgid)) {
 		return Report
 	}
@@ -79,12 +92,13 @@ func (g Gate) Verdict(tgid uint32, last uint64) Verdict {
 	v := Drop
 	if g.settled != nil {
 		h, held := g.h.held[tgid]
-		if !held {
+		last, noted := g.h.newest[tgid]
+		switch {
+		case !held && noted:
+			h.since = last
+		case !held:
 			h.since = g.now
-			if last != 0 {
-				h.since = last
-			}
-		} else if last > h.since {
+		case last > h.since:
 			h.since = last
 		}
 		switch {
@@ -117,7 +131,7 @@ func Sift[K comparable, V any](h *Holdback, t Targets, rows, next map[K]V, tgid 
 	g := h.Begin(t)
 	defer h.End()
 	for k, v := range rows {
-		switch g.Verdict(tgid(k), 0) {
+		switch g.Verdict(tgid(k)) {
 		case Report:
 			continue
 		case Hold:

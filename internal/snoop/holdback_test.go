@@ -22,7 +22,7 @@ func (s *settledTargets) Settled(ts uint64) bool { return s.handled >= ts }
 // reports in a row; without Settled they are dropped at once.
 func TestHoldback(t *testing.T) {
 	var h Holdback
-	if v := h.Begin(nil).Verdict(1, 0); v != Report {
+	if v := h.Begin(nil).Verdict(1); v != Report {
 		t.Fatalf("no snoopers: %v, want Report", v)
 	}
 	h.End()
@@ -30,11 +30,16 @@ func TestHoldback(t *testing.T) {
 	report := func(want map[uint32]Verdict, last map[uint32]uint64) {
 		t.Helper()
 		g := h.Begin(s)
+		for tgid, ts := range last {
+			g.Note(tgid, ts)
+			g.Note(tgid, ts-1) // an older row changes nothing
+		}
 		for tgid, w := range want {
-			if v := g.Verdict(tgid, last[tgid]); v != w {
+			if v := g.Verdict(tgid); v != w {
 				t.Fatalf("tgid %d: %v, want %v", tgid, v, w)
 			}
-			if v := g.Verdict(tgid, math.MaxUint64); v != w {
+			g.Note(tgid, math.MaxUint64)
+			if v := g.Verdict(tgid); v != w {
 				t.Fatalf("tgid %d asked again: %v, want the first answer %v", tgid, v, w)
 			}
 		}
@@ -57,14 +62,15 @@ func TestHoldback(t *testing.T) {
 	want = append(want, Expire, Hold)
 	for i, w := range want {
 		g := h.Begin(s)
-		if v := g.Verdict(5, math.MaxUint64); v != w {
+		g.Note(5, math.MaxUint64)
+		if v := g.Verdict(5); v != w {
 			t.Fatalf("report %d: %v, want %v", i, v, w)
 		}
 		h.End()
 	}
 	// Without Settled, rows of a process not observed are dropped.
 	plain := &settledTargets{members: map[int]bool{}}
-	if v := h.Begin(struct{ Targets }{plain}).Verdict(6, 0); v != Drop {
+	if v := h.Begin(struct{ Targets }{plain}).Verdict(6); v != Drop {
 		t.Fatalf("no Settled: %v, want Drop", v)
 	}
 }

@@ -307,17 +307,18 @@ func (r *Resolver) DecidedAt(pid int) uint64 {
 // SetHandledThrough tells the resolver where its lifecycle events come
 // from: fn returns the CLOCK_MONOTONIC time (ns) as of which every fork
 // and exec has been passed to Notify (proctrack.Tracker.HandledThrough).
-// Without it, Settled knows only what DecidedAt says.
+// Without it, every set is always settled (Set.Settled).
 func (r *Resolver) SetHandledThrough(fn func() uint64) { r.handled.Store(&fn) }
 
-// settled reports whether the classification of pid is final for what the
-// process did up to ts (CLOCK_MONOTONIC ns): every lifecycle event before
-// ts has been notified. A classification made after ts is not enough: the
-// identity cache answers for a process from its last fork or exec event
-// seen, and a set classifies a process that has exited from the events
-// notified so far, so until its exec is notified a new process reads as
-// its parent. Without a lifecycle source everything is settled: nothing
-// would ever make a classification more current than the /proc scan.
+// settled reports whether the classifications are final for what
+// processes did up to ts (CLOCK_MONOTONIC ns): every lifecycle event
+// before ts has been notified. A classification made after ts is not
+// enough: the identity cache answers for a process from its last fork or
+// exec event seen, and a set classifies a process that has exited from
+// the events notified so far, so until its exec is notified a new process
+// reads as its parent. Without a lifecycle source everything is settled:
+// nothing would ever make a classification more current than the /proc
+// scan.
 func (r *Resolver) settled(ts uint64) bool {
 	fn := r.handled.Load()
 	return fn == nil || (*fn)() >= ts

@@ -382,7 +382,7 @@ func (h sharedHandler) Conn(c *Conn) {
 // unsettled reports whether t (a snoop.Set) may still come to observe the
 // process that made a connection recognised at ts.
 func unsettled(t snoop.Targets, ts uint64) bool {
-	s, ok := t.(interface{ Settled(ts uint64) bool })
+	s, ok := t.(snoop.Settler)
 	return ok && !s.Settled(ts)
 }
 

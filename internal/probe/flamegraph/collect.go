@@ -201,7 +201,7 @@ func (p *Probe) collect() error {
 			if kind(k) == offCPU {
 				v /= 1000 // ns -> µs
 			}
-			switch g.Verdict(e.key.Tgid, 0) {
+			switch g.Verdict(e.key.Tgid) {
 			case snoop.Report:
 				p.addSample(kind(k), pid, name(e.key, kind(k) == memGlibc), v, e.objs)
 			case snoop.Hold:
@@ -257,7 +257,7 @@ type heldSample struct {
 // offer adds a held sample as the collect's verdict on its process says:
 // it returns 1 when the sample is dropped as lost (held too long).
 func (p *Probe) offer(g snoop.Gate, s heldSample) uint64 {
-	switch g.Verdict(uint32(s.pid), 0) {
+	switch g.Verdict(uint32(s.pid)) {
 	case snoop.Report:
 		p.addSample(s.k, s.pid, s.stack, s.v, s.objs)
 	case snoop.Hold:

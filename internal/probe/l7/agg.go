@@ -244,11 +244,11 @@ func setRPC(t *table.Table, r *table.Record, g *rpcAgg, period time.Duration, pe
 // of the process); dropped counts the requests in rows the holdback
 // expired (at least one for rows of bytes only), lost.
 func (a *aggregator) flush(end time.Time, period time.Duration, bytes, rpc bool, targets snoop.Targets) (out []*table.Record, dropped uint64) {
-	hold, dropped := a.holdBack(targets)
-	observed := func(tgid uint32) bool { return targets == nil || targets.Observed(int(tgid)) }
-	if hold != nil {
-		observed = func(tgid uint32) bool { return !hold[tgid] && targets.Observed(int(tgid)) }
+	gate := a.holdback.Begin(targets)
+	for k, l := range a.links {
+		gate.Note(k.tgid, l.last)
 	}
+	observed := func(tgid uint32) bool { return gate.Verdict(tgid) == snoop.Report }
 	lT, rT, aT := a.lT, a.rT, a.aT
 	if bytes && lT != nil {
 		for k, l := range a.links {
@@ -285,66 +285,37 @@ func (a *aggregator) flush(end time.Time, period time.Duration, bytes, rpc bool,
 			out = append(out, r)
 		}
 	}
+	for k, l := range a.links {
+		if gate.Verdict(k.tgid) == snoop.Expire {
+			dropped += requestsIn(l, a.rpcs[k])
+		}
+	}
+	a.holdback.End()
 	a.gen++
-	if hold == nil {
+	if !a.holdback.Holding() {
 		clear(a.links)
 		clear(a.rpcs)
 		clear(a.apis)
 		return out, dropped
 	}
-	maps.DeleteFunc(a.links, func(k rowKey, _ *linkAgg) bool { return !hold[k.tgid] })
-	maps.DeleteFunc(a.rpcs, func(k rowKey, _ *rpcAgg) bool { return !hold[k.tgid] })
-	maps.DeleteFunc(a.apis, func(k apiKey, _ *rpcAgg) bool { return !hold[k.tgid] })
+	held := func(tgid uint32) bool { return gate.Verdict(tgid) == snoop.Hold }
+	maps.DeleteFunc(a.links, func(k rowKey, _ *linkAgg) bool { return !held(k.tgid) })
+	maps.DeleteFunc(a.rpcs, func(k rowKey, _ *rpcAgg) bool { return !held(k.tgid) })
+	maps.DeleteFunc(a.apis, func(k apiKey, _ *rpcAgg) bool { return !held(k.tgid) })
 	return out, dropped
 }
 
-// holdBack returns the processes whose rows this flush keeps for the next
-// (nil: none), and the requests in the rows it drops as lost.
-func (a *aggregator) holdBack(targets snoop.Targets) (map[uint32]bool, uint64) {
-	if targets == nil {
-		return nil, 0
+// requestsIn is what a dropped row counts as lost: its requests (or
+// responses without a request), at least one for a row of bytes only.
+func requestsIn(l *linkAgg, r *rpcAgg) uint64 {
+	var n uint64
+	if r != nil {
+		n = max(r.req, r.resp)
 	}
-	var newest map[uint32]uint64
-	for k, l := range a.links {
-		if !targets.Observed(int(k.tgid)) {
-			if newest == nil {
-				newest = map[uint32]uint64{}
-			}
-			newest[k.tgid] = max(newest[k.tgid], l.last)
-		}
+	if n == 0 && (l.segsSent > 0 || l.segsRecv > 0) {
+		n = 1
 	}
-	g := a.holdback.Begin(targets)
-	defer a.holdback.End()
-	var hold, expired map[uint32]bool
-	for tgid, last := range newest {
-		switch g.Verdict(tgid, last) {
-		case snoop.Hold:
-			if hold == nil {
-				hold = map[uint32]bool{}
-			}
-			hold[tgid] = true
-		case snoop.Expire:
-			if expired == nil {
-				expired = map[uint32]bool{}
-			}
-			expired[tgid] = true
-		}
-	}
-	var dropped uint64
-	for k, l := range a.links {
-		if !expired[k.tgid] {
-			continue
-		}
-		n := uint64(0)
-		if g := a.rpcs[k]; g != nil {
-			n = max(g.req, g.resp)
-		}
-		if n == 0 && (l.segsSent > 0 || l.segsRecv > 0) {
-			n = 1
-		}
-		dropped += n
-	}
-	return hold, dropped
+	return n
 }
 
 // conn is one traced connection.

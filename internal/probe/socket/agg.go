@@ -277,7 +277,7 @@ func (a *aggregator) flush(now time.Time, period time.Duration, cfg probe.Config
 	T := table.EndpointTcp
 	if cfg.Has(bitTCP) {
 		for k, t := range a.tcp {
-			if v := g.Verdict(k.tgid, 0); v != snoop.Report {
+			if v := g.Verdict(k.tgid); v != snoop.Report {
 				if v == snoop.Hold {
 					continue // its growth waits for the next period
 				}
@@ -311,7 +311,7 @@ func (a *aggregator) flush(now time.Time, period time.Duration, cfg probe.Config
 	U := table.EndpointUdp
 	if cfg.Has(bitUDP) {
 		for k, u := range a.udp {
-			if v := g.Verdict(k.tgid, 0); v != snoop.Report {
+			if v := g.Verdict(k.tgid); v != snoop.Report {
 				if v == snoop.Hold {
 					continue
 				}

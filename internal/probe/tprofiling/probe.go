@@ -535,34 +535,20 @@ func (s *eventSift) events(t snoop.Targets, evs []Event) ([]Event, uint64) {
 	if t == nil {
 		return evs, 0
 	}
-	var newest map[uint32]uint64
-	for _, e := range evs {
-		if !t.Observed(int(e.TGID)) {
-			if newest == nil {
-				newest = map[uint32]uint64{}
-			}
-			newest[e.TGID] = max(newest[e.TGID], e.Start+e.Dur)
-		}
-	}
-	if newest == nil {
-		return evs, 0
-	}
 	g := s.hold.Begin(t)
 	defer s.hold.End()
-	verdict := make(map[uint32]snoop.Verdict, len(newest))
-	for tgid, last := range newest {
-		verdict[tgid] = g.Verdict(tgid, last)
+	for _, e := range evs {
+		g.Note(e.TGID, e.Start+e.Dur)
 	}
 	var expired uint64
 	out := evs[:0]
 	for _, e := range evs {
-		v, ok := verdict[e.TGID]
-		switch {
-		case !ok:
+		switch g.Verdict(e.TGID) {
+		case snoop.Report:
 			out = append(out, e)
-		case v == snoop.Hold:
+		case snoop.Hold:
 			s.held = append(s.held, e)
-		case v == snoop.Expire:
+		case snoop.Expire:
 			expired++
 		}
 	}
