@@ -214,6 +214,10 @@ func (h *sysHook) close() error {
 var captureSyscalls = []string{"read", "write", "recvfrom", "sendto", "readv", "writev", "recvmsg", "sendmsg",
 	"recvmmsg", "sendmmsg", "close"}
 
+// sockExitSyscalls are the syscalls syscap_exit handles beside the sock
+// hooks: a datagram's source address, the *mmsg calls and close.
+var sockExitSyscalls = []string{"recvfrom", "recvmsg", "recvmmsg", "sendmmsg", "close"}
+
 // classSyscalls are the syscalls of each timed class of the statistics
 // (sc_class in syscap.bpf.c).
 var classSyscalls = map[SyscallClass][]string{

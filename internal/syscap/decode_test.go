@@ -55,6 +55,8 @@ func TestSpec(t *testing.T) {
 	bpfspec.Objects(t, _SyscapBytes, []string{"syscap_x86_bpfel.o", "syscap_arm64_bpfel.o"}, func(t *testing.T, spec *ebpf.CollectionSpec) {
 		fmaps, fprogs := bpfspec.Filter()
 		fprogs["syscap_sys_exit"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sys_exit"}
+		fprogs["syscap_sock_send"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sock_send_length"}
+		fprogs["syscap_sock_recv"] = bpfspec.Program{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sock_recv_length"}
 		for _, p := range []string{"ssl_write_enter", "ssl_read_enter", "ssl_write_ex_enter", "ssl_read_ex_enter", "go_tls_write_enter", "go_tls_read_enter", "go_tls_return", "ssl_handshake_enter"} {
 			fprogs[p] = bpfspec.Program{Type: ebpf.Kprobe, AttachTo: ""}
 		}

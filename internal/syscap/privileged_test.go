@@ -79,8 +79,15 @@ func openCapture(t *testing.T, opts Options, targets snoop.Targets, protos ...l7
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if _, forced := os.LookupEnv(EnvAttach); opts.Attach == AttachAuto && !forced && (c.exit.rawLink != nil || len(c.exit.tps) != len(captureSyscalls)) {
-		t.Fatalf("auto mode: want the %d per-syscall tracepoints only, have raw %v and %d", len(captureSyscalls), c.exit.rawLink != nil, len(c.exit.tps))
+	exits := sockExitSyscalls
+	if c.socks == nil {
+		exits = captureSyscalls
+	}
+	if (c.socks == nil) != opts.NoSockHooks {
+		t.Fatalf("sock hooks attached: %v, want %v", c.socks != nil, !opts.NoSockHooks)
+	}
+	if _, forced := os.LookupEnv(EnvAttach); opts.Attach == AttachAuto && !forced && (c.exit.rawLink != nil || len(c.exit.tps) != len(exits)) {
+		t.Fatalf("auto mode: want the %d per-syscall tracepoints only, have raw %v and %d", len(exits), c.exit.rawLink != nil, len(c.exit.tps))
 	}
 	if err := c.SetConfig(Config{Protocols: protos}); err != nil {
 		t.Fatal(err)
@@ -111,15 +118,17 @@ func runCapture(t *testing.T, c *Capture) (stop func()) {
 // and a server of this process is captured on both ends, byte for byte,
 // with the protocol and roles inferred in the kernel; a connection of a
 // protocol not enabled and a regular file are not; close() is reported.
-// It runs on the raw sys_exit tracepoint (AttachRaw), the other capture
-// tests (and the l7, ksli and postgre_sli probes') on the per-syscall
-// ones: both attachments of the body are tested without loading the
-// capture twice per test (the load is most of a test's time).
+// It runs on the raw sys_exit tracepoint (AttachRaw) without the sock
+// hooks, so sys_exit takes every data syscall, as on kernels without the
+// sock tracepoints; the other capture tests (and the l7, ksli and
+// postgre_sli probes') run on the per-syscall exits beside the sock
+// hooks: both attachments and both data paths are tested without loading
+// the capture twice per test (the load is most of a test's time).
 func TestCapturePrivileged(t *testing.T) {
 	probetest.RequirePrivileged(t)
 	rec := newRecorder()
 	var lost uint64
-	c := openCapture(t, Options{Handler: rec, OnLost: func(n uint64) { lost += n }, Attach: AttachRaw}, selfTargets{}, l7.HTTP)
+	c := openCapture(t, Options{Handler: rec, OnLost: func(n uint64) { lost += n }, Attach: AttachRaw, NoSockHooks: true}, selfTargets{}, l7.HTTP)
 	if c.exit.rawLink == nil || len(c.exit.tps) != 0 {
 		t.Fatalf("not attached to the raw tracepoint only: %+v", c.exit)
 	}

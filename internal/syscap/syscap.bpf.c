@@ -2,19 +2,26 @@
 
 /* syscap: socket data from syscalls, for the l7 probe and every probe that
  * reads what processes send and receive (proc, ksli, postgre_sli, kafka,
- * tprofiling). No kprobes: one program at syscall exit reads each
- * syscall's arguments from the saved user registers (they are intact at
- * exit), so no sys_enter program and no per-thread stash are needed.
+ * tprofiling). No kprobes: the programs read each syscall's arguments from
+ * the saved user registers (intact inside the syscall and at its exit), so
+ * no sys_enter program and no per-thread stash are needed.
  *
- * Hooks (one body, syscap_exit, two attachments; syscap.go picks one):
+ * Hooks:
+ *   tp_btf/sock_send_length, sock_recv_length (syscap_sock_send/_recv, when
+ *                     syscap_sock_hooks is set): inside every send and
+ *                     receive of a socket; they take read, write, readv,
+ *                     writev, sendto, sendmsg, and a TCP socket's recvfrom
+ *                     and recvmsg (sock_data).
+ *   One body, syscap_exit, for the rest (a datagram's recvfrom/recvmsg,
+ *                     whose source address reaches the caller after the
+ *                     sock hook; recvmmsg, sendmmsg; close), and for every
+ *                     data syscall where the sock hooks are not attached;
+ *                     two attachments, syscap.go picks one:
  *   tracepoint/syscalls/sys_exit_<name> (syscap_sc_exit) for each syscall
- *                     below: no other syscall runs a program.
+ *                     it takes: no other syscall runs a program.
  *   tp_btf/sys_exit   (syscap_sys_exit) the raw tracepoint, where the
  *                     per-syscall events cannot be had: every other
  *                     syscall returns at the first switch.
- *   Syscalls: read, readv, recvfrom, recvmsg, recvmmsg (ingress),
- *                     write, writev, sendto, sendmsg, sendmmsg (egress),
- *                     close.
  * Flow of a data syscall: the syscall number, the snooper filter
  *   (galago_observed, common.h), then the connection of (tgid, fd) in
  *   conns. Its struct file is compared with the fd table's, so a reused fd
@@ -52,7 +59,7 @@
  *   (syscap.OpenTprof), loaded the same way.
  * Limits: 32-bit (ia32) processes' syscall numbers are not told apart;
  *   sendfile/splice bodies are counted as not captured.
- * Kernel: 5.8+ (ring buffer), tp_btf (5.5+), BTF.
+ * Kernel: 5.8+ (ring buffer), tp_btf (5.5+), BTF; the sock hooks 6.3+.
  */
 #define GALAGO_RINGBUF
 #define GALAGO_FILTER
@@ -270,6 +277,7 @@ volatile __u32 syscap_protos = 0;                /* bit (1 << enum syscap_proto)
 volatile __u32 syscap_cap = SYSCAP_CAP_MAX;      /* bytes kept of a turn's first chunk (<= SYSCAP_CAP_MAX) */
 volatile __u32 syscap_cont_cap = 256;            /* bytes kept of the turn's later chunks */
 volatile __u32 syscap_ssl = 0;                   /* 1: TLS uprobes are attached: note the fds of TLS calls */
+volatile __u32 syscap_sock_hooks = 0;            /* 1: the sock hooks take the data syscalls (syscap_sock_*) */
 
 GALAGO_EXPORT_TYPE(struct syscap_conn, conn);
 GALAGO_EXPORT_TYPE(struct syscap_conn_rec, conn_rec);
@@ -641,6 +649,8 @@ struct bufs {
 	__u32 iovcnt;
 	const struct sockaddr *peer; /* datagram address (recvfrom/recvmsg/sendto/sendmsg), may be NULL */
 	__u64 ts; /* when the data moved, if not now (a TLS write: its entry) */
+	__u64 file;   /* the socket's struct file when the hook knows it (the sock hooks), else 0 */
+	__u8 udp_only; /* handle the chunk only if the socket is UDP (sys_exit beside the sock hooks) */
 };
 
 /* first_bytes copies up to INFER_BYTES of the data into out. */
@@ -857,20 +867,26 @@ static __always_inline void emit_close(__u32 tgid, const struct syscap_conn *c, 
  * socket not seen before (or whose fd now names another file); NULL for
  * anything that is not an inet TCP/UDP socket. *sk_out gets the socket of
  * a new connection (for its CONN record), NULL otherwise. */
-static __always_inline struct syscap_conn *lookup_conn(__u64 key, __u32 fd, struct sock **sk_out)
+static __always_inline struct syscap_conn *lookup_conn(__u64 key, __u32 fd, __u64 hint, struct sock **sk_out)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct syscap_conn *c = bpf_map_lookup_elem(&conns, &key);
-	struct file *f = fd_file(task, fd);
 	struct syscap_conn nc = {};
 	struct socket *sock;
 	struct sock *sk;
+	struct file *f;
 	__u16 family, type;
 	__u8 proto;
 
 	*sk_out = NULL;
+	/* The sock hooks know the socket's file: a known connection
+	 * needs no walk of the fd table. */
+	if (hint && c && c->file == hint)
+		return c;
+	f = fd_file(bpf_get_current_task_btf(), fd);
 	if (!f)
 		return NULL;
+	if (hint && (__u64)f != hint)
+		return NULL; /* the syscall's fd is not the socket the hook saw */
 	if (c && c->file == (__u64)f)
 		return c;
 	if (c) {
@@ -1073,8 +1089,8 @@ __noinline int on_data(__u32 fd, const struct bufs *b, __u64 size, __u8 dir, boo
 
 	if (!b || !galago_observed(tgid))
 		return 0;
-	c = lookup_conn(key, fd, &sk);
-	if (!c)
+	c = lookup_conn(key, fd, b->file, &sk);
+	if (!c || (b->udp_only && c->l4 != SYSCAP_L4_UDP))
 		return 0;
 	if (plaintext) {
 		if (c->state == SYSCAP_INFER)
@@ -1571,6 +1587,34 @@ static __always_inline int syscap_exit(struct pt_regs *regs, long ret)
 	struct bufs b = {};
 	__u32 fd;
 
+	if (syscap_sock_hooks) {
+		/* The sock hooks took the chunk (and noted a TLS call's fd),
+		 * but a datagram's source address, which the kernel copies to
+		 * the caller only after the hook. */
+		switch (SC_NR(regs)) {
+		case NR_read:
+		case NR_write:
+		case NR_readv:
+		case NR_writev:
+		case NR_sendto:
+		case NR_sendmsg:
+			return 0;
+		case NR_recvfrom:
+		case NR_recvmsg: {
+			__u64 key = (bpf_get_current_pid_tgid() & ~0xffffffffULL) | (__u32)SC_ARG0(regs);
+			struct syscap_conn *c;
+
+			if (ret <= 0)
+				return 0;
+			/* A known TCP connection costs one lookup here. */
+			c = bpf_map_lookup_elem(&conns, &key);
+			if (c && c->l4 == SYSCAP_L4_TCP)
+				return 0;
+			b.udp_only = 1;
+			goto data;
+		}
+		}
+	}
 	switch (SC_NR(regs)) {
 	case NR_read:
 	case NR_write:
@@ -1583,6 +1627,7 @@ static __always_inline int syscap_exit(struct pt_regs *regs, long ret)
 		note_if_ssl(SC_ARG0(regs));
 		break;
 	}
+data:
 	switch (SC_NR(regs)) {
 	case NR_read:
 	case NR_write:
@@ -1641,6 +1686,105 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 {
 	return syscap_exit(regs, ret);
+}
+
+#define PF_IO_WORKER 0x00000010
+#define PF_KTHREAD 0x00200000
+
+/* ---- The sock hooks: data syscalls from inside sock_sendmsg/sock_recvmsg ----
+ * tp_btf/sock_send_length and sock_recv_length fire in every send and
+ * receive of a socket, with the socket; the syscall's arguments are in the
+ * saved user registers as at its exit. Their BPF dispatch costs a few ns
+ * where a syscalls:sys_exit_* program's costs ~115 ns here (the event's
+ * record is built first), and the socket's file comes with the hook, so a
+ * known connection needs no fd table walk. Taken: read, write, readv,
+ * writev, sendto, sendmsg, and recvfrom/recvmsg of TCP sockets; left to
+ * sys_exit: a datagram's recvfrom/recvmsg (its source address reaches the
+ * caller after the hook) and the *mmsg calls (the hook does not say which
+ * message it is). Kernel threads and io_uring workers (their registers
+ * hold no syscall) and other syscalls (sendfile, splice, io_uring_enter)
+ * are skipped, as sys_exit skips them. */
+static __always_inline int sock_data(struct sock *sk, int ret, __u8 dir)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs;
+	struct socket *so;
+	struct bufs b = {};
+	__u32 fd;
+	long nr;
+
+	if (task->flags & (PF_KTHREAD | PF_IO_WORKER))
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	nr = SC_NR(regs);
+	switch (nr) {
+	case NR_read:
+	case NR_recvfrom:
+	case NR_readv:
+	case NR_recvmsg:
+		if (dir != SYSCAP_INGRESS)
+			return 0;
+		break;
+	case NR_write:
+	case NR_sendto:
+	case NR_writev:
+	case NR_sendmsg:
+		if (dir != SYSCAP_EGRESS)
+			return 0;
+		break;
+	default:
+		return 0;
+	}
+	fd = SC_ARG0(regs);
+	note_if_ssl(fd);
+	if (ret <= 0 || !sk)
+		return 0;
+	if ((nr == NR_recvfrom || nr == NR_recvmsg) && BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) != IPPROTO_TCP)
+		return 0; /* sys_exit takes it, with the source address */
+	so = sk->sk_socket;
+	if (!so)
+		return 0;
+	b.file = (__u64)so->file;
+	if (!b.file)
+		return 0;
+	switch (nr) {
+	case NR_read:
+	case NR_write:
+	case NR_recvfrom:
+		b.buf = (const void *)SC_ARG1(regs);
+		break;
+	case NR_sendto:
+		b.buf = (const void *)SC_ARG1(regs);
+#if defined(__TARGET_ARCH_x86)
+		b.peer = (const struct sockaddr *)regs->r8;
+#else
+		b.peer = (const struct sockaddr *)regs->regs[4];
+#endif
+		break;
+	case NR_readv:
+	case NR_writev:
+		b.iov = (const struct iovec *)SC_ARG1(regs);
+		b.iovcnt = SC_ARG2(regs);
+		break;
+	default: /* recvmsg, sendmsg */
+		if (!msghdr_bufs((const struct user_msghdr *)SC_ARG1(regs), &b))
+			return 0;
+		break;
+	}
+	on_data(fd, &b, ret, dir, false);
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(syscap_sock_send, struct sock *sk, int ret, int flags)
+{
+	return sock_data(sk, ret, SYSCAP_EGRESS);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(syscap_sock_recv, struct sock *sk, int ret, int flags)
+{
+	return sock_data(sk, ret, SYSCAP_INGRESS);
 }
 
 SEC("tracepoint")

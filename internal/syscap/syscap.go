@@ -1,31 +1,44 @@
 // Package syscap captures what processes send and receive on their TCP and
-// UDP sockets, from syscall exit tracepoints (no kprobes): for each
-// connection it infers the L7 protocol in the kernel from the first bytes,
-// and for connections of an enabled protocol it delivers the connection's
-// addresses once (Conn), then every read and write with a prefix of its
-// bytes (Data), then its close (Close). It is the one syscall capture of
-// galago: the l7 probe reads it, and so will the probes that need the same
-// stream (proc, ksli, postgre_sli, kafka, tprofiling).
+// UDP sockets, from tracepoints (no kprobes): for each connection it infers
+// the L7 protocol in the kernel from the first bytes, and for connections
+// of an enabled protocol it delivers the connection's addresses once
+// (Conn), then every read and write with a prefix of its bytes (Data),
+// then its close (Close). It is the one syscall capture of galago: the l7
+// probe reads it, and so do the probes that need the same stream (ksli,
+// postgre_sli, kafka; proc and tprofiling load its statistics sections).
 //
-// Attachment (attach.go, AttachMode): by default one tracepoint program
-// on syscalls:sys_exit_<name> of each syscall the capture handles (read,
-// write, readv, writev, recvfrom, sendto, recvmsg, sendmsg, recvmmsg,
-// sendmmsg, close), so every other syscall of every process runs no
-// program; the proc statistics and tprofiling attach their enter and exit
-// programs the same way for the syscalls of their enabled classes, and
-// keep the raw sys_exit only for the failure count of every syscall.
-// Where tracefs is not mounted galago mounts it (root); where it cannot,
-// or the kernel has no syscall events, the tp_btf programs on the raw
-// sys_enter/sys_exit tracepoints are used (one log line), with the same
-// bodies. GALAGO_SYSCAP_ATTACH=raw|syscalls forces a mode.
+// Hooks: the data syscalls are taken inside the socket layer, by tp_btf
+// programs on sock_send_length and sock_recv_length (Linux 6.3+), which
+// fire in every send and receive with the socket and read the syscall's
+// arguments from the saved user registers: their dispatch costs a few ns
+// where a syscalls:sys_exit_<name> program's costs ~115 ns on the
+// development VM, and a known connection needs no fd table walk
+// (BenchmarkCaptureCharged). One program at syscall exit takes what they
+// cannot: a datagram's recvfrom/recvmsg (its source address reaches the
+// caller after the hook), recvmmsg/sendmmsg (the hook does not say which
+// message it is) and close. Where the kernel lacks the sock tracepoints
+// (one log line), or with Options.NoSockHooks, the exit program takes
+// every data syscall (read, write, readv, writev, recvfrom, sendto,
+// recvmsg, sendmsg, recvmmsg, sendmmsg) as well.
+//
+// Attachment of the exit program (attach.go, AttachMode): by default a
+// tracepoint program on syscalls:sys_exit_<name> of each syscall it
+// handles, so every other syscall of every process runs no program; the
+// proc statistics and tprofiling attach their enter and exit programs the
+// same way for the syscalls of their enabled classes, and keep the raw
+// sys_exit only for the failure count of every syscall. Where tracefs is
+// not mounted galago mounts it (root); where it cannot, or the kernel has
+// no syscall events, the tp_btf programs on the raw sys_enter/sys_exit
+// tracepoints are used (one log line), with the same bodies.
+// GALAGO_SYSCAP_ATTACH=raw|syscalls forces a mode.
 //
 // Cost model: in raw mode every syscall of every process pays the program
 // entry and one switch on the syscall number at exit (~70 ns of BPF here);
-// per syscall, only the kernel's check of its syscall bitmap. A read or
-// write pays the snooper filter, one
-// lookup of its (process, fd) and a read of the fd table; a socket that is
-// not L7 of interest stops there; a traced connection pays one ring buffer
-// record per syscall, sized to what it captures.
+// per syscall, only the kernel's check of its syscall bitmap. A send or
+// receive pays the snooper filter and one lookup of its (process, fd) (a
+// new fd a read of the fd table); a socket that is not L7 of interest
+// stops there; a traced connection pays one ring buffer record per
+// syscall, sized to what it captures.
 //
 // Limits: the first chunk of each turn (a run of chunks in one direction)
 // keeps up to Config.Cap bytes, later chunks of the turn Config.ContCap;
@@ -107,6 +120,10 @@ type Options struct {
 	// Attach is how the syscall program is attached (AttachAuto: per
 	// syscall where the kernel allows).
 	Attach AttachMode
+	// NoSockHooks reads every data syscall at its exit, as on kernels
+	// without the sock_send_length/sock_recv_length tracepoints (tests
+	// run both paths).
+	NoSockHooks bool
 	// RingSize is the ring buffer's size in bytes (0: DefaultRingSize): a
 	// power of 2 from MinRingSize to MaxRingSize. Records of bursts the
 	// reader cannot keep up with are lost (counted) once it is full.
@@ -133,6 +150,7 @@ type Capture struct {
 	opts   Options
 	objs   syscapObjects
 	exit   *sysHook
+	socks  []link.Link // the sock hooks (syscap_sock_send, syscap_sock_recv); nil where the kernel lacks them
 	reader *bpfrt.Reader
 	filter *bpfrt.FilterSync
 
@@ -235,12 +253,50 @@ func Open(opts Options) (*Capture, error) {
 		c.Close()
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
+	exits := captureSyscalls
+	if !opts.NoSockHooks && c.attachSockHooks() {
+		exits = sockExitSyscalls
+	}
 	c.exit = newSysHook("exit", mode, c.objs.SyscapSysExit, c.objs.SyscapScExit)
-	if err := c.exit.set(false, captureSyscalls); err != nil {
+	if err := c.exit.set(false, exits); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// sockHooksLog says once that the kernel lacks the sock tracepoints.
+var sockHooksLog sync.Once
+
+// attachSockHooks attaches the programs on the sock_send_length and
+// sock_recv_length tracepoints (Linux 6.3+), which then take the data
+// syscalls but a datagram's recvfrom/recvmsg and the *mmsg calls, and
+// tells the sys_exit program so. Where they cannot be attached, sys_exit
+// takes every data syscall, as before them (one log line).
+func (c *Capture) attachSockHooks() bool {
+	var links []link.Link
+	for _, p := range []*ebpf.Program{c.objs.SyscapSockSend, c.objs.SyscapSockRecv} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			sockHooksLog.Do(func() {
+				c.opts.Log.Info("syscap: sock_send_length/sock_recv_length tracepoints unavailable; data syscalls are read at syscall exit", "err", err)
+			})
+			return false
+		}
+		links = append(links, l)
+	}
+	if err := c.objs.SyscapSockHooks.Set(uint32(1)); err != nil {
+		for _, l := range links {
+			l.Close()
+		}
+		c.opts.Log.Warn("syscap: sock hooks not enabled", "err", err)
+		return false
+	}
+	c.socks = links
+	return true
 }
 
 // RingSize is the size in bytes of the ring buffer the kernel made.
@@ -257,6 +313,8 @@ func (c *Capture) Programs() map[string]*ebpf.Program {
 	progs := c.filter.Programs()
 	progs["syscap_sys_exit"] = c.objs.SyscapSysExit
 	progs["syscap_sc_exit"] = c.objs.SyscapScExit
+	progs["syscap_sock_send"] = c.objs.SyscapSockSend
+	progs["syscap_sock_recv"] = c.objs.SyscapSockRecv
 	progs["ssl_write_enter"] = c.objs.SslWriteEnter
 	progs["ssl_read_enter"] = c.objs.SslReadEnter
 	progs["ssl_write_ex_enter"] = c.objs.SslWriteExEnter
@@ -352,6 +410,10 @@ func (c *Capture) Close() error {
 		delete(c.goFiles, id)
 	}
 	c.mu.Unlock()
+	for _, l := range c.socks {
+		errs = append(errs, l.Close())
+	}
+	c.socks = nil
 	if c.exit != nil {
 		errs = append(errs, c.exit.close())
 		c.exit = nil

@@ -378,6 +378,8 @@ const (
 	syscapProgSslWriteEnter           = "ssl_write_enter"
 	syscapProgSslWriteExEnter         = "ssl_write_ex_enter"
 	syscapProgSyscapScExit            = "syscap_sc_exit"
+	syscapProgSyscapSockRecv          = "syscap_sock_recv"
+	syscapProgSyscapSockSend          = "syscap_sock_send"
 	syscapProgSyscapStatEnter         = "syscap_stat_enter"
 	syscapProgSyscapStatExit          = "syscap_stat_exit"
 	syscapProgSyscapStatScEnter       = "syscap_stat_sc_enter"
@@ -425,6 +427,7 @@ const (
 	syscapVarSyscapCap                = "syscap_cap"
 	syscapVarSyscapContCap            = "syscap_cont_cap"
 	syscapVarSyscapProtos             = "syscap_protos"
+	syscapVarSyscapSockHooks          = "syscap_sock_hooks"
 	syscapVarSyscapSsl                = "syscap_ssl"
 	syscapVarSyscapWholeMax           = "syscap_whole_max"
 	syscapVarSyscapWholeProtos        = "syscap_whole_protos"
@@ -487,6 +490,8 @@ type syscapProgramSpecs struct {
 	SslWriteEnter           *ebpf.ProgramSpec `ebpf:"ssl_write_enter"`
 	SslWriteExEnter         *ebpf.ProgramSpec `ebpf:"ssl_write_ex_enter"`
 	SyscapScExit            *ebpf.ProgramSpec `ebpf:"syscap_sc_exit"`
+	SyscapSockRecv          *ebpf.ProgramSpec `ebpf:"syscap_sock_recv"`
+	SyscapSockSend          *ebpf.ProgramSpec `ebpf:"syscap_sock_send"`
 	SyscapStatEnter         *ebpf.ProgramSpec `ebpf:"syscap_stat_enter"`
 	SyscapStatExit          *ebpf.ProgramSpec `ebpf:"syscap_stat_exit"`
 	SyscapStatScEnter       *ebpf.ProgramSpec `ebpf:"syscap_stat_sc_enter"`
@@ -572,6 +577,7 @@ type syscapVariableSpecs struct {
 	SyscapCap               *ebpf.VariableSpec `ebpf:"syscap_cap"`
 	SyscapContCap           *ebpf.VariableSpec `ebpf:"syscap_cont_cap"`
 	SyscapProtos            *ebpf.VariableSpec `ebpf:"syscap_protos"`
+	SyscapSockHooks         *ebpf.VariableSpec `ebpf:"syscap_sock_hooks"`
 	SyscapSsl               *ebpf.VariableSpec `ebpf:"syscap_ssl"`
 	SyscapWholeMax          *ebpf.VariableSpec `ebpf:"syscap_whole_max"`
 	SyscapWholeProtos       *ebpf.VariableSpec `ebpf:"syscap_whole_protos"`
@@ -690,6 +696,7 @@ type syscapVariables struct {
 	SyscapCap               *ebpf.Variable `ebpf:"syscap_cap"`
 	SyscapContCap           *ebpf.Variable `ebpf:"syscap_cont_cap"`
 	SyscapProtos            *ebpf.Variable `ebpf:"syscap_protos"`
+	SyscapSockHooks         *ebpf.Variable `ebpf:"syscap_sock_hooks"`
 	SyscapSsl               *ebpf.Variable `ebpf:"syscap_ssl"`
 	SyscapWholeMax          *ebpf.Variable `ebpf:"syscap_whole_max"`
 	SyscapWholeProtos       *ebpf.Variable `ebpf:"syscap_whole_protos"`
@@ -714,6 +721,8 @@ type syscapPrograms struct {
 	SslWriteEnter           *ebpf.Program `ebpf:"ssl_write_enter"`
 	SslWriteExEnter         *ebpf.Program `ebpf:"ssl_write_ex_enter"`
 	SyscapScExit            *ebpf.Program `ebpf:"syscap_sc_exit"`
+	SyscapSockRecv          *ebpf.Program `ebpf:"syscap_sock_recv"`
+	SyscapSockSend          *ebpf.Program `ebpf:"syscap_sock_send"`
 	SyscapStatEnter         *ebpf.Program `ebpf:"syscap_stat_enter"`
 	SyscapStatExit          *ebpf.Program `ebpf:"syscap_stat_exit"`
 	SyscapStatScEnter       *ebpf.Program `ebpf:"syscap_stat_sc_enter"`
@@ -750,6 +759,8 @@ func (p *syscapPrograms) Close() error {
 		p.SslWriteEnter,
 		p.SslWriteExEnter,
 		p.SyscapScExit,
+		p.SyscapSockRecv,
+		p.SyscapSockSend,
 		p.SyscapStatEnter,
 		p.SyscapStatExit,
 		p.SyscapStatScEnter,

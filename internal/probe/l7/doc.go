@@ -69,13 +69,15 @@
 //
 // Cost model (per observed request on a keep-alive connection, both ends
 // observed; BENCHMARKS.md "L7: per-request cost" has the figures): every
-// data syscall and close of every process runs syscap's exit program once
-// (attached per syscall; other syscalls run none: with the raw sys_exit
-// fallback they run it too and leave at the first switch, ~70-100 ns on
-// the development VM). Each read or write of a traced connection then pays the
-// snooper filter, the (process, fd) lookup and the fd table read, a clock
-// read and one ring buffer record with a prefix of the bytes (~1 us on
-// that VM, measured as traced minus ignored connection). A request is
+// send and receive on a socket runs syscap's sock hook once (tp_btf,
+// ~40 ns of dispatch), and every close, recvfrom, recvmsg and *mmsg call
+// its exit program (attached per syscall, ~160 ns of dispatch; reads and
+// writes of files and pipes run nothing; on kernels without the sock
+// tracepoints the exit program takes every data syscall). Each send or
+// receive of a traced connection then pays the snooper filter, the
+// (process, fd) lookup, a clock read and one ring buffer record with a
+// prefix of the bytes (~500 ns charged to the application on the
+// development VM, BenchmarkCaptureCharged). A request is
 // ~4 such syscalls (the client's write and read, the server's read and
 // write) and ~4-6 others (epoll_wait and the like): ~5.5-6 us of BPF per
 // request under redis-benchmark and nginx+wrk. In user space each record
