@@ -214,9 +214,21 @@ func (h *sysHook) close() error {
 var captureSyscalls = []string{"read", "write", "recvfrom", "sendto", "readv", "writev", "recvmsg", "sendmsg",
 	"recvmmsg", "sendmmsg", "close"}
 
-// sockExitSyscalls are the syscalls syscap_exit handles beside the sock
-// hooks: a datagram's source address, the *mmsg calls and close.
-var sockExitSyscalls = []string{"recvfrom", "recvmsg", "recvmmsg", "sendmmsg", "close"}
+// exitSyscalls are the syscalls syscap_exit handles: every data syscall
+// and close (captureSyscalls) without the sock hooks; beside them, the
+// *mmsg calls and close, and recvfrom/recvmsg while a datagram protocol
+// (DNS) is enabled, for a datagram's source address (a TCP socket's
+// recvfrom leaves at one lookup, but the dispatch alone is ~160 ns: recv()
+// is recvfrom).
+func exitSyscalls(sockHooks, datagrams bool) []string {
+	switch {
+	case !sockHooks:
+		return captureSyscalls
+	case datagrams:
+		return []string{"recvfrom", "recvmsg", "recvmmsg", "sendmmsg", "close"}
+	}
+	return []string{"recvmmsg", "sendmmsg", "close"}
+}
 
 // classSyscalls are the syscalls of each timed class of the statistics
 // (sc_class in syscap.bpf.c).

@@ -100,3 +100,32 @@ func TestPrivilegedMountTracefs(t *testing.T) {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 }
+
+// TestExitSyscalls: beside the sock hooks the exit program takes close
+// and the *mmsg calls, and recvfrom/recvmsg only with a datagram protocol;
+// without them every data syscall.
+func TestExitSyscalls(t *testing.T) {
+	if got := exitSyscalls(false, false); !slices.Equal(got, captureSyscalls) {
+		t.Errorf("without the sock hooks: %v, want %v", got, captureSyscalls)
+	}
+	if got := exitSyscalls(false, true); !slices.Equal(got, captureSyscalls) {
+		t.Errorf("without the sock hooks, DNS on: %v, want %v", got, captureSyscalls)
+	}
+	for _, c := range []struct {
+		datagrams bool
+		want      []string
+	}{
+		{false, []string{"close", "recvmmsg", "sendmmsg"}},
+		{true, []string{"close", "recvfrom", "recvmmsg", "recvmsg", "sendmmsg"}},
+	} {
+		got := slices.Sorted(slices.Values(exitSyscalls(true, c.datagrams)))
+		if !slices.Equal(got, c.want) {
+			t.Errorf("sock hooks, datagrams %v: %v, want %v", c.datagrams, got, c.want)
+		}
+		for _, n := range got {
+			if !slices.Contains(captureSyscalls, n) {
+				t.Errorf("%s is not a syscall the exit program handles", n)
+			}
+		}
+	}
+}

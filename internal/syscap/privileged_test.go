@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -79,18 +80,15 @@ func openCapture(t *testing.T, opts Options, targets snoop.Targets, protos ...l7
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	exits := sockExitSyscalls
-	if c.socks == nil {
-		exits = captureSyscalls
-	}
 	if (c.socks == nil) != opts.NoSockHooks {
 		t.Fatalf("sock hooks attached: %v, want %v", c.socks != nil, !opts.NoSockHooks)
 	}
-	if _, forced := os.LookupEnv(EnvAttach); opts.Attach == AttachAuto && !forced && (c.exit.rawLink != nil || len(c.exit.tps) != len(exits)) {
-		t.Fatalf("auto mode: want the %d per-syscall tracepoints only, have raw %v and %d", len(exits), c.exit.rawLink != nil, len(c.exit.tps))
-	}
 	if err := c.SetConfig(Config{Protocols: protos}); err != nil {
 		t.Fatal(err)
+	}
+	exits := exitSyscalls(c.socks != nil, slices.Contains(protos, l7.DNS))
+	if _, forced := os.LookupEnv(EnvAttach); opts.Attach == AttachAuto && !forced && (c.exit.rawLink != nil || len(c.exit.tps) != len(exits)) {
+		t.Fatalf("auto mode: want the %d per-syscall tracepoints only, have raw %v and %d", len(exits), c.exit.rawLink != nil, len(c.exit.tps))
 	}
 	if err := c.SetTargets(targets); err != nil {
 		t.Fatal(err)

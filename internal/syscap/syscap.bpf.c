@@ -14,7 +14,8 @@
  *                     and recvmsg (sock_data).
  *   One body, syscap_exit, for the rest (a datagram's recvfrom/recvmsg,
  *                     whose source address reaches the caller after the
- *                     sock hook; recvmmsg, sendmmsg; close), and for every
+ *                     sock hook, attached while DNS is enabled; recvmmsg,
+ *                     sendmmsg; close), and for every
  *                     data syscall where the sock hooks are not attached;
  *                     two attachments, syscap.go picks one:
  *   tracepoint/syscalls/sys_exit_<name> (syscap_sc_exit) for each syscall

@@ -15,7 +15,8 @@
 // development VM, and a known connection needs no fd table walk
 // (BenchmarkCaptureCharged). One program at syscall exit takes what they
 // cannot: a datagram's recvfrom/recvmsg (its source address reaches the
-// caller after the hook), recvmmsg/sendmmsg (the hook does not say which
+// caller after the hook; attached only while DNS, the one datagram
+// protocol, is enabled, as recv() is recvfrom), recvmmsg/sendmmsg (the hook does not say which
 // message it is) and close. Where the kernel lacks the sock tracepoints
 // (one log line), or with Options.NoSockHooks, the exit program takes
 // every data syscall (read, write, readv, writev, recvfrom, sendto,
@@ -253,12 +254,9 @@ func Open(opts Options) (*Capture, error) {
 		c.Close()
 		return nil, fmt.Errorf("syscap: %w", err)
 	}
-	exits := captureSyscalls
-	if !opts.NoSockHooks && c.attachSockHooks() {
-		exits = sockExitSyscalls
-	}
+	sockHooks := !opts.NoSockHooks && c.attachSockHooks()
 	c.exit = newSysHook("exit", mode, c.objs.SyscapSysExit, c.objs.SyscapScExit)
-	if err := c.exit.set(false, exits); err != nil {
+	if err := c.exit.set(false, exitSyscalls(sockHooks, false)); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -353,6 +351,12 @@ func (c *Capture) SetConfig(cfg Config) error {
 	} {
 		if err := v.v.Set(v.val); err != nil {
 			return fmt.Errorf("syscap: set config: %w", err)
+		}
+	}
+	if c.exit != nil {
+		// DNS is the one datagram protocol.
+		if err := c.exit.set(false, exitSyscalls(c.socks != nil, mask&(1<<l7.DNS) != 0)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -70,8 +70,8 @@
 // Cost model (per observed request on a keep-alive connection, both ends
 // observed; BENCHMARKS.md "L7: per-request cost" has the figures): every
 // send and receive on a socket runs syscap's sock hook once (tp_btf,
-// ~40 ns of dispatch), and every close, recvfrom, recvmsg and *mmsg call
-// its exit program (attached per syscall, ~160 ns of dispatch; reads and
+// ~40 ns of dispatch), and every close and *mmsg call (and recvfrom and
+// recvmsg while DNS is enabled) its exit program (attached per syscall, ~160 ns of dispatch; reads and
 // writes of files and pipes run nothing; on kernels without the sock
 // tracepoints the exit program takes every data syscall). Each send or
 // receive of a traced connection then pays the snooper filter, the
