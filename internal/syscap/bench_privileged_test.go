@@ -71,7 +71,7 @@ func BenchmarkCaptureRoundTrip(b *testing.B) {
 
 func benchRoundTrip(b *testing.B, mode AttachMode) {
 	h := &countHandler{}
-	c := benchCapture(b, h, mode, l7.Redis)
+	c := benchCapture(b, Options{Handler: h, Attach: mode}, l7.Redis)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -140,7 +140,7 @@ func BenchmarkUnobservedSyscall(b *testing.B) {
 	b.Run("none", func(b *testing.B) { getpidLoop(b) })
 	for _, m := range []AttachMode{AttachRaw, AttachSyscalls} {
 		b.Run(m.String(), func(b *testing.B) {
-			c := benchCapture(b, &countHandler{}, m, l7.Redis)
+			c := benchCapture(b, Options{Handler: &countHandler{}, Attach: m}, l7.Redis)
 			rt0, n0 := captureRuntime(b, c)
 			getpidLoop(b)
 			rt1, n1 := captureRuntime(b, c)
@@ -191,7 +191,7 @@ func BenchmarkObservedWrite(b *testing.B) {
 	for _, m := range []AttachMode{AttachRaw, AttachSyscalls} {
 		b.Run(m.String(), func(b *testing.B) {
 			h := &countHandler{}
-			c := benchCapture(b, h, m, l7.DNS)
+			c := benchCapture(b, Options{Handler: h, Attach: m}, l7.DNS)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- c.Run(ctx) }()
@@ -216,19 +216,14 @@ func BenchmarkObservedWrite(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			rt0, n0 := captureRuntime(b, c)
-			var ru0, ru1 unix.Rusage
-			_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
-			b.ResetTimer()
-			for b.Loop() {
+			cpu := cpuLoop(b, unix.RUSAGE_THREAD, func() {
 				if _, err := unix.Write(int(fd.Fd()), q); err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.StopTimer()
-			_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
+			}, nil)
 			rt1, n1 := captureRuntime(b, c)
 			time.Sleep(200 * time.Millisecond)
-			b.ReportMetric(float64(cpuNs(ru1)-cpuNs(ru0))/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(cpu, "cpu-ns/op")
 			b.ReportMetric(float64((rt1-rt0).Nanoseconds())/float64(b.N), "bpf-ns/op")
 			b.ReportMetric(float64(n1-n0)/float64(b.N), "bpf-runs/op")
 			b.ReportMetric(float64(h.data)/float64(b.N), "records/op")
@@ -245,10 +240,10 @@ func enableStats(b *testing.B) {
 	b.Cleanup(func() { stats.Close() })
 }
 
-// benchCapture opens a capture attached in mode m, tracing protocol p
-// for this process; it is closed with b.
-func benchCapture(b *testing.B, h Handler, m AttachMode, p l7.Protocol) *Capture {
-	c, err := Open(Options{Handler: h, Attach: m})
+// benchCapture opens a capture with opts, tracing protocol p for this
+// process; it is closed with b.
+func benchCapture(b *testing.B, opts Options, p l7.Protocol) *Capture {
+	c, err := Open(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -343,23 +338,13 @@ func BenchmarkCaptureCharged(b *testing.B) {
 
 // capture opens and runs a capture of Redis for this process until b ends.
 func capture(b *testing.B, h Handler, noSock bool) {
-	c, err := Open(Options{Handler: h, NoSockHooks: noSock})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.Redis}}); err != nil {
-		b.Fatal(err)
-	}
-	if err := c.SetTargets(selfTargets{}); err != nil {
-		b.Fatal(err)
-	}
+	c := benchCapture(b, Options{Handler: h, NoSockHooks: noSock}, l7.Redis)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	b.Cleanup(func() {
 		cancel()
 		<-done
-		c.Close()
 	})
 }
 
@@ -414,7 +399,8 @@ func loopbackPair(b *testing.B) rtFDs {
 	return rtFDs{clOut: cl, srvIn: srv, srvOut: srv, clIn: cl}
 }
 
-// chargedLoop runs b.N round trips on one OS thread over fds and reports the thread's CPU time per round trip.
+// chargedLoop runs b.N round trips on one OS thread over fds and reports
+// the thread's CPU time per round trip.
 func chargedLoop(b *testing.B, fds rtFDs) {
 	req := []byte("*3\r\n$3\r\nSET\r\n$6\r\nkey:12\r\n$9\r\nvalue:123\r\n") // 40 bytes
 	resp := []byte("+OK\r\n")

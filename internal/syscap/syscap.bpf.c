@@ -1695,9 +1695,9 @@ int BPF_PROG(syscap_sys_exit, struct pt_regs *regs, long ret)
 /* ---- The sock hooks: data syscalls from inside sock_sendmsg/sock_recvmsg ----
  * tp_btf/sock_send_length and sock_recv_length fire in every send and
  * receive of a socket, with the socket; the syscall's arguments are in the
- * saved user registers as at its exit. Their BPF dispatch costs a few ns
- * where a syscalls:sys_exit_* program's costs ~115 ns here (the event's
- * record is built first), and the socket's file comes with the hook, so a
+ * saved user registers as at its exit. Their BPF dispatch costs ~40 ns
+ * where a syscalls:sys_exit_* program's costs ~160 ns here (the event's
+ * record is built first; BenchmarkCaptureCharged), and the socket's file comes with the hook, so a
  * known connection needs no fd table walk. Taken: read, write, readv,
  * writev, sendto, sendmsg, and recvfrom/recvmsg of TCP sockets; left to
  * sys_exit: a datagram's recvfrom/recvmsg (its source address reaches the

@@ -10,14 +10,14 @@
 // Hooks: the data syscalls are taken inside the socket layer, by tp_btf
 // programs on sock_send_length and sock_recv_length (Linux 6.3+), which
 // fire in every send and receive with the socket and read the syscall's
-// arguments from the saved user registers: their dispatch costs a few ns
-// where a syscalls:sys_exit_<name> program's costs ~115 ns on the
+// arguments from the saved user registers: their dispatch costs ~40 ns
+// where a syscalls:sys_exit_<name> program's costs ~160 ns on the
 // development VM, and a known connection needs no fd table walk
 // (BenchmarkCaptureCharged). One program at syscall exit takes what they
 // cannot: a datagram's recvfrom/recvmsg (its source address reaches the
 // caller after the hook; attached only while DNS, the one datagram
-// protocol, is enabled, as recv() is recvfrom), recvmmsg/sendmmsg (the hook does not say which
-// message it is) and close. Where the kernel lacks the sock tracepoints
+// protocol, is enabled, as recv() is recvfrom), recvmmsg/sendmmsg (the
+// hook does not say which message it is) and close. Where the kernel lacks the sock tracepoints
 // (one log line), or with Options.NoSockHooks, the exit program takes
 // every data syscall (read, write, readv, writev, recvfrom, sendto,
 // recvmsg, sendmsg, recvmmsg, sendmmsg) as well.
@@ -273,25 +273,25 @@ var sockHooksLog sync.Once
 // takes every data syscall, as before them (one log line).
 func (c *Capture) attachSockHooks() bool {
 	var links []link.Link
+	fail := func() bool {
+		for _, l := range links {
+			l.Close()
+		}
+		return false
+	}
 	for _, p := range []*ebpf.Program{c.objs.SyscapSockSend, c.objs.SyscapSockRecv} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
-			for _, l := range links {
-				l.Close()
-			}
 			sockHooksLog.Do(func() {
 				c.opts.Log.Info("syscap: sock_send_length/sock_recv_length tracepoints unavailable; data syscalls are read at syscall exit", "err", err)
 			})
-			return false
+			return fail()
 		}
 		links = append(links, l)
 	}
 	if err := c.objs.SyscapSockHooks.Set(uint32(1)); err != nil {
-		for _, l := range links {
-			l.Close()
-		}
 		c.opts.Log.Warn("syscap: sock hooks not enabled", "err", err)
-		return false
+		return fail()
 	}
 	c.socks = links
 	return true
