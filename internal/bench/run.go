@@ -642,6 +642,9 @@ func (r *runner) profile(ctx context.Context, g *Galago, w Workload, a armSpec, 
 			defer wg.Done()
 			b, err := p.get(ctx, secs)
 			if err == nil {
+				err = os.MkdirAll(p.dir, 0o755)
+			}
+			if err == nil {
 				err = os.WriteFile(filepath.Join(p.dir, base+p.suffix), b, 0o644)
 			}
 			if err != nil {
