@@ -223,6 +223,21 @@ func (p *Parser) Feed(c l7.Chunk, out []l7.Exchange) []l7.Exchange {
 		case stLost, stDone:
 			off = len(data)
 		default:
+			if h.st == stHeaders && len(h.line) == 0 && !h.lineLong {
+				// The common case: the header lines are whole in this
+				// chunk. They are read in one tight loop; a line the
+				// chunk cuts is left to the general path below.
+				n, end := h.headerLines(data[off:])
+				h.msgBytes += n
+				off += n
+				if end {
+					out = p.headersEnd(h, c, off, out)
+					break
+				}
+				if off == len(data) {
+					break
+				}
+			}
 			i := bytes.IndexByte(data[off:], '\n')
 			if i < 0 {
 				if h.st == stStart && !h.plausibleStart(data[off:]) {
@@ -451,43 +466,57 @@ func (p *Parser) statusLine(h *half, l []byte, ts uint64, out []l7.Exchange) []l
 	return out
 }
 
+// headerLines reads the complete header lines at the start of b, up to
+// and including the empty line that ends the section, without the
+// per-line dispatch of Feed's loop. It returns the bytes it consumed and
+// whether the section ended; it stops before a line that b cuts.
+func (h *half) headerLines(b []byte) (n int, end bool) {
+	for {
+		i := bytes.IndexByte(b[n:], '\n')
+		if i < 0 {
+			return n, false
+		}
+		l := trimEOL(b[n : n+i+1])
+		n += i + 1
+		if len(l) == 0 {
+			return n, true
+		}
+		h.header(l)
+	}
+}
+
 // header notes the header fields that frame the message.
 func (h *half) header(l []byte) {
-	// Only Content-Length, Transfer-Encoding and Upgrade matter: reject
-	// the other fields by their first letter before looking further.
+	// Only Content-Length, Transfer-Encoding and Upgrade matter. A field's
+	// name ends at its first colon, and none of these names holds one: a
+	// line is one of them when its colon is where that name would end it
+	// and the bytes before match, so the colon need not be searched for.
+	// Most fields are rejected by their first letter alone.
 	if len(l) < len("upgrade:") {
 		return
 	}
 	switch l[0] | 0x20 {
-	case 'c', 't', 'u':
-	default:
-		return
-	}
-	colon := bytes.IndexByte(l, ':')
-	if colon <= 0 {
-		return // not a field (obs-fold or garbage): framing does not depend on it
-	}
-	name, value := l[:colon], trimSpace(l[colon+1:])
-	switch len(name) {
-	case 14:
-		if equalFold(name, "content-length") {
-			n, ok := parseDecimal(value)
+	case 'c':
+		if len(l) > 14 && l[14] == ':' && equalFold(l[:14], "content-length") {
+			n, ok := parseDecimal(trimSpace(l[15:]))
 			if !ok || h.contentLength >= 0 && n != h.contentLength {
 				h.badLength = true
 			}
 			h.contentLength = n
 		}
-	case 17:
-		if equalFold(name, "transfer-encoding") {
+	case 't':
+		if len(l) > 17 && l[17] == ':' && equalFold(l[:17], "transfer-encoding") {
 			h.te = true
+			value := trimSpace(l[18:])
 			last := value
 			if i := bytes.LastIndexByte(value, ','); i >= 0 {
 				last = trimSpace(value[i+1:])
 			}
 			h.chunked = equalFold(last, "chunked")
 		}
-	case 7:
-		if equalFold(name, "upgrade") {
+	case 'u':
+		if l[7] == ':' && equalFold(l[:7], "upgrade") {
+			value := trimSpace(l[8:])
 			h.upgradeH2C = len(value) >= 3 && equalFold(value[:3], "h2c") && (len(value) == 3 || value[3] == ',' || value[3] == ' ')
 		}
 	}

@@ -257,3 +257,24 @@ func TestIgnoresOtherDirections(t *testing.T) {
 		t.Errorf("%+v", got)
 	}
 }
+
+func TestHeaderSplitAnywhere(t *testing.T) {
+	// Header lines whole in a chunk are read by a fast path, the rest
+	// byte by byte: a message cut in two at any offset frames the same.
+	rq := "POST /a HTTP/1.1\r\nHost: x\r\ncontent-length: 3\r\nUpgrade: h2c\r\n\r\nabc"
+	rs := "HTTP/1.1 200 OK\r\nServer: y\r\nTransfer-Encoding: gzip, chunked\r\nContent-Type: text/plain\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+	want := []l7.Exchange{{HasRequest: true, HasResponse: true, Start: 1, End: 3, API: "POST /a", ReqBytes: len(rq), RespBytes: len(rs)}}
+	for i := 1; i < len(rq); i++ {
+		for _, j := range []int{i % len(rs), (i * 7) % len(rs)} {
+			if j == 0 {
+				continue
+			}
+			p := NewParser(l7.Client)
+			got := feed(p, req(1, rq[:i]), req(2, rq[i:]), resp(3, rs[:j]), resp(4, rs[j:]))
+			diff(t, fmt.Sprintf("split %d/%d", i, j), got, want)
+			if p.Desyncs() != 0 {
+				t.Errorf("split %d/%d: %d desyncs", i, j, p.Desyncs())
+			}
+		}
+	}
+}
