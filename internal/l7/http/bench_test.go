@@ -2,6 +2,7 @@ package http
 
 import (
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,16 +44,26 @@ const (
 
 // BenchmarkKeepAlive is one request and its response per op, each in its
 // own chunk, on one connection (the server's view).
-func BenchmarkKeepAlive(b *testing.B) { benchKeepAlive(b, false) }
+func BenchmarkKeepAlive(b *testing.B) { benchKeepAlive(b, false, 1) }
 
 // BenchmarkKeepAlivePaths is BenchmarkKeepAlive with raw paths kept (as
 // when spans are exported).
-func BenchmarkKeepAlivePaths(b *testing.B) { benchKeepAlive(b, true) }
+func BenchmarkKeepAlivePaths(b *testing.B) { benchKeepAlive(b, true, 1) }
 
-func benchKeepAlive(b *testing.B, paths bool) {
+// BenchmarkKeepAliveVaried is BenchmarkKeepAlive with a request target
+// that changes from one request to the next (another order id), so that
+// the template is computed for every request.
+func BenchmarkKeepAliveVaried(b *testing.B) { benchKeepAlive(b, false, 64) }
+
+// benchKeepAlive cycles through targets request targets.
+func benchKeepAlive(b *testing.B, paths bool, targets int) {
 	p := NewParser(l7.Server)
 	if paths {
 		p.KeepPaths()
+	}
+	reqs := [][]byte{[]byte(benchReq)}
+	for i := 1; i < targets; i++ {
+		reqs = append(reqs, []byte(strings.Replace(benchReq, "123456", strconv.Itoa(123456+i), 1)))
 	}
 	rq := l7.Chunk{Dir: l7.Ingress, Data: []byte(benchReq), Size: len(benchReq)}
 	rs := l7.Chunk{Dir: l7.Egress, Data: []byte(benchResp), Size: len(benchResp)}
@@ -60,6 +71,8 @@ func benchKeepAlive(b *testing.B, paths bool) {
 	b.SetBytes(int64(len(benchReq) + len(benchResp)))
 	measure(b, 1, func() {
 		for i := 0; b.Loop(); i++ {
+			rq.Data = reqs[i%len(reqs)]
+			rq.Size = len(rq.Data)
 			rq.TS, rs.TS = uint64(2*i), uint64(2*i+1)
 			out = p.Feed(rq, out[:0])
 			out = p.Feed(rs, out)

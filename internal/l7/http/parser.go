@@ -18,6 +18,9 @@ const (
 	MaxPending = 128
 	// internMax bounds a parser's own interner (SetInterner shares one).
 	internMax = 64
+	// lastReqCap bounds the request key whose template a parser
+	// remembers: most request lines fit.
+	lastReqCap = 256
 )
 
 type state uint8
@@ -137,6 +140,12 @@ type Parser struct {
 	ownIn   l7.Interner
 	scratch [MaxAPI + 64]byte
 	paths   l7.PathPool
+
+	// The last complete request's "METHOD SP target" and its template
+	// (see api); lastReqN 0 is none.
+	lastReq  [lastReqCap]byte
+	lastReqN int
+	lastAPI  string
 }
 
 // NewParser returns a parser for a connection on which the observed
@@ -396,10 +405,30 @@ func (p *Parser) requestLine(h *half, l []byte, ts uint64, long bool, out []l7.E
 	case "CONNECT":
 		flags = fConnect
 	}
-	api := p.in.Intern(appendAPI(p.scratch[:0], method, target, partial))
+	api := p.api(l[:len(method)+1+len(target)], method, target, partial)
 	p.curSeq = p.push(pending{start: ts, api: api, flags: flags, path: KeepPath(&p.paths, method, target, partial)})
 	h.st = stHeaders
 	return out
+}
+
+// api returns the template of a request whose line begins with reqKey
+// ("METHOD SP target"). Clients often send the same request again and
+// again on a connection (polls, health checks, load generators): the last
+// request's template is kept with its key, and comparing the key costs
+// far less than templating and interning.
+func (p *Parser) api(reqKey, method, target []byte, partial bool) string {
+	if partial {
+		return p.in.Intern(appendAPI(p.scratch[:0], method, target, true))
+	}
+	if p.lastReqN > 0 && string(reqKey) == string(p.lastReq[:p.lastReqN]) {
+		return p.lastAPI
+	}
+	api := p.in.Intern(appendAPI(p.scratch[:0], method, target, false))
+	if len(reqKey) <= len(p.lastReq) {
+		p.lastReqN = copy(p.lastReq[:], reqKey)
+		p.lastAPI = api
+	}
+	return api
 }
 
 // splitRequestLine splits "METHOD SP target SP HTTP/1.x". A line cut short
@@ -862,11 +891,11 @@ func (p *Parser) push(e pending) uint64 {
 		n := min(max(2*len(p.q), 4), MaxPending)
 		q := make([]pending, n)
 		for i := 0; i < p.qLen; i++ {
-			q[i] = p.q[(p.qHead+i)%len(p.q)]
+			q[i] = p.q[p.slot(i)]
 		}
 		p.q, p.qHead = q, 0
 	}
-	p.q[(p.qHead+p.qLen)%len(p.q)] = e
+	p.q[p.slot(p.qLen)] = e
 	p.qLen++
 	return e.seq
 }
@@ -883,12 +912,22 @@ func (p *Parser) pop() (pending, bool) {
 	}
 	e := p.q[p.qHead]
 	p.q[p.qHead] = pending{}
-	p.qHead = (p.qHead + 1) % len(p.q)
+	p.qHead = p.slot(1)
 	p.qLen--
 	if e.seq == p.curSeq && p.req.st != stStart && p.req.st != stLost && e.flags&fHole == 0 {
 		e.bytes = p.req.msgBytes // answered before the request ended
 	}
 	return e, true
+}
+
+// slot is the index in q of the i-th request queued (i <= len(q)): a
+// compare instead of a modulo, whose division costs more than the rest of
+// a push or pop.
+func (p *Parser) slot(i int) int {
+	if j := p.qHead + i; j < len(p.q) {
+		return j
+	}
+	return p.qHead + i - len(p.q)
 }
 
 func (p *Parser) head() *pending {
@@ -906,7 +945,7 @@ func (p *Parser) bySeq(seq uint64) *pending {
 	if seq < first || seq-first >= uint64(p.qLen) {
 		return nil
 	}
-	e := &p.q[(p.qHead+int(seq-first))%len(p.q)]
+	e := &p.q[p.slot(int(seq-first))]
 	if e.seq != seq {
 		return nil
 	}

@@ -278,3 +278,36 @@ func TestHeaderSplitAnywhere(t *testing.T) {
 		}
 	}
 }
+
+func TestRepeatedRequestTemplate(t *testing.T) {
+	// A parser remembers the last request's template by its method and
+	// target: a request that differs in either, or whose line was cut
+	// (at LineCap, over several chunks), gets its own.
+	cut := "GET /a/1/" + strings.Repeat("k", LineCap) + " HTTP/1.1\r\n\r\n"
+	reqs := []struct{ s, api string }{
+		{"GET /a/1 HTTP/1.1\r\n\r\n", "GET /a/{id}"},
+		{"GET /a/1 HTTP/1.1\r\n\r\n", "GET /a/{id}"},
+		{"GET /a/1 HTTP/1.0\r\n\r\n", "GET /a/{id}"},
+		{"GET /a/1b HTTP/1.1\r\n\r\n", "GET /a/1b"},
+		{"PUT /a/1b HTTP/1.1\r\n\r\n", "PUT /a/1b"},
+		{"PUT /a/1 HTTP/1.1\r\n\r\n", "PUT /a/{id}"},
+		{"GET /" + strings.Repeat("b", 300) + "/c HTTP/1.1\r\n\r\n", "GET /{id}/c"}, // too long to remember
+		{"PUT /a/1 HTTP/1.1\r\n\r\n", "PUT /a/{id}"},
+		{cut, "GET /a/{id}/..."},
+		{"GET /a/1 HTTP/1.1\r\n\r\n", "GET /a/{id}"},
+		{cut, "GET /a/{id}/..."},
+		{"GET /c HTTP/1.1\r\n\r\n", "GET /c"},
+	}
+	p := NewParser(l7.Client)
+	var chunks []l7.Chunk
+	var want []l7.Exchange
+	for i, r := range reqs {
+		ts := uint64(2*i + 1)
+		chunks = append(chunks, req(ts, r.s[:len(r.s)/2]), req(ts, r.s[len(r.s)/2:]), resp(ts+1, nf404))
+		want = append(want, l7.Exchange{HasRequest: true, HasResponse: true, Start: ts, End: ts + 1, Class: l7.ClientError, Status: 404, API: r.api, ReqBytes: len(r.s), RespBytes: len(nf404)})
+	}
+	diff(t, "repeated", feed(p, chunks...), want)
+	if p.Desyncs() != 0 {
+		t.Errorf("%d desyncs", p.Desyncs())
+	}
+}
