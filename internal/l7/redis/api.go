@@ -57,6 +57,22 @@ func AppendAPI(dst, req []byte) ([]byte, bool) {
 	return dst, true
 }
 
+// nameEnd returns the length of the prefix of a multibulk request req
+// that runs to the end of its command name, all that AppendAPI reads for a
+// command without subcommands; 0 when req does not hold the whole name or
+// is an inline command.
+func nameEnd(req []byte) int {
+	if len(req) == 0 || req[0] != '*' {
+		return 0
+	}
+	if _, rest, ok := header(req); ok && len(rest) > 0 && rest[0] == '$' {
+		if l, body, ok := header(rest); ok && l >= 0 && l <= int64(len(body)) {
+			return len(req) - len(body) + int(l)
+		}
+	}
+	return 0
+}
+
 func validName(b []byte) bool {
 	if len(b) == 0 || len(b) > maxName {
 		return false

@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"bytes"
+
 	"github.com/galago-project/galago/internal/l7"
 )
 
@@ -91,6 +93,13 @@ type Parser struct {
 	in   *l7.Interner
 	own  l7.Interner
 	last string // the last template
+
+	// The last multibulk request's bytes up to the end of its command
+	// name, its template and kind (see template); lastCmdN 0 is none.
+	lastCmd  [48]byte
+	lastCmdN int
+	lastAPI  string
+	lastKind kind
 }
 
 var _ l7.Parser = (*Parser)(nil)
@@ -197,11 +206,7 @@ func (p *Parser) request(s *stream, head []byte, out []l7.Exchange) []l7.Exchang
 		return out // "*0", "*-1": Redis reads no command and sends nothing
 	}
 	e := pending{ts: m.ts, seq: m.seq, size: m.size}
-	var buf [2*maxName + 1]byte
-	if b, ok := AppendAPI(buf[:0], head); ok {
-		e.api = p.intern(b)
-		e.kind = kindOf(e.api, head)
-	}
+	e.api, e.kind = p.template(head)
 	if e.kind.pubsub() {
 		switch {
 		case nargs > 1:
@@ -258,6 +263,31 @@ func (p *Parser) request(s *stream, head []byte, out []l7.Exchange) []l7.Exchang
 
 func noReply(e *pending) l7.Exchange {
 	return l7.Exchange{HasRequest: true, Start: e.ts, API: e.api, ReqBytes: int(e.size)}
+}
+
+// template returns the template and kind of the request that head
+// starts ("" when it has none). Clients send the same commands again and
+// again: when a multibulk request's name alone makes its template (no
+// subcommand), the bytes up to the name's end are kept, and a request
+// that begins with the same bytes has the same template and kind.
+func (p *Parser) template(head []byte) (string, kind) {
+	if n := p.lastCmdN; n > 0 && len(head) >= n && string(head[:n]) == string(p.lastCmd[:n]) {
+		return p.lastAPI, p.lastKind
+	}
+	var buf [2*maxName + 1]byte
+	b, ok := AppendAPI(buf[:0], head)
+	if !ok {
+		return "", kNormal
+	}
+	api := p.intern(b)
+	k := kindOf(api, head)
+	// b is the upper-cased name alone unless a subcommand follows it (a
+	// container command's: CONFIG GET), or would have, past the head.
+	if n := nameEnd(head); n > 0 && n <= len(p.lastCmd) && bytes.IndexByte(b, ' ') < 0 && !container(b) {
+		p.lastCmdN = copy(p.lastCmd[:], head[:n])
+		p.lastAPI, p.lastKind = api, k
+	}
+	return api, k
 }
 
 func (p *Parser) intern(b []byte) string {

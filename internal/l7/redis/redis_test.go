@@ -461,3 +461,41 @@ func TestFlushCutReply(t *testing.T) {
 		t.Errorf("%+v, %d desyncs\nwant %+v", got, p.Desyncs(), want)
 	}
 }
+
+func TestRepeatedCommandTemplate(t *testing.T) {
+	// A parser remembers the last command whose name alone makes the
+	// template: the same command again reuses it; a container command
+	// (whose subcommand is part of the template) is never remembered.
+	cmds := []struct{ req, api string }{
+		{resp("GET", "a"), "GET"},
+		{resp("GET", "b"), "GET"},
+		{resp("get", "b"), "GET"},
+		{resp("GET", "a", "b"), "GET"},
+		{resp("CONFIG", "GET", "x"), "CONFIG GET"},
+		{resp("CONFIG", "SET", "x", "y"), "CONFIG SET"},
+		{resp("CONFIG"), "CONFIG"},
+		{resp("CONFIG", "GET"), "CONFIG GET"},
+		{resp("GETSET", "a", "b"), "GETSET"},
+		{resp("GET", "a"), "GET"},
+		{resp("SUBSCRIBE", "c"), "SUBSCRIBE"},
+		{resp("GET", "a"), "GET"},
+	}
+	p := NewParser(l7.Client)
+	var parts []string
+	for _, c := range cmds {
+		reply := "+OK\r\n"
+		if c.api == "SUBSCRIBE" {
+			reply = "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
+		}
+		parts = append(parts, c.req, reply)
+	}
+	got := exchanges(t, p, parts...)
+	if len(got) != len(cmds) {
+		t.Fatalf("%d exchanges, want %d: %+v", len(got), len(cmds), got)
+	}
+	for i, c := range cmds {
+		if got[i].API != c.api {
+			t.Errorf("#%d: %q, want %q", i, got[i].API, c.api)
+		}
+	}
+}
