@@ -499,3 +499,47 @@ func TestRepeatedCommandTemplate(t *testing.T) {
 		}
 	}
 }
+
+func TestMessageSplitAnywhere(t *testing.T) {
+	// A message whole in a chunk is read by a fast path, one cut by the
+	// chunk's end by the general one: both give the same exchanges, at
+	// any cut.
+	conv := []string{
+		resp("SUBSCRIBE", "a", "b"), "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n",
+		resp("UNSUBSCRIBE"), "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n",
+		resp("GET", "k"), "$-1\r\n",
+		resp("LRANGE", "k", "0", "-1"), "*0\r\n",
+		resp("LRANGE", "k", "0", "-1"), "*2\r\n$1\r\nx\r\n:7\n",
+		resp("EXEC"), "*-1\r\n",
+		resp("EXEC"), "*2\r\n*1\r\n+OK\r\n-ERR no\r\n",
+		resp("XADD", "s", "*"), "-WRONGTYPE Operation\r\n",
+		resp("HGETALL", "h"), "*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n",
+	}
+	whole := exchanges(t, NewParser(l7.Client), conv...)
+	if len(whole) != len(conv)/2 {
+		t.Fatalf("%d exchanges: %+v", len(whole), whole)
+	}
+	for k := 0; k < len(conv); k++ {
+		for cut := 1; cut < len(conv[k]); cut++ {
+			p := NewParser(l7.Client)
+			var out []l7.Exchange
+			for i, s := range conv {
+				dir := l7.Egress
+				if i%2 == 1 {
+					dir = l7.Ingress
+				}
+				parts := []string{s}
+				if i == k {
+					parts = []string{s[:cut], s[cut:]}
+				}
+				for _, part := range parts {
+					out = p.Feed(l7.Chunk{Dir: dir, TS: uint64(i + 1), Data: []byte(part), Size: len(part)}, out)
+				}
+			}
+			out = p.Flush(out)
+			if d := l7test.Diff(out, whole, true); d != "" || p.Desyncs() != 0 {
+				t.Fatalf("message %d cut at %d: %d desyncs\n%s", k, cut, p.Desyncs(), d)
+			}
+		}
+	}
+}

@@ -97,6 +97,13 @@ func (s *stream) next(data []byte, ts, seq uint64, isReq bool) (int, event) {
 		s.m.headN, s.m.headDone, s.m.headHere = 0, false, true
 		s.st, s.depth, s.lineN = stLine, 0, 0
 		s.inline = isReq && data[0] != '*'
+		if s.inline {
+			// An inline command is a line: the loop reads it.
+		} else if n, ok := s.whole(data); ok {
+			s.m.open, s.m.headHere, s.m.size = false, false, int64(n)
+			s.cur = data[:min(n, headCap)]
+			return n, evMessage
+		}
 	} else if !s.m.headDone {
 		s.m.headHere = false
 	}
@@ -190,6 +197,79 @@ func (s *stream) next(data []byte, ts, seq uint64, isReq bool) (int, event) {
 		s.m.open = false
 	}
 	return i, ev
+}
+
+// whole reads a message that data holds from its first byte to its last,
+// when it has the shape nearly all traffic has: a simple value, a bulk
+// string, or an array of those (every request, most replies). It does
+// what next's loop would, in one pass without the per-line state, and
+// notes the message's top, count and third element; for anything else
+// (a message that goes on past data, nested or RESP3 aggregates, bytes
+// that do not parse) it reports false and changes nothing, and next's loop
+// reads the message.
+func (s *stream) whole(data []byte) (int, bool) {
+	var (
+		i                int
+		top              byte
+		count, left      int64 = 0, -1 // left: elements still to come in the top array; -1: not in one
+		third            int64
+		hasThird, saw3rd bool
+	)
+	for {
+		j := bytes.IndexByte(data[i:], '\n')
+		if j < 1 {
+			return 0, false // cut, or an empty line (an error)
+		}
+		t, body := data[i], data[i+1:i+j]
+		if len(body) > 0 && body[len(body)-1] == '\r' {
+			body = body[:len(body)-1]
+		}
+		i += j + 1
+		if left < 0 {
+			top = t
+		}
+		switch t {
+		case '+', '-', ':', ',', '(', '#', '_':
+			if t == ':' && left >= 0 && count-left == 2 {
+				third, hasThird = parseInt(body)
+				saw3rd = true
+			}
+		case '$':
+			l, ok := parseInt(body)
+			switch {
+			case !ok || l < -1 || l > maxBulk:
+				return 0, false
+			case l >= 0:
+				if int64(len(data)-i) < l+2 || data[i+int(l)] != '\r' || data[i+int(l)+1] != '\n' {
+					return 0, false
+				}
+				i += int(l) + 2
+			}
+		case '*':
+			l, ok := parseInt(body)
+			if left >= 0 || !ok || l < -1 || l > maxBulk {
+				return 0, false
+			}
+			if l > 0 {
+				count, left = l, l
+				continue
+			}
+			// "*0" and the null array "*-1" are whole messages.
+		default:
+			return 0, false
+		}
+		if left > 0 {
+			left--
+		}
+		if left <= 0 {
+			break
+		}
+	}
+	s.m.top, s.m.count = top, count
+	if saw3rd {
+		s.m.third, s.m.hasThird = third, hasThird
+	}
+	return i, true
 }
 
 func blank(b []byte) bool {
