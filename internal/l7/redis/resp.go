@@ -216,26 +216,43 @@ func (s *stream) whole(data []byte) (int, bool) {
 		hasThird, saw3rd bool
 	)
 	for {
-		j := bytes.IndexByte(data[i:], '\n')
-		if j < 1 {
-			return 0, false // cut, or an empty line (an error)
+		if i == len(data) {
+			return 0, false
 		}
-		t, body := data[i], data[i+1:i+j]
-		if len(body) > 0 && body[len(body)-1] == '\r' {
-			body = body[:len(body)-1]
+		t := data[i]
+		// Most lines are a type and an integer: "$5\r\n".
+		l, n, isInt := crlfInt(data[i+1:])
+		var body []byte
+		if isInt {
+			i += 1 + n
+		} else {
+			j := lineLen(data[i:])
+			if j < 1 {
+				return 0, false // cut, or an empty line (an error)
+			}
+			body = data[i+1 : i+j]
+			if len(body) > 0 && body[len(body)-1] == '\r' {
+				body = body[:len(body)-1]
+			}
+			i += j + 1
 		}
-		i += j + 1
 		if left < 0 {
 			top = t
 		}
 		switch t {
 		case '+', '-', ':', ',', '(', '#', '_':
 			if t == ':' && left >= 0 && count-left == 2 {
-				third, hasThird = parseInt(body)
+				third, hasThird = l, true
+				if !isInt {
+					third, hasThird = parseInt(body)
+				}
 				saw3rd = true
 			}
 		case '$':
-			l, ok := parseInt(body)
+			ok := isInt
+			if !ok {
+				l, ok = parseInt(body)
+			}
 			switch {
 			case !ok || l < -1 || l > maxBulk:
 				return 0, false
@@ -246,7 +263,10 @@ func (s *stream) whole(data []byte) (int, bool) {
 				i += int(l) + 2
 			}
 		case '*':
-			l, ok := parseInt(body)
+			ok := isInt
+			if !ok {
+				l, ok = parseInt(body)
+			}
 			if left >= 0 || !ok || l < -1 || l > maxBulk {
 				return 0, false
 			}
@@ -270,6 +290,48 @@ func (s *stream) whole(data []byte) (int, bool) {
 		s.m.third, s.m.hasThird = third, hasThird
 	}
 	return i, true
+}
+
+// crlfInt reads "<integer>\r\n" from the start of b, in one pass: the
+// integer, as parseInt reads it, and the bytes up to the line's end. ok is
+// false for anything else.
+func crlfInt(b []byte) (n int64, size int, ok bool) {
+	i := 0
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		i = 1
+	}
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		n = n*10 + int64(b[i]-'0')
+	}
+	digits := i
+	if neg {
+		digits--
+	}
+	if digits == 0 || digits > 19 || i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
+		return 0, 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, i + 2, true
+}
+
+// lineLen is bytes.IndexByte(b, '\n') for b that most often starts with
+// a short line ("$5\r\n"): a byte loop finds those sooner than the call.
+func lineLen(b []byte) int {
+	for j := 0; j < len(b) && j < 16; j++ {
+		if b[j] == '\n' {
+			return j
+		}
+	}
+	if len(b) <= 16 {
+		return -1
+	}
+	if j := bytes.IndexByte(b[16:], '\n'); j >= 0 {
+		return 16 + j
+	}
+	return -1
 }
 
 func blank(b []byte) bool {
