@@ -123,8 +123,9 @@ type Parser struct {
 	qHead    int
 	qLen     int
 	nextSeq  uint64
-	curSeq   uint64 // seq of the request being parsed
-	overflow int    // requests beyond MaxPending, queued after q's
+	curSeq   uint64  // seq of the request being parsed
+	overflow int     // requests beyond MaxPending, queued after q's
+	hole     pending // what pop returns for one of those
 
 	// The response being parsed: bytes of its interim and final
 	// messages, TS of the final one's first chunk.
@@ -638,7 +639,7 @@ func (p *Parser) msgDone(h *half, c l7.Chunk, off int, out []l7.Exchange) []l7.E
 // emit pairs the final response just parsed with the oldest request.
 func (p *Parser) emit(h *half, out []l7.Exchange) []l7.Exchange {
 	x := l7.Exchange{HasResponse: true, End: p.finalTS, Class: StatusClass(h.status), Status: uint16(h.status), RespBytes: p.respBytes}
-	if e, ok := p.pop(); ok && e.flags&fHole == 0 {
+	if e := p.pop(); e != nil && e.flags&fHole == 0 {
 		x.HasRequest, x.Start, x.API, x.ReqBytes, x.Path = true, e.start, e.api, e.bytes, p.paths.Emit(e.path)
 	}
 	p.respBytes, p.final = 0, false
@@ -657,7 +658,7 @@ func (p *Parser) switchProtocols(h *half, c l7.Chunk, off int, out []l7.Exchange
 	if h.status == 101 && (h.upgradeH2C || flags&fH2C != 0) {
 		// HTTP/2 answers the upgrade request on stream 1.
 		p.up.Protocol = l7.HTTP2
-		if e, ok := p.pop(); ok && e.flags&fHole == 0 {
+		if e := p.pop(); e != nil && e.flags&fHole == 0 {
 			p.up.Start, p.up.API, p.up.ReqBytes, p.up.Path = e.start, e.api, e.bytes, e.path
 		}
 		p.respBytes, p.final = 0, false
@@ -728,7 +729,7 @@ func (p *Parser) resync(h *half, data []byte, out []l7.Exchange) (bool, []l7.Exc
 // out without a response; a late response of theirs comes out alone.
 func (p *Parser) abandon(ts uint64, out []l7.Exchange) []l7.Exchange {
 	for p.qLen > 0 && p.q[p.qHead].start <= ts {
-		e, _ := p.pop()
+		e := p.pop()
 		if e.flags&fHole == 0 {
 			out = append(out, l7.Exchange{HasRequest: true, Start: e.start, API: e.api, ReqBytes: e.bytes, Path: p.paths.Emit(e.path)})
 		}
@@ -858,8 +859,8 @@ func (p *Parser) Flush(out []l7.Exchange) []l7.Exchange {
 		out = p.emit(h, out)
 	}
 	for {
-		e, ok := p.pop()
-		if !ok {
+		e := p.pop()
+		if e == nil {
 			break
 		}
 		if e.flags&fHole == 0 {
@@ -900,24 +901,26 @@ func (p *Parser) push(e pending) uint64 {
 	return e.seq
 }
 
-// pop takes the oldest request; a response to a request over the limit
-// gets an empty one (no request).
-func (p *Parser) pop() (pending, bool) {
+// pop takes the oldest request, nil when none is waiting; a response to
+// a request over the limit gets a hole (no request). The entry is read in
+// place, not copied out (a copy of the struct costs more than the rest of
+// the pop): it stays in its slot, valid until a push reuses the slot.
+func (p *Parser) pop() *pending {
 	if p.qLen == 0 {
 		if p.overflow > 0 {
 			p.overflow--
-			return pending{flags: fHole}, true
+			p.hole = pending{flags: fHole}
+			return &p.hole
 		}
-		return pending{}, false
+		return nil
 	}
-	e := p.q[p.qHead]
-	p.q[p.qHead] = pending{}
+	e := &p.q[p.qHead]
 	p.qHead = p.slot(1)
 	p.qLen--
 	if e.seq == p.curSeq && p.req.st != stStart && p.req.st != stLost && e.flags&fHole == 0 {
 		e.bytes = p.req.msgBytes // answered before the request ended
 	}
-	return e, true
+	return e
 }
 
 // slot is the index in q of the i-th request queued (i <= len(q)): a
