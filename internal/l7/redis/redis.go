@@ -445,10 +445,12 @@ resolved:
 		p.more(e, m)
 		return out
 	}
-	out = append(out, l7.Exchange{
-		HasRequest: true, HasResponse: true, Start: e.ts, End: m.ts,
-		Class: ReplyClass(head), API: e.api, ReqBytes: int(e.size), RespBytes: int(m.size),
-	})
+	// The exchange is written in place: built aside and copied, its
+	// narrow field stores stall the copy's wide loads.
+	out = append(out, l7.Exchange{})
+	x := &out[len(out)-1]
+	x.HasRequest, x.HasResponse, x.Start, x.End = true, true, e.ts, m.ts
+	x.Class, x.API, x.ReqBytes, x.RespBytes = ReplyClass(head), e.api, int(e.size), int(m.size)
 	switch e.kind {
 	case kMonitor:
 		p.monitor = p.monitor || t == '+'

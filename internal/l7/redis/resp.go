@@ -296,6 +296,9 @@ func (s *stream) whole(data []byte) (int, bool) {
 // integer, as parseInt reads it, and the bytes up to the line's end. ok is
 // false for anything else.
 func crlfInt(b []byte) (n int64, size int, ok bool) {
+	if len(b) >= 3 && b[0]-'0' <= 9 && b[1] == '\r' && b[2] == '\n' {
+		return int64(b[0] - '0'), 3, true // one digit: most counts and lengths
+	}
 	i := 0
 	neg := len(b) > 0 && b[0] == '-'
 	if neg {
