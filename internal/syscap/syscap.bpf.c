@@ -1740,7 +1740,7 @@ static __always_inline int sock_data(struct sock *sk, int ret, __u8 dir)
 	note_if_ssl(fd);
 	if (ret <= 0 || !sk)
 		return 0;
-	if ((nr == NR_recvfrom || nr == NR_recvmsg) && BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) != IPPROTO_TCP)
+	if ((nr == NR_recvfrom || nr == NR_recvmsg) && sk->sk_protocol != IPPROTO_TCP)
 		return 0; /* sys_exit takes it, with the source address */
 	so = sk->sk_socket;
 	if (!so)
