@@ -79,13 +79,15 @@
 // prefix of the bytes (~500 ns charged to the application on the
 // development VM, BenchmarkCaptureCharged). A request is
 // ~4 such syscalls (the client's write and read, the server's read and
-// write) and ~4-6 others (epoll_wait and the like): ~5.5-6 us of BPF per
-// request under redis-benchmark and nginx+wrk. In user space each record
-// is copied out of the ring, decoded (no allocation), dispatched to its
-// connection and fed to the protocol's parser, whose exchanges are
-// aggregated into cached rows (~1 us per request for HTTP/1's parser
-// alone); the whole agent measured ~2.3-3 us of CPU per request, its
-// other probes and /metrics included (BENCHMARKS.md, tenth stop). The target (1 us of agent
+// write): ~3.0-3.3 us of BPF per request under redis-benchmark and
+// nginx+wrk, tcp and socket included (BENCHMARKS.md, nineteenth stop).
+// In user space each record is copied out of the ring, decoded (no
+// allocation), dispatched to its connection and fed to the protocol's
+// parser, whose exchanges are aggregated into cached rows (one exchange:
+// ~190 ns for HTTP/1 keep-alive, ~270 ns when every request's target
+// differs, ~75 ns for Redis; a connection remembers its last request's
+// template); the whole agent measured ~0.9-1.2 us of CPU per request, its
+// other probes and /metrics included. The target (1 us of agent
 // CPU plus BPF per request) needs one record per request/response pair
 // built in the kernel (not done: see BENCHMARKS.md). On the PVM guest CI
 // runs on (2026-11-29, syscalls ~4x dearer): 740-810 ns per run of the
