@@ -367,7 +367,7 @@ type rtFDs struct{ clOut, srvIn, srvOut, clIn int }
 
 // loopbackPair is a connected TCP pair on loopback, both ends blocking
 // sockets of this process, closed with b.
-func loopbackPair(b *testing.B) rtFDs {
+func loopbackPair(b testing.TB) rtFDs {
 	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		b.Fatal(err)

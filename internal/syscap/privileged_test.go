@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/galago-project/galago/internal/l7"
 	"github.com/galago-project/galago/internal/probe/probetest"
 	"github.com/galago-project/galago/internal/snoop"
@@ -550,4 +552,74 @@ func TestGoTLSPrivileged(t *testing.T) {
 			}, c.objs.GoTlsReadEnter)
 		})
 	}
+}
+
+// TestWholeIovecsPrivileged: a chunk of a whole-captured protocol sent as
+// several iovecs (memcached answers a get with a sendmsg of the VALUE
+// line, the value and the trailer) is captured whole past the first 4
+// KiB, across the iovecs' and the records' boundaries, on both ends.
+func TestWholeIovecsPrivileged(t *testing.T) {
+	probetest.RequirePrivileged(t)
+	rec := newRecorder()
+	c := openCapture(t, Options{Handler: rec}, selfTargets{}, l7.Memcached)
+	if err := c.SetConfig(Config{Protocols: []l7.Protocol{l7.Memcached}, Whole: []l7.Protocol{l7.Memcached}, WholeMax: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	stop := runCapture(t, c)
+	fds := loopbackPair(t)
+	value := bytes.Repeat([]byte("0123456789abcdef"), 600) // 9 600 bytes: three records of the value alone
+	head := fmt.Appendf(nil, "VALUE k 0 %d\r\n", len(value))
+	tail := []byte("\r\nEND\r\n")
+	reply := slices.Concat(head, value, tail)
+	req := []byte("get k\r\n")
+	if _, err := unix.Write(fds.clOut, req); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(reply))
+	if _, err := io.ReadFull(fdReader(fds.srvIn), got[:len(req)]); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := unix.Writev(fds.srvOut, [][]byte{head, value, tail}); err != nil || n != len(reply) {
+		t.Fatalf("writev: %d, %v", n, err)
+	}
+	if _, err := io.ReadFull(fdReader(fds.clIn), got); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	var client, server *Conn
+	for _, cn := range rec.conns {
+		cn := cn
+		if cn.Role == l7.Client {
+			client = &cn
+		} else {
+			server = &cn
+		}
+	}
+	if client == nil || server == nil {
+		t.Fatalf("connections %+v", rec.conns)
+	}
+	se, si, _ := rec.streams(server.ID)
+	ce, ci, _ := rec.streams(client.ID)
+	if !bytes.Equal(si, req) || !bytes.Equal(ce, req) {
+		t.Errorf("request: server read %q, client wrote %q; want %q", si, ce, req)
+	}
+	if !bytes.Equal(se, reply) {
+		t.Errorf("server's writev of %d bytes in 3 iovecs captured as %d bytes (equal prefix %d)", len(reply), len(se), commonPrefix(se, reply))
+	}
+	if !bytes.Equal(ci, reply) {
+		t.Errorf("client's read of %d bytes captured as %d bytes (equal prefix %d)", len(reply), len(ci), commonPrefix(ci, reply))
+	}
+}
+
+// fdReader reads a blocking fd.
+type fdReader int
+
+func (f fdReader) Read(b []byte) (int, error) { return unix.Read(int(f), b) }
+
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }

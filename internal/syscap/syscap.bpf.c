@@ -1005,8 +1005,8 @@ static __always_inline bool stream_infer(__u32 tgid, __u32 fd, struct syscap_con
  * SYSCAP_F_MORE, the next ones SYSCAP_F_CONT with their offset (and
  * SYSCAP_F_MORE but the last). User space joins them into one chunk; a
  * record lost to a full ring leaves the rest of the chunk a gap, as the
- * plain capture does. A chunk of several iovecs keeps its first record
- * only (emit_data). */
+ * plain capture does. A chunk of several iovecs (up to MAX_IOV) has each
+ * iovec's bytes in records of their own (whole_iov). */
 volatile __u32 syscap_whole_protos = 0; /* bit (1 << enum syscap_proto) */
 volatile __u32 syscap_whole_max = 0;    /* bytes kept of a chunk (<= SYSCAP_WHOLE_RECS * SYSCAP_CAP_MAX) */
 #define SYSCAP_WHOLE_RECS 64
@@ -1016,7 +1016,7 @@ static __always_inline bool whole(const struct syscap_conn *c)
 	return c->proto < 32 && (syscap_whole_protos & (1U << c->proto));
 }
 
-/* whole_rec sends the n bytes at off of a chunk in one record. */
+/* whole_rec sends the n bytes at src, at off in the chunk, in one record. */
 static __always_inline bool whole_rec(const struct syscap_conn *c, __u32 tgid, const void *src, __u64 off, __u64 n,
 				      __u64 size, __u8 dir, __u64 ts, __u8 flags)
 {
@@ -1027,9 +1027,55 @@ static __always_inline bool whole_rec(const struct syscap_conn *c, __u32 tgid, c
 	fill_hdr(&r->h, tgid, c, ts, size, dir, NULL);
 	r->h.flags |= flags;
 	r->h.off = off;
-	r->h.len = COPY_ONE(r->data, SYSCAP_CAP_MAX, src + off, n);
+	r->h.len = COPY_ONE(r->data, SYSCAP_CAP_MAX, src, n);
 	GALAGO_RB_SUBMIT(&events, r);
 	return true;
+}
+
+/* whole_iov sends the n bytes of one iovec at src, at off in a chunk of
+ * end bytes kept, in records of up to SYSCAP_CAP_MAX (a chunk of several
+ * iovecs: memcached's replies are a sendmsg of a header,
+ * the value and a trailer). Returns 0 when a record could not be sent. A
+ * global function: its loop is verified once, not per iovec. */
+struct whole_seg {
+	const void *src;
+	__u64 off, n; /* the iovec's bytes kept, at off in the chunk */
+	__u64 end;    /* the chunk's bytes kept */
+	__u64 size;   /* the chunk's bytes */
+	__u64 ts;
+	__u8 dir;
+};
+
+__noinline int whole_iov(const struct syscap_conn *c, const struct whole_seg *w)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const void *src;
+	__u64 off, n, full, at;
+	__u8 flags;
+
+	if (!c || !w || !w->n)
+		return 0;
+	src = w->src;
+	off = w->off;
+	n = w->n;
+	/* As emit_whole: every record but the last is full, so that the
+	 * loop's paths are alike and the verifier prunes them. */
+	full = (n - 1) / SYSCAP_CAP_MAX;
+	if (full > SYSCAP_WHOLE_RECS - 1)
+		full = SYSCAP_WHOLE_RECS - 1;
+	for (__u32 i = 0; i < SYSCAP_WHOLE_RECS - 1; i++) {
+		if (i >= full)
+			break;
+		at = (__u64)i * SYSCAP_CAP_MAX;
+		if (!whole_rec(c, tgid, src + at, off + at, SYSCAP_CAP_MAX, w->size, w->dir, w->ts,
+			       off + at ? SYSCAP_F_CONT | SYSCAP_F_MORE : SYSCAP_F_MORE))
+			return 0;
+	}
+	at = full * SYSCAP_CAP_MAX;
+	flags = off + at ? SYSCAP_F_CONT : 0;
+	if (off + n < w->end)
+		flags |= SYSCAP_F_MORE;
+	return whole_rec(c, tgid, src + at, off + at, n - at, w->size, w->dir, w->ts, flags);
 }
 
 /* emit_whole sends a chunk of more than SYSCAP_CAP_MAX bytes in records of
@@ -1046,10 +1092,38 @@ __noinline int emit_whole(const struct syscap_conn *c, const struct bufs *b, __u
 	if (!c || !b)
 		return 0;
 	src = b->buf;
+	if (b->iov && b->iovcnt > 1) {
+		/* Each iovec's bytes in records of their own, up to MAX_IOV
+		 * iovecs: past them the chunk's rest is a gap, as the plain
+		 * capture's. */
+		struct whole_seg w = {.end = end, .size = size, .ts = ts, .dir = dir};
+		__u64 off = 0;
+
+		if (end <= SYSCAP_CAP_MAX)
+			return 0; /* emit_data gathers it into one record */
+#pragma unroll
+		for (int i = 0; i < MAX_IOV; i++) {
+			struct iovec v;
+			__u64 n;
+
+			if (i >= b->iovcnt || off >= end)
+				break;
+			if (bpf_probe_read_user(&v, sizeof(v), &b->iov[i]))
+				break;
+			n = v.iov_len < end - off ? v.iov_len : end - off;
+			w.src = v.iov_base;
+			w.off = off;
+			w.n = n;
+			if (n && !whole_iov(c, &w))
+				break;
+			off += n;
+		}
+		return 1;
+	}
 	if (b->iov) {
 		struct iovec v;
 
-		if (b->iovcnt != 1 || bpf_probe_read_user(&v, sizeof(v), b->iov))
+		if (bpf_probe_read_user(&v, sizeof(v), b->iov))
 			return 0;
 		src = v.iov_base;
 		if (v.iov_len < end)
@@ -1065,11 +1139,12 @@ __noinline int emit_whole(const struct syscap_conn *c, const struct bufs *b, __u
 	for (__u32 i = 0; i < SYSCAP_WHOLE_RECS - 1; i++) {
 		if (i >= full)
 			break;
-		if (!whole_rec(c, tgid, src, (__u64)i * SYSCAP_CAP_MAX, SYSCAP_CAP_MAX, size, dir, ts,
-			       i ? SYSCAP_F_CONT | SYSCAP_F_MORE : SYSCAP_F_MORE))
+		if (!whole_rec(c, tgid, src + (__u64)i * SYSCAP_CAP_MAX, (__u64)i * SYSCAP_CAP_MAX, SYSCAP_CAP_MAX, size,
+			       dir, ts, i ? SYSCAP_F_CONT | SYSCAP_F_MORE : SYSCAP_F_MORE))
 			return 1;
 	}
-	whole_rec(c, tgid, src, full * SYSCAP_CAP_MAX, end - full * SYSCAP_CAP_MAX, size, dir, ts, SYSCAP_F_CONT);
+	whole_rec(c, tgid, src + full * SYSCAP_CAP_MAX, full * SYSCAP_CAP_MAX, end - full * SYSCAP_CAP_MAX, size, dir, ts,
+		  SYSCAP_F_CONT);
 	return 1;
 }
 
