@@ -131,8 +131,17 @@ func (s *stream) next(data []byte, ts, seq uint64, isReq bool) (int, event) {
 
 // gap steps over n uncaptured bytes: inside a data block the parser can
 // tell where they end; after the block of a retrieval's VALUE, 5 bytes
-// more can only be its "END\r\n" (another VALUE takes 16 at least).
+// more can only be its "END\r\n" (another VALUE takes 16 at least), and so
+// can the line that follows a whole block when its bytes seen and those
+// missing are a start of "END\r\n" and 5 in all (a reply a little over the
+// capture's 4 KiB: the value whole, its END cut).
 func (s *stream) gap(n int64) (event, bool) {
+	if s.open && s.dataLeft == 0 && s.first == cValue && s.lineN < len(endLine) &&
+		int64(s.lineN)+n == int64(len(endLine)) && string(s.line[:s.lineN]) == endLine[:s.lineN] {
+		s.size += n
+		s.lineN = 0
+		return evEnd, true
+	}
 	if !s.open || s.dataLeft == 0 || n > s.dataLeft && (n != s.dataLeft+5 || s.first != cValue) {
 		return evNone, false
 	}
@@ -147,6 +156,9 @@ func (s *stream) gap(n int64) (event, bool) {
 	}
 	return evData, true
 }
+
+// endLine ends a retrieval's list of VALUEs.
+const endLine = "END\r\n"
 
 // pending is a request waiting for its response, or a barrier.
 type pending struct {

@@ -233,6 +233,33 @@ func TestValueEndInGap(t *testing.T) {
 	}
 }
 
+// TestValueEndCut: a reply a few bytes over the capture (a ~4 KiB value
+// of memcslap's): the value is whole and its END, cut after 0 to 4 of its
+// bytes, is stepped over; a cut line that is not an END's start is lost.
+func TestValueEndCut(t *testing.T) {
+	val := strings.Repeat("v", 4032)
+	resp := "VALUE k 0 4032\r\n" + val + "\r\nEND\r\n"
+	p := NewParser(l7.Client)
+	var out []l7.Exchange
+	want := []l7.Exchange{}
+	for i, seen := range []int{0, 1, 2, 3, 4} {
+		ts := uint64(2*i + 1)
+		out = p.Feed(l7.Chunk{Dir: l7.Egress, TS: ts, Data: []byte("get k\r\n"), Size: 7}, out)
+		out = p.Feed(l7.Chunk{Dir: l7.Ingress, TS: ts + 1, Data: []byte(resp[:len(resp)-5+seen]), Size: len(resp)}, out)
+		want = append(want, l7.Exchange{HasRequest: true, HasResponse: true, Start: ts, End: ts + 1, API: "get", ReqBytes: 7, RespBytes: len(resp)})
+	}
+	if !reflect.DeepEqual(out, want) || p.Desyncs() != 0 {
+		t.Errorf("%+v, %d desyncs\nwant %+v", out, p.Desyncs(), want)
+	}
+	// "VALUE" cut after "V": not an END, so the rest is not known.
+	other := "VALUE k 0 4032\r\n" + val + "\r\nVALUE j 0 1\r\nx\r\nEND\r\n"
+	out = p.Feed(l7.Chunk{Dir: l7.Egress, TS: 20, Data: []byte("get k j\r\n"), Size: 9}, out[:0])
+	p.Feed(l7.Chunk{Dir: l7.Ingress, TS: 21, Data: []byte(other[:len(resp)-4]), Size: len(other)}, out)
+	if p.Desyncs() != 1 {
+		t.Errorf("a cut VALUE line: %d desyncs, want 1", p.Desyncs())
+	}
+}
+
 func TestDesyncAndResync(t *testing.T) {
 	// Pipelined sets captured into the second one's line: the responses
 	// after the ones to requests seen stand for hidden requests.
