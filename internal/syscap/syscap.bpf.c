@@ -1032,11 +1032,11 @@ static __always_inline bool whole_rec(const struct syscap_conn *c, __u32 tgid, c
 	return true;
 }
 
-/* whole_iov sends the n bytes of one iovec at src, at off in a chunk of
- * end bytes kept, in records of up to SYSCAP_CAP_MAX (a chunk of several
- * iovecs: memcached's replies are a sendmsg of a header,
- * the value and a trailer). Returns 0 when a record could not be sent. A
- * global function: its loop is verified once, not per iovec. */
+/* whole_iov sends the n bytes of one buffer (a plain one, or one iovec of a
+ * writev or sendmsg: a Kafka client's or broker's) at src, at off in a
+ * chunk of end bytes kept, in records of up to SYSCAP_CAP_MAX. Returns 0
+ * when a record could not be sent. A global function: its loop is
+ * verified once, not per iovec or on_data path. */
 struct whole_seg {
 	const void *src;
 	__u64 off, n; /* the iovec's bytes kept, at off in the chunk */
@@ -1079,72 +1079,41 @@ __noinline int whole_iov(const struct syscap_conn *c, const struct whole_seg *w)
 }
 
 /* emit_whole sends a chunk of more than SYSCAP_CAP_MAX bytes in records of
- * SYSCAP_CAP_MAX; 0 when the chunk is not one for it (emit_data's). A
- * global function: its loop is verified once, not in each of on_data's
- * paths. */
+ * SYSCAP_CAP_MAX (whole_iov, once per iovec); 0 when the chunk is not one
+ * for it (emit_data's). */
 __noinline int emit_whole(const struct syscap_conn *c, const struct bufs *b, __u64 size, __u8 dir, __u64 ts)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	const void *src;
 	__u64 end = size < syscap_whole_max ? size : syscap_whole_max;
-	__u64 full;
+	struct whole_seg w = {.end = end, .size = size, .ts = ts, .dir = dir};
+	__u64 off = 0;
 
-	if (!c || !b)
-		return 0;
-	src = b->buf;
-	if (b->iov && b->iovcnt > 1) {
-		/* Each iovec's bytes in records of their own, up to MAX_IOV
-		 * iovecs: past them the chunk's rest is a gap, as the plain
-		 * capture's. */
-		struct whole_seg w = {.end = end, .size = size, .ts = ts, .dir = dir};
-		__u64 off = 0;
-
-		if (end <= SYSCAP_CAP_MAX)
-			return 0; /* emit_data gathers it into one record */
-#pragma unroll
-		for (int i = 0; i < MAX_IOV; i++) {
-			struct iovec v;
-			__u64 n;
-
-			if (i >= b->iovcnt || off >= end)
-				break;
-			if (bpf_probe_read_user(&v, sizeof(v), &b->iov[i]))
-				break;
-			n = v.iov_len < end - off ? v.iov_len : end - off;
-			w.src = v.iov_base;
-			w.off = off;
-			w.n = n;
-			if (n && !whole_iov(c, &w))
-				break;
-			off += n;
-		}
+	if (!c || !b || end <= SYSCAP_CAP_MAX)
+		return 0; /* emit_data takes it (gathering several iovecs into one record) */
+	if (!b->iov) {
+		w.src = b->buf;
+		w.n = end;
+		whole_iov(c, &w);
 		return 1;
 	}
-	if (b->iov) {
+	/* Each iovec's bytes in records of their own, up to MAX_IOV iovecs:
+	 * past them the chunk's rest is a gap, as the plain capture's. */
+#pragma unroll
+	for (int i = 0; i < MAX_IOV; i++) {
 		struct iovec v;
+		__u64 n;
 
-		if (bpf_probe_read_user(&v, sizeof(v), b->iov))
-			return 0;
-		src = v.iov_base;
-		if (v.iov_len < end)
-			end = v.iov_len;
-	}
-	if (end <= SYSCAP_CAP_MAX)
-		return 0;
-	/* Every record but the last is full: a constant size keeps the
-	 * loop's paths alike, so the verifier prunes them. */
-	full = (end - 1) / SYSCAP_CAP_MAX;
-	if (full > SYSCAP_WHOLE_RECS - 1)
-		full = SYSCAP_WHOLE_RECS - 1;
-	for (__u32 i = 0; i < SYSCAP_WHOLE_RECS - 1; i++) {
-		if (i >= full)
+		if (i >= b->iovcnt || off >= end)
 			break;
-		if (!whole_rec(c, tgid, src + (__u64)i * SYSCAP_CAP_MAX, (__u64)i * SYSCAP_CAP_MAX, SYSCAP_CAP_MAX, size,
-			       dir, ts, i ? SYSCAP_F_CONT | SYSCAP_F_MORE : SYSCAP_F_MORE))
-			return 1;
+		if (bpf_probe_read_user(&v, sizeof(v), &b->iov[i]))
+			break;
+		n = v.iov_len < end - off ? v.iov_len : end - off;
+		w.src = v.iov_base;
+		w.off = off;
+		w.n = n;
+		if (n && !whole_iov(c, &w))
+			break;
+		off += n;
 	}
-	whole_rec(c, tgid, src + full * SYSCAP_CAP_MAX, full * SYSCAP_CAP_MAX, end - full * SYSCAP_CAP_MAX, size, dir, ts,
-		  SYSCAP_F_CONT);
 	return 1;
 }
 
